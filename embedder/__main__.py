@@ -1,0 +1,81 @@
+"""`python -m embedder serve`: run the inference tier (tritonserver) in the foreground until Ctrl-C / SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import tempfile
+from pathlib import Path
+from types import FrameType
+from typing import NoReturn
+
+from embedder.repository import EmbedModelOptions, RepositoryOptions, RerankModelOptions, build_repository
+from embedder.triton import TritonOptions, TritonPorts, TritonServer, TritonStartError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m embedder", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="start tritonserver with the embed (and rerank) models")
+    defaults, embed = TritonPorts(), EmbedModelOptions()
+    serve.add_argument("--address", default="127.0.0.1")
+    serve.add_argument("--http-port", type=int, default=defaults.http)
+    serve.add_argument("--grpc-port", type=int, default=defaults.grpc)
+    serve.add_argument("--metrics-port", type=int, default=defaults.metrics)
+    serve.add_argument("--work-dir", type=Path, help="repository, backends and log (default: a temporary dir)")
+    serve.add_argument("--embed-onnx", type=Path, help="embed ONNX graph (default: USE-multilingual v3)")
+    serve.add_argument("--max-chars", type=int, default=embed.max_chars)
+    serve.add_argument("--max-batch-size", type=int, default=embed.max_batch_size)
+    serve.add_argument("--instance-kind", choices=["KIND_CPU", "KIND_GPU"], default=embed.instance_kind)
+    serve.add_argument("--instance-count", type=int, default=embed.instance_count)
+    serve.add_argument("--rerank-dir", type=Path, help="cross-encoder dir (model.onnx + tokenizer.json)")
+    serve.add_argument("--ready-timeout", type=float, default=60.0)
+    return parser
+
+
+def _stop_on_sigterm(signum: int, frame: FrameType | None) -> NoReturn:
+    raise SystemExit(128 + signum)
+
+
+def serve(args: argparse.Namespace, work_dir: Path) -> int:
+    options = RepositoryOptions(
+        embed=EmbedModelOptions(
+            onnx_path=args.embed_onnx,
+            max_chars=args.max_chars,
+            max_batch_size=args.max_batch_size,
+            instance_kind=args.instance_kind,
+            instance_count=args.instance_count,
+        ),
+        rerank=None if args.rerank_dir is None else RerankModelOptions(args.rerank_dir, instance_kind=args.instance_kind),
+    )
+    models = build_repository(work_dir / "models", options)
+    ports = TritonPorts(http=args.http_port, grpc=args.grpc_port, metrics=args.metrics_port)
+    server = TritonServer(
+        TritonOptions(work_dir / "models", tuple(models), ports, args.address, work_dir, args.ready_timeout)
+    )
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    with server:
+        print(f"inference tier ready: gRPC {server.grpc_url}, models {', '.join(models)}; log {server.log_path}")
+        code = server.wait()
+        print(f"tritonserver exited with code {code}; log tail:\n{server.log_tail()}", file=sys.stderr)
+        return code or 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.work_dir is not None:
+            args.work_dir.mkdir(parents=True, exist_ok=True)
+            return serve(args, args.work_dir)
+        with tempfile.TemporaryDirectory(prefix="embedder-") as work_dir:
+            return serve(args, Path(work_dir))
+    except TritonStartError as error:
+        print(error, file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""A bounded LRU cache whose entries expire after a fixed time to live."""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class TTLCache(Generic[K, V]):
+    """At most `maxsize` entries (least recently used evicted first), each valid `ttl_s` seconds."""
+
+    def __init__(self, maxsize: int, ttl_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        if maxsize < 0 or ttl_s < 0:
+            raise ValueError("maxsize and ttl_s must be >= 0")
+        self.maxsize, self.ttl_s = maxsize, ttl_s
+        self._clock = clock
+        self._entries: OrderedDict[K, tuple[float, V]] = OrderedDict()
+
+    def get(self, key: K) -> V | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        expires_at, value = entry
+        if self._clock() >= expires_at:
+            del self._entries[key]
+            return None
+        self._entries.move_to_end(key)
+        return value
+
+    def put(self, key: K, value: V) -> None:
+        if self.maxsize == 0:
+            return
+        self._entries[key] = (self._clock() + self.ttl_s, value)
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.maxsize:
+            self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)

@@ -1,0 +1,230 @@
+"""Async clients of the inference tier over Triton's gRPC API (`tritonclient.grpc.aio`).
+
+Every call carries a deadline (`timeout_s`), and every tritonclient failure is translated into
+`InferenceUnavailable` / `InferenceError` in one place (`_ModelClient._call`). An optional
+`on_call` hook receives a `CallRecord` per RPC: the place to attach tracing or metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+from tritonclient.grpc import InferInput, InferRequestedOutput, InferResult
+from tritonclient.grpc.aio import InferenceServerClient
+from tritonclient.utils import InferenceServerException
+
+from embedder.cache import TTLCache
+from embedder.errors import InferenceError, InferenceUnavailable
+
+DEFAULT_URL = "127.0.0.1:8001"
+T = TypeVar("T")
+FloatMatrix = npt.NDArray[np.float32]
+
+# gRPC codes meaning "cannot answer now" (NOT_FOUND: the model is not loaded in this tier).
+_UNAVAILABLE = frozenset(
+    f"StatusCode.{code}"
+    for code in ("UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED", "RESOURCE_EXHAUSTED", "NOT_FOUND")
+)
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One RPC to the tier, for tracing/metrics hooks."""
+
+    model: str
+    operation: str  # infer | ready | metadata | config | index
+    items: int  # texts or passages sent
+    seconds: float
+    error: InferenceError | None
+
+
+CallHook = Callable[[CallRecord], None]
+
+
+@dataclass(frozen=True)
+class EmbeddingResult:
+    vectors: FloatMatrix  # [n, dimension], L2-normalised
+    truncated: npt.NDArray[np.bool_]  # [n]: the text was longer than the model's limit and was cut
+
+
+@dataclass(frozen=True)
+class QueryEmbedding:
+    vector: FloatMatrix  # [dimension], read-only (shared by the cache)
+    truncated: bool
+
+
+class _ModelClient:
+    """One Triton model behind one gRPC channel (opened on first use, inside the running loop)."""
+
+    def __init__(self, url: str, model: str, on_call: CallHook | None) -> None:
+        self.url, self.model = url, model
+        self._on_call = on_call
+        self._client: InferenceServerClient | None = None
+
+    async def ready(self, *, timeout_s: float = 1.0) -> bool:
+        """True when the server answers and the model is READY; never raises."""
+        try:
+            ready = await self._call(
+                "ready", 0, lambda c: c.is_model_ready(self.model, client_timeout=timeout_s)
+            )
+        except InferenceError:
+            return False
+        return bool(ready)
+
+    async def deployed(self, *, timeout_s: float = 1.0) -> bool:
+        """Whether the tier's model repository has this model; raises `InferenceUnavailable` when down."""
+        index = await self._call("index", 0, lambda c: c.get_model_repository_index(client_timeout=timeout_s))
+        return any(entry.name == self.model for entry in index.models)
+
+    async def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def _call(
+        self, operation: str, items: int, rpc: Callable[[InferenceServerClient], Awaitable[T]]
+    ) -> T:
+        if self._client is None:
+            self._client = InferenceServerClient(self.url)
+        started, failure = time.perf_counter(), None
+        try:
+            return await rpc(self._client)
+        except InferenceServerException as exc:
+            failure = _translate(self.model, operation, exc)
+            raise failure from exc
+        finally:
+            if self._on_call is not None:
+                self._on_call(
+                    CallRecord(self.model, operation, items, time.perf_counter() - started, failure)
+                )
+
+
+def _translate(model: str, operation: str, exc: InferenceServerException) -> InferenceError:
+    status = exc.status()
+    message = f"{model} {operation}: {status or 'error'}: {exc.message()}"
+    return InferenceUnavailable(message) if status in _UNAVAILABLE else InferenceError(message)
+
+
+class TritonEmbedder(_ModelClient):
+    """Texts -> L2-normalised vectors from the `embed` model; single queries go through a TTL LRU cache."""
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        *,
+        model: str = "embed",
+        cache_size: int = 1024,
+        cache_ttl_s: float = 300.0,
+        on_call: CallHook | None = None,
+    ) -> None:
+        super().__init__(url, model, on_call)
+        self._cache: TTLCache[str, QueryEmbedding] = TTLCache(cache_size, cache_ttl_s)
+        self._dimension: int | None = None
+        self._max_batch_size = 0
+
+    @property
+    def dimension(self) -> int:
+        if self._dimension is None:
+            raise RuntimeError("dimension unknown: await connect() first")
+        return self._dimension
+
+    async def connect(self, *, timeout_s: float = 5.0) -> int:
+        """Read the model's metadata and config (dimension, max batch size); returns the dimension."""
+        metadata = await self._call(
+            "metadata", 0, lambda c: c.get_model_metadata(self.model, client_timeout=timeout_s)
+        )
+        config = await self._call("config", 0, lambda c: c.get_model_config(self.model, client_timeout=timeout_s))
+        embedding = next(o for o in metadata.outputs if o.name == "embedding")
+        self._max_batch_size = int(config.config.max_batch_size)
+        self._dimension = int(embedding.shape[-1])
+        return self._dimension
+
+    async def embed(self, texts: Sequence[str], *, timeout_s: float) -> EmbeddingResult:
+        """Embed `texts` within `timeout_s` seconds, in parallel requests of at most the model's max batch."""
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        if self._dimension is None:
+            await self.connect(timeout_s=timeout_s)
+        if not texts:
+            return EmbeddingResult(np.zeros((0, self.dimension), np.float32), np.zeros(0, np.bool_))
+        remaining = deadline - asyncio.get_running_loop().time()
+        if remaining <= 0:
+            raise InferenceUnavailable(f"{self.model} infer: deadline exceeded before the call")
+        size = self._max_batch_size or len(texts)
+        chunks = [texts[i : i + size] for i in range(0, len(texts), size)]
+        parts = await asyncio.gather(*(self._infer(chunk, remaining) for chunk in chunks))
+        return EmbeddingResult(
+            vectors=np.concatenate([vectors for vectors, _ in parts]),
+            truncated=np.concatenate([flags for _, flags in parts]),
+        )
+
+    async def embed_query(self, text: str, *, timeout_s: float) -> QueryEmbedding:
+        """One query's embedding; repeated queries within the TTL are answered from the cache."""
+        cached = self._cache.get(text)
+        if cached is not None:
+            return cached
+        result = await self.embed([text], timeout_s=timeout_s)
+        vector = result.vectors[0].copy()
+        vector.setflags(write=False)
+        embedding = QueryEmbedding(vector, bool(result.truncated[0]))
+        self._cache.put(text, embedding)
+        return embedding
+
+    async def _infer(
+        self, texts: Sequence[str], timeout_s: float
+    ) -> tuple[FloatMatrix, npt.NDArray[np.bool_]]:
+        text = InferInput("text", [len(texts), 1], "BYTES")
+        text.set_data_from_numpy(np.array(texts, dtype=np.object_).reshape(-1, 1))
+        outputs = [InferRequestedOutput("embedding"), InferRequestedOutput("truncated")]
+        result: InferResult = await self._call(
+            "infer",
+            len(texts),
+            lambda c: c.infer(self.model, [text], outputs=outputs, client_timeout=timeout_s),
+        )
+        return _output(result, "embedding").astype(np.float32), _output(result, "truncated").reshape(-1)
+
+
+class TritonReranker(_ModelClient):
+    """(query, passages) -> one cross-encoder score per passage from the optional `rerank` model.
+
+    `deployed()` tells whether the tier has a cross-encoder at all; `ready()` whether it can answer now.
+    """
+
+    def __init__(self, url: str = DEFAULT_URL, *, model: str = "rerank", on_call: CallHook | None = None) -> None:
+        super().__init__(url, model, on_call)
+
+    async def rerank(self, query: str, passages: Sequence[str], *, timeout_s: float) -> list[float]:
+        """Scores (raw logits, higher = more relevant) in the order of `passages`."""
+        if not passages:
+            return []
+        query_input = InferInput("query", [1], "BYTES")
+        query_input.set_data_from_numpy(np.array([query], dtype=np.object_))
+        passages_input = InferInput("passages", [len(passages)], "BYTES")
+        passages_input.set_data_from_numpy(np.array(passages, dtype=np.object_))
+        result: InferResult = await self._call(
+            "infer",
+            len(passages),
+            lambda c: c.infer(self.model, [query_input, passages_input], client_timeout=timeout_s),
+        )
+        return [float(score) for score in _output(result, "scores")]
+
+
+def _output(result: InferResult, name: str) -> npt.NDArray[Any]:
+    array = result.as_numpy(name)
+    if array is None:
+        raise InferenceError(f"Triton's answer lacks the output {name!r}")
+    return np.asarray(array)

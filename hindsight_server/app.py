@@ -1,0 +1,125 @@
+"""The composition root: builds the pool, store, pipelines and gRPC server from one Settings object."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from dataclasses import dataclass, field
+
+import asyncpg
+import grpc
+from grpc_health.v1._async import HealthServicer
+
+from hindsight_server.config import Settings
+from hindsight_server.domain.clock import Clock, system_clock
+from hindsight_server.domain.errors import HindsightError
+from hindsight_server.pipelines.read import ReadPipeline
+from hindsight_server.pipelines.recall import RecallPipeline, RecallSettings
+from hindsight_server.pipelines.write import WritePipeline, WriteSettings
+from hindsight_server.rpc.server import build_server, set_serving
+from hindsight_server.rpc.servicer import MemoryServicer
+from hindsight_server.store.memories import MemoryStore
+from hindsight_server.store.migrate import migrate
+from hindsight_server.store.pool import create_pool
+
+log = logging.getLogger(__name__)
+
+
+class StartupError(RuntimeError):
+    """The server cannot start; the message says why and what to do."""
+
+
+@dataclass
+class RunningServer:
+    server: grpc.aio.Server
+    port: int
+    pool: asyncpg.Pool
+    health: HealthServicer
+    grace_s: float
+    _background: list[asyncio.Task[None]] = field(default_factory=list)
+
+    async def stop(self) -> None:
+        """Stops accepting calls, lets in-flight ones finish within the grace period, closes the pool."""
+        await self.health.enter_graceful_shutdown()
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        await self.server.stop(self.grace_s)
+        await self.pool.close()
+
+
+async def _watch_database(store: MemoryStore, health: HealthServicer, interval_s: float) -> None:
+    """Readiness follows the database: NOT_SERVING while it cannot be reached, SERVING when it is back."""
+    serving = True
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            await asyncio.wait_for(store.ping(), timeout=interval_s)
+            healthy = True
+        except (HindsightError, TimeoutError):
+            healthy = False
+        if healthy != serving:
+            log.warning("database %s", "reachable again" if healthy else "unreachable: reporting NOT_SERVING")
+            await set_serving(health, healthy)
+            serving = healthy
+
+
+async def start_server(settings: Settings, *, clock: Clock = system_clock) -> RunningServer:
+    db = settings.database
+    if not db.dsn:
+        raise StartupError(
+            "no database: set HINDSIGHT_DATABASE__DSN (or [database] dsn in the config file), "
+            "or run the embedded stack with `hindsight up`"
+        )
+    try:
+        applied = await migrate(db.dsn, settings.embedding.dimension, db.connect_timeout_s)
+    except HindsightError as exc:
+        raise StartupError(f"cannot reach the database: {exc}") from exc
+    if applied:
+        log.info("schema migrated: %s", ", ".join(applied))
+    try:
+        pool = await create_pool(
+            db.dsn,
+            min_size=min(db.pool_min, db.pool_max),
+            max_size=db.pool_max,
+            statement_timeout_ms=db.statement_timeout_ms,
+            connect_timeout_s=db.connect_timeout_s,
+        )
+    except HindsightError as exc:
+        raise StartupError(f"cannot reach the database: {exc}") from exc
+
+    store = MemoryStore(pool)
+    writes = WritePipeline(
+        store,
+        WriteSettings(settings.limits, settings.ttl, settings.write, embeddings_enabled=False),
+        clock,
+    )
+    reads = ReadPipeline(store, settings.limits)
+    recalls = RecallPipeline(store, RecallSettings(settings.limits, settings.recall))
+    servicer = MemoryServicer(writes, reads, recalls, settings.limits, settings.recall, clock)
+    health = HealthServicer()
+    server = build_server(servicer, health, settings.server.max_message_bytes)
+    port = server.add_insecure_port(f"{settings.server.host}:{settings.server.port}")
+    await server.start()
+    await set_serving(health, True)
+    running = RunningServer(server, port, pool, health, settings.server.grace_s)
+    running._background.append(
+        asyncio.create_task(_watch_database(store, health, db.health_interval_s), name="watch-database")
+    )
+    return running
+
+
+async def serve(settings: Settings) -> None:
+    """Runs one memory server until SIGINT or SIGTERM, then shuts down gracefully."""
+    running = await start_server(settings)
+    print(f"hindsight memory server listening on {settings.server.host}:{running.port}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(signum, stop.set)
+    await stop.wait()
+    log.info("shutting down (grace %.1fs)", settings.server.grace_s)
+    await running.stop()

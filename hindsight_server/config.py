@@ -1,0 +1,92 @@
+"""One typed configuration holding every knob, built once at start.
+
+Sources, strongest first: environment variables (`HINDSIGHT_` prefix, `__` between levels, e.g.
+`HINDSIGHT_SERVER__PORT=50052`, `HINDSIGHT_RECALL__MIN_SCORE=0.4`), then an optional TOML file
+(`--config FILE` or `HINDSIGHT_CONFIG`), then the defaults of DESIGN.md.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from hindsight_server.domain.policy import Limits, RecallPolicy, TtlPolicy, WritePolicy
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ServerSettings(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(50051, ge=0, le=65535)  # 0: any free port (tests)
+    grace_s: float = Field(5.0, ge=0)  # in-flight calls get this long to finish on shutdown
+    max_message_bytes: int = Field(8 * 1024 * 1024, ge=64 * 1024)
+
+
+class DatabaseSettings(_Section):
+    # Empty: the embedded PostgreSQL under data_dir (`hindsight up`); otherwise any libpq URI.
+    dsn: str = ""
+    pool_min: int = Field(2, ge=1)
+    pool_max: int = Field(10, ge=1)
+    statement_timeout_ms: int = Field(5_000, ge=100)
+    connect_timeout_s: float = Field(5.0, gt=0)
+    health_interval_s: float = Field(2.0, gt=0)  # how often readiness re-checks the database
+
+
+class EmbeddingSettings(_Section):
+    # Fixed when the table is created; a server configured otherwise refuses to start.
+    dimension: int = Field(512, ge=1, le=16_000)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="HINDSIGHT_", env_nested_delimiter="__", frozen=True, extra="forbid"
+    )
+
+    data_dir: Path = Path("data")
+    log_level: str = "INFO"
+    server: ServerSettings = ServerSettings()
+    database: DatabaseSettings = DatabaseSettings()
+    embedding: EmbeddingSettings = EmbeddingSettings()
+    limits: Limits = Limits()
+    ttl: TtlPolicy = TtlPolicy()
+    write: WritePolicy = WritePolicy()
+    recall: RecallPolicy = RecallPolicy()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The environment overrides the file (passed as init values), which overrides the defaults.
+        return env_settings, init_settings
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Reads the TOML file (if any), applies the environment on top, then explicit overrides (CLI flags)."""
+    path = config_file or (Path(os.environ["HINDSIGHT_CONFIG"]) if os.environ.get("HINDSIGHT_CONFIG") else None)
+    values: dict[str, Any] = {}
+    if path is not None:
+        with path.open("rb") as handle:
+            values = tomllib.load(handle)
+    settings = Settings(**values)
+    # Explicit overrides (command-line flags) beat the environment, so they bypass the sources.
+    updates: dict[str, Any] = {}
+    for dotted, value in overrides.items():
+        name, _, key = dotted.partition("__")
+        if not key:
+            updates[name] = value
+            continue
+        section = updates.get(name, getattr(settings, name))
+        updates[name] = type(section).model_validate({**section.model_dump(), key: value})
+    return settings.model_copy(update=updates) if updates else settings

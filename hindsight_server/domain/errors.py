@@ -1,0 +1,40 @@
+"""Domain errors. The transport maps each class to one gRPC status code in one table (rpc/errors.py).
+
+Messages are written for the caller: they name the field or the resource, never carry a stack trace.
+"""
+
+from __future__ import annotations
+
+
+class HindsightError(Exception):
+    """Base of every error hindsight reports to a caller."""
+
+
+class InvalidArgument(HindsightError):
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+class NotFound(HindsightError):
+    def __init__(self, what: str, ident: str) -> None:
+        super().__init__(f"{what} {ident!r} not found")
+        self.what = what
+        self.ident = ident
+
+
+class FailedPrecondition(HindsightError):
+    """The request is well formed but the resource is in a state that forbids it."""
+
+
+class Aborted(HindsightError):
+    """A concurrent change won (optimistic concurrency); the caller may re-read and retry."""
+
+
+class Unavailable(HindsightError):
+    """A dependency (database, inference tier) cannot be reached; safe to retry."""
+
+
+class DeadlineExceeded(HindsightError):
+    """The work did not finish inside its time budget (statement timeout, inference deadline)."""

@@ -1,0 +1,87 @@
+"""Lexical terms for Chinese and English, and their PostgreSQL tsvector / tsquery literals.
+
+PostgreSQL's parsers do not segment Chinese, and how they treat non-ASCII letters depends on the database
+locale. So terms are made here, the same way for documents and queries, and handed to PostgreSQL as
+literals it stores verbatim: words for alphabetic scripts, character unigrams and bigrams for CJK runs
+(so "靠窗" finds "用户偏好靠窗座位" without a dictionary).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterator
+
+_CJK_RUN = r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]+"
+_TOKEN = re.compile(rf"(?P<cjk>{_CJK_RUN})|(?P<word>[^\W_]+)", re.UNICODE)
+_MAX_TERM_CHARS = 64  # longer "words" are ids or noise, not something a person searches for
+_MAX_POSITION = 16_383  # PostgreSQL's limit for a tsvector position
+
+ENGLISH_STOPWORDS = frozenset(
+    """a an and are as at be been but by did do does for from had has have he her him his i if in into is
+    it its me my of on or our she so than that the their them then there these they this to was we were
+    what when where which who whom why will with you your""".split()
+)
+
+
+def _normalise(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+def _tokens(text: str) -> Iterator[tuple[str, str]]:
+    """Yields (kind, token) with kind "cjk" or "word", in text order."""
+    for match in _TOKEN.finditer(_normalise(text)):
+        kind = match.lastgroup
+        token = match.group()
+        if kind == "word" and len(token) > _MAX_TERM_CHARS:
+            continue
+        yield ("cjk" if kind == "cjk" else "word"), token
+
+
+def document_terms(text: str) -> list[tuple[str, int]]:
+    """Every term of a stored text with its 1-based position (CJK: unigrams and bigrams)."""
+    terms: list[tuple[str, int]] = []
+    position = 0
+    for kind, token in _tokens(text):
+        if kind == "word":
+            position += 1
+            terms.append((token, position))
+            continue
+        for index, char in enumerate(token):
+            position += 1
+            terms.append((char, position))
+            if index + 1 < len(token):
+                terms.append((token[index : index + 2], position))
+    return [(term, min(pos, _MAX_POSITION)) for term, pos in terms]
+
+
+def query_terms(text: str) -> list[str]:
+    """Distinct search terms of a query: content words, CJK bigrams (a lone CJK character as itself)."""
+    seen: dict[str, None] = {}
+    for kind, token in _tokens(text):
+        if kind == "word":
+            if token not in ENGLISH_STOPWORDS:
+                seen.setdefault(token)
+        elif len(token) == 1:
+            seen.setdefault(token)
+        else:
+            for index in range(len(token) - 1):
+                seen.setdefault(token[index : index + 2])
+    return list(seen)
+
+
+def _quote(term: str) -> str:
+    return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def tsvector_literal(text: str) -> str:
+    """A tsvector literal (`'term':1,4 ...`) PostgreSQL stores as is, whatever its locale."""
+    positions: dict[str, list[int]] = {}
+    for term, position in document_terms(text):
+        positions.setdefault(term, []).append(position)
+    return " ".join(f"{_quote(term)}:{','.join(map(str, pos[:256]))}" for term, pos in positions.items())
+
+
+def tsquery_literal(terms: list[str]) -> str:
+    """An OR query over the terms; empty when there is nothing to search for."""
+    return " | ".join(_quote(term) for term in terms)

@@ -1,0 +1,264 @@
+"""The memory record and the value types that travel between the layers.
+
+Standard library only: the transport converts protobuf into these, the store maps rows into them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import TypeAlias
+
+JsonScalar: TypeAlias = str | int | float | bool | None
+JsonValue: TypeAlias = JsonScalar | list["JsonValue"] | dict[str, "JsonValue"]
+Entities: TypeAlias = Mapping[str, JsonValue]
+
+
+class Tier(StrEnum):
+    WORKING = "working"
+    EPISODIC = "episodic"
+    SEMANTIC = "semantic"
+
+
+class Kind(StrEnum):
+    FACT = "fact"
+    PREFERENCE = "preference"
+    EVENT = "event"
+    TASK = "task"
+    SUMMARY = "summary"
+    INSTRUCTION = "instruction"
+
+
+class Status(StrEnum):
+    ACTIVE = "active"
+    PENDING = "pending"
+    SUPERSEDED = "superseded"
+    EXPIRED = "expired"
+    DELETED = "deleted"
+
+
+class EmbeddingState(StrEnum):
+    PENDING = "pending"
+    READY = "ready"
+    DISABLED = "disabled"
+
+
+class Channel(StrEnum):
+    STRUCTURED = "structured"
+    VECTOR = "vector"
+    LEXICAL = "lexical"
+    SESSION = "session"
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryDraft:
+    """What a caller asks to store; validated before it reaches a pipeline."""
+
+    tenant_id: str
+    content: str
+    tier: Tier
+    kind: Kind
+    subject: str = ""
+    agent_id: str = ""
+    session_id: str = ""
+    intent: str = ""
+    entities: Entities = field(default_factory=dict)
+    confidence: float = 1.0
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    expires_at: datetime | None = None
+    idempotency_key: str = ""
+    occurred_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    id: str
+    tenant_id: str
+    subject: str
+    agent_id: str
+    session_id: str
+    tier: Tier
+    kind: Kind
+    intent: str
+    entities: Entities
+    content: str
+    confidence: float
+    status: Status
+    supersedes: str | None
+    superseded_by: str | None
+    valid_from: datetime | None
+    valid_to: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime | None
+    access_count: int
+    last_accessed_at: datetime | None
+    idempotency_key: str
+    embedding_state: EmbeddingState
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOutcome:
+    memory: Memory
+    created: bool  # False: an earlier write with the same idempotency key was returned
+
+
+# The fields Update may change, by their names in the contract.
+MUTABLE_FIELDS: frozenset[str] = frozenset(
+    {
+        "content",
+        "entities",
+        "intent",
+        "confidence",
+        "subject",
+        "kind",
+        "tier",
+        "valid_from",
+        "valid_to",
+        "expires_at",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryPatch:
+    """An Update: only the fields named in `mask` change; a masked field left unset is cleared."""
+
+    tenant_id: str
+    memory_id: str
+    mask: frozenset[str]
+    content: str = ""
+    entities: Entities = field(default_factory=dict)
+    intent: str = ""
+    confidence: float = 1.0
+    subject: str = ""
+    tier: Tier | None = None
+    kind: Kind | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    expires_at: datetime | None = None
+    expected_version: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ListQuery:
+    tenant_id: str
+    subject: str = ""
+    session_id: str = ""
+    tiers: Sequence[Tier] = ()
+    kinds: Sequence[Kind] = ()
+    statuses: Sequence[Status] = (Status.ACTIVE,)
+    page_size: int = 50
+    after: PageCursor | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PageCursor:
+    """Keyset position: the last row of the previous page in (created_at desc, id desc) order."""
+
+    created_at: datetime
+    memory_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    memories: Sequence[Memory]
+    next_cursor: PageCursor | None
+
+
+@dataclass(frozen=True, slots=True)
+class TimeWindow:
+    start: datetime | None = None  # inclusive
+    end: datetime | None = None  # exclusive
+
+    @property
+    def is_open(self) -> bool:
+        return self.start is None and self.end is None
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreWeights:
+    similarity: float
+    recency: float
+    tier_priority: float
+    entity_match: float
+
+    def normalised(self) -> ScoreWeights:
+        total = self.similarity + self.recency + self.tier_priority + self.entity_match
+        return ScoreWeights(
+            self.similarity / total, self.recency / total, self.tier_priority / total, self.entity_match / total
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RecallQuery:
+    tenant_id: str
+    text: str
+    now: datetime
+    top_k: int
+    token_budget: int
+    weights: ScoreWeights
+    profile: str
+    min_score: float
+    subject: str = ""
+    session_id: str = ""
+    tiers: Sequence[Tier] = ()
+    kinds: Sequence[Kind] = ()
+    entities: Entities = field(default_factory=dict)
+    window: TimeWindow = field(default_factory=TimeWindow)
+    include_superseded: bool = False
+    as_of: datetime | None = None
+    explain: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelHit:
+    """One candidate as one channel saw it."""
+
+    memory: Memory
+    rank: int  # 1-based
+    score: float  # the channel's raw score
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelResult:
+    channel: Channel
+    hits: Sequence[ChannelHit]
+    elapsed_ms: float
+    error: str = ""  # non-empty: the channel could not answer
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreBreakdown:
+    similarity: float
+    recency: float
+    tier_priority: float
+    entity_match: float
+    fusion: float
+    rerank: float
+    final: float
+
+
+@dataclass(frozen=True, slots=True)
+class RankedMemory:
+    memory: Memory
+    channels: Mapping[Channel, ChannelHit]
+    score: ScoreBreakdown
+    packed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RecallResult:
+    hits: Sequence[RankedMemory]
+    injection_text: str
+    tokens_used: int
+    channels_used: Sequence[Channel]
+    channels_degraded: Sequence[Channel]
+    window: TimeWindow
+    channel_results: Sequence[ChannelResult]
+    weights: ScoreWeights
+    profile: str

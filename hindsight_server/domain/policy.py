@@ -1,0 +1,81 @@
+"""Policies with the defaults of DESIGN.md: plain values the configuration composes and the pipelines read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from hindsight_server.domain.errors import InvalidArgument
+from hindsight_server.domain.model import Kind, ScoreWeights, Tier
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Bounds on every request, so no caller can make the server do unbounded work."""
+
+    max_content_bytes: int = 16_384
+    max_batch_size: int = 1_000
+    max_page_size: int = 500
+    default_page_size: int = 50
+    max_top_k: int = 100
+    max_token_budget: int = 32_000
+    max_query_bytes: int = 4_096
+    max_identifier_chars: int = 256
+    max_entity_keys: int = 64
+    max_entity_depth: int = 4
+    max_entities_bytes: int = 8_192
+
+
+@dataclass(frozen=True, slots=True)
+class TtlPolicy:
+    """Time to live by tier and by kind; None means the memory does not expire."""
+
+    working: timedelta | None = timedelta(hours=24)
+    episodic: timedelta | None = timedelta(days=30)
+    semantic: timedelta | None = None
+    # A kind's TTL overrides the tier's outside working memory (which is always short-lived).
+    by_kind: dict[Kind, timedelta | None] = field(
+        default_factory=lambda: {Kind.EVENT: timedelta(days=90), Kind.PREFERENCE: None}
+    )
+
+    def for_tier(self, tier: Tier) -> timedelta | None:
+        return {Tier.WORKING: self.working, Tier.EPISODIC: self.episodic, Tier.SEMANTIC: self.semantic}[tier]
+
+
+@dataclass(frozen=True, slots=True)
+class WritePolicy:
+    # Below this confidence a memory waits in the pending area; recall does not use it.
+    pending_below_confidence: float = 0.7
+
+
+DEFAULT_PROFILES: dict[str, ScoreWeights] = {
+    "default": ScoreWeights(similarity=0.4, recency=0.3, tier_priority=0.2, entity_match=0.1),
+    "support": ScoreWeights(similarity=0.3, recency=0.4, tier_priority=0.2, entity_match=0.1),
+    "knowledge_qa": ScoreWeights(similarity=0.5, recency=0.2, tier_priority=0.2, entity_match=0.1),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RecallPolicy:
+    default_top_k: int = 5
+    default_token_budget: int = 2_000
+    # Candidates each channel contributes before fusion (DESIGN: vector top 20, merged 30-50).
+    channel_limit: int = 20
+    max_candidates: int = 50
+    rrf_k: int = 60
+    recency_half_life: timedelta = timedelta(days=30)
+    # Nothing is returned for injection when every final score is below this.
+    min_score: float = 0.5
+    min_similarity: float = 0.65
+    profiles: dict[str, ScoreWeights] = field(default_factory=lambda: dict(DEFAULT_PROFILES))
+
+
+def resolve_weights(profile: str, override: ScoreWeights | None, policy: RecallPolicy) -> tuple[str, ScoreWeights]:
+    """The weights a recall uses: an explicit override, else the named profile (empty: "default")."""
+    name = profile or "default"
+    if name not in policy.profiles:
+        known = ", ".join(sorted(policy.profiles))
+        raise InvalidArgument("profile", f"unknown profile {name!r}; known: {known}")
+    if override is not None:
+        return "custom", override
+    return name, policy.profiles[name]

@@ -1,0 +1,146 @@
+"""The recall path: channels in parallel -> fuse -> score -> threshold -> pack, with an explanation.
+
+Every channel reads through the same Visibility, so tenant, status, expiry and as_of rules are applied
+identically whichever channel finds a memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from hindsight_server.domain import scoring
+from hindsight_server.domain.errors import HindsightError
+from hindsight_server.domain.fusion import FusedCandidate, reciprocal_rank_fusion
+from hindsight_server.domain.lexical import query_terms, tsquery_literal
+from hindsight_server.domain.model import (
+    Channel,
+    ChannelHit,
+    ChannelResult,
+    RankedMemory,
+    RecallQuery,
+    RecallResult,
+    ScoreBreakdown,
+)
+from hindsight_server.domain.packing import PackItem, pack
+from hindsight_server.domain.policy import Limits, RecallPolicy
+from hindsight_server.domain.validation import validate_recall
+from hindsight_server.store.memories import MemoryStore, Visibility
+
+
+@dataclass(frozen=True, slots=True)
+class RecallSettings:
+    limits: Limits
+    policy: RecallPolicy
+
+
+class RecallPipeline:
+    def __init__(self, store: MemoryStore, settings: RecallSettings) -> None:
+        self._store = store
+        self._settings = settings
+
+    async def recall(self, query: RecallQuery) -> RecallResult:
+        validate_recall(query, self._settings.limits)
+        policy = self._settings.policy
+        visibility = Visibility(
+            tenant_id=query.tenant_id,
+            now=query.now,
+            subject=query.subject,
+            tiers=query.tiers,
+            kinds=query.kinds,
+            include_superseded=query.include_superseded,
+            as_of=query.as_of,
+            window=query.window,
+        )
+        results = await _run_channels(self._channels(query, visibility))
+        candidates = reciprocal_rank_fusion(results, k=policy.rrf_k, limit=policy.max_candidates)
+        ranked = self._rank(query, candidates, results)
+        kept = [hit for hit in ranked if hit.score.final >= query.min_score][: query.top_k]
+        packed = pack(
+            [PackItem(hit.memory, hit.score.similarity >= policy.min_similarity) for hit in kept],
+            query.token_budget,
+        )
+        hits = [
+            RankedMemory(hit.memory, hit.channels, hit.score, packed=hit.memory.id in packed.packed_ids)
+            for hit in kept
+        ]
+        return RecallResult(
+            hits=hits,
+            injection_text=packed.text,
+            tokens_used=packed.tokens,
+            channels_used=[r.channel for r in results if not r.error],
+            channels_degraded=[r.channel for r in results if r.error],
+            window=query.window,
+            channel_results=results,
+            weights=query.weights,
+            profile=query.profile,
+        )
+
+    def _channels(
+        self, query: RecallQuery, visibility: Visibility
+    ) -> dict[Channel, Callable[[], Awaitable[list[ChannelHit]]]]:
+        limit = self._settings.policy.channel_limit
+        channels: dict[Channel, Callable[[], Awaitable[list[ChannelHit]]]] = {}
+        terms = query_terms(query.text)
+        if terms:
+            tsquery = tsquery_literal(terms)
+            channels[Channel.LEXICAL] = lambda: self._store.lexical_channel(visibility, tsquery, limit)
+        if query.entities or not query.window.is_open:
+            channels[Channel.STRUCTURED] = lambda: self._store.structured_channel(
+                visibility, query.entities, limit
+            )
+        if query.session_id:
+            channels[Channel.SESSION] = lambda: self._store.session_channel(visibility, query.session_id, limit)
+        return channels
+
+    def _rank(
+        self, query: RecallQuery, candidates: Sequence[FusedCandidate], results: Sequence[ChannelResult]
+    ) -> list[RankedMemory]:
+        policy = self._settings.policy
+        lexical_top = max(
+            (hit.score for r in results if r.channel is Channel.LEXICAL for hit in r.hits), default=0.0
+        )
+        ranked = []
+        for candidate in candidates:
+            memory = candidate.memory
+            similarity = scoring.similarity(candidate.channels, lexical_top)
+            recency = scoring.recency(memory.created_at, query.now, policy.recency_half_life)
+            tier_priority = scoring.TIER_PRIORITY[memory.tier]
+            entity_match = scoring.entity_match(query.entities, memory.entities)
+            final = scoring.weighted(
+                query.weights,
+                similarity=similarity,
+                recency=recency,
+                tier_priority=tier_priority,
+                entity_match=entity_match,
+            )
+            breakdown = ScoreBreakdown(
+                similarity=similarity,
+                recency=recency,
+                tier_priority=tier_priority,
+                entity_match=entity_match,
+                fusion=candidate.fusion,
+                rerank=0.0,
+                final=final,
+            )
+            ranked.append(RankedMemory(memory, candidate.channels, breakdown))
+        return sorted(ranked, key=lambda hit: (-hit.score.final, -hit.score.fusion, hit.memory.id))
+
+
+async def _run_channels(
+    channels: dict[Channel, Callable[[], Awaitable[list[ChannelHit]]]],
+) -> list[ChannelResult]:
+    async def timed(channel: Channel, run: Callable[[], Awaitable[list[ChannelHit]]]) -> ChannelResult:
+        started = time.perf_counter()
+        hits = await run()
+        return ChannelResult(channel, hits, elapsed_ms=(time.perf_counter() - started) * 1000)
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(timed(channel, run)) for channel, run in channels.items()]
+    except* HindsightError as errors:
+        # The database is shared by every channel: when one cannot read, the recall cannot answer.
+        raise errors.exceptions[0] from None
+    return [task.result() for task in tasks]

@@ -1,0 +1,352 @@
+"""Protobuf <-> domain conversion. Wire-level problems (unknown enum numbers, impossible timestamps) become
+INVALID_ARGUMENT naming the field; meaning and bounds are checked by domain validation afterwards."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Any, TypeVar, cast
+
+from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from google.protobuf.message import Message
+
+from hindsight.v1 import memory_pb2 as pb
+from hindsight_server.domain.errors import InvalidArgument
+from hindsight_server.domain.model import (
+    Channel,
+    ChannelResult,
+    EmbeddingState,
+    Entities,
+    JsonValue,
+    Kind,
+    ListQuery,
+    Memory,
+    MemoryDraft,
+    MemoryPatch,
+    Page,
+    RankedMemory,
+    RecallQuery,
+    RecallResult,
+    ScoreWeights,
+    Status,
+    Tier,
+    TimeWindow,
+    WriteOutcome,
+)
+from hindsight_server.domain.paging import decode_page_token, encode_page_token
+from hindsight_server.domain.policy import Limits, RecallPolicy, resolve_weights
+from hindsight_server.domain.validation import require_memory_id
+
+E = TypeVar("E", bound=StrEnum)
+
+# Domain enum <-> proto enum number, one table per enum; the proto name is PREFIX_VALUE.
+_TIER = {Tier.WORKING: pb.TIER_WORKING, Tier.EPISODIC: pb.TIER_EPISODIC, Tier.SEMANTIC: pb.TIER_SEMANTIC}
+_KIND = {
+    Kind.FACT: pb.KIND_FACT,
+    Kind.PREFERENCE: pb.KIND_PREFERENCE,
+    Kind.EVENT: pb.KIND_EVENT,
+    Kind.TASK: pb.KIND_TASK,
+    Kind.SUMMARY: pb.KIND_SUMMARY,
+    Kind.INSTRUCTION: pb.KIND_INSTRUCTION,
+}
+_STATUS = {
+    Status.ACTIVE: pb.STATUS_ACTIVE,
+    Status.PENDING: pb.STATUS_PENDING,
+    Status.SUPERSEDED: pb.STATUS_SUPERSEDED,
+    Status.EXPIRED: pb.STATUS_EXPIRED,
+    Status.DELETED: pb.STATUS_DELETED,
+}
+_EMBEDDING = {
+    EmbeddingState.PENDING: pb.EMBEDDING_STATE_PENDING,
+    EmbeddingState.READY: pb.EMBEDDING_STATE_READY,
+    EmbeddingState.DISABLED: pb.EMBEDDING_STATE_DISABLED,
+}
+_CHANNEL = {
+    Channel.STRUCTURED: pb.CHANNEL_STRUCTURED,
+    Channel.VECTOR: pb.CHANNEL_VECTOR,
+    Channel.LEXICAL: pb.CHANNEL_LEXICAL,
+    Channel.SESSION: pb.CHANNEL_SESSION,
+}
+
+# Timestamp bounds PostgreSQL and Python both represent.
+_MIN_SECONDS = int((datetime(1, 1, 2, tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds())
+_MAX_SECONDS = int((datetime(9999, 12, 30, tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds())
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+# ------------------------------------------------------------------------------------------ scalars
+
+
+def _enum_in(table: dict[E, int], number: int, field: str) -> E | None:
+    if number == 0:
+        return None
+    for member, value in table.items():
+        if value == number:
+            return member
+    names = ", ".join(member.value for member in table)
+    raise InvalidArgument(field, f"unknown value {number}; one of {names}")
+
+
+def _required_enum(table: dict[E, int], number: int, field: str) -> E:
+    member = _enum_in(table, number, field)
+    if member is None:
+        names = ", ".join(m.value for m in table)
+        raise InvalidArgument(field, f"required; one of {names}")
+    return member
+
+
+def _enums_in(table: dict[E, int], numbers: Iterable[int], field: str) -> tuple[E, ...]:
+    members = []
+    for index, number in enumerate(numbers):
+        member = _enum_in(table, number, f"{field}[{index}]")
+        if member is None:
+            raise InvalidArgument(f"{field}[{index}]", "must not be UNSPECIFIED")
+        members.append(member)
+    return tuple(dict.fromkeys(members))
+
+
+def _time_in(message: Message, name: str, field: str) -> datetime | None:
+    if not message.HasField(name):
+        return None
+    stamp: timestamp_pb2.Timestamp = getattr(message, name)
+    if not (_MIN_SECONDS <= stamp.seconds <= _MAX_SECONDS) or not (0 <= stamp.nanos < 1_000_000_000):
+        raise InvalidArgument(field, "timestamp out of range (years 0001-9999, nanos 0-999999999)")
+    return _EPOCH + timedelta(seconds=stamp.seconds, microseconds=stamp.nanos // 1000)
+
+
+def _time_out(target: timestamp_pb2.Timestamp, value: datetime | None) -> None:
+    if value is not None:
+        target.FromDatetime(value.astimezone(UTC))
+
+
+def _plain(value: Any) -> JsonValue:
+    """Struct numbers are doubles; integral ones go back to ints so entities read as written."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    return value  # type: ignore[no-any-return]
+
+
+def _entities_in(message: Message, name: str) -> Entities:
+    if not message.HasField(name):
+        return {}
+    struct: struct_pb2.Struct = getattr(message, name)
+    return cast(dict[str, JsonValue], _plain(json_format.MessageToDict(struct)))
+
+
+def _entities_out(target: struct_pb2.Struct, entities: Entities) -> None:
+    if entities:
+        target.update(dict(entities))
+
+
+# ------------------------------------------------------------------------------------------ requests
+
+
+def draft_from_proto(tenant_id: str, memory: pb.MemoryInput, prefix: str = "memory.") -> MemoryDraft:
+    return MemoryDraft(
+        tenant_id=tenant_id,
+        content=memory.content,
+        tier=_required_enum(_TIER, memory.tier, f"{prefix}tier"),
+        kind=_required_enum(_KIND, memory.kind, f"{prefix}kind"),
+        subject=memory.subject,
+        agent_id=memory.agent_id,
+        session_id=memory.session_id,
+        intent=memory.intent,
+        entities=_entities_in(memory, "entities"),
+        confidence=memory.confidence if memory.HasField("confidence") else 1.0,
+        valid_from=_time_in(memory, "valid_from", f"{prefix}valid_from"),
+        valid_to=_time_in(memory, "valid_to", f"{prefix}valid_to"),
+        expires_at=_time_in(memory, "expires_at", f"{prefix}expires_at"),
+        idempotency_key=memory.idempotency_key,
+        occurred_at=_time_in(memory, "occurred_at", f"{prefix}occurred_at"),
+    )
+
+
+def drafts_from_batch(request: pb.WriteBatchRequest) -> list[MemoryDraft]:
+    return [
+        draft_from_proto(request.tenant_id, memory, prefix=f"memories[{index}].")
+        for index, memory in enumerate(request.memories)
+    ]
+
+
+def patch_from_proto(request: pb.UpdateRequest) -> MemoryPatch:
+    memory = request.memory
+    mask = frozenset(request.update_mask)
+    return MemoryPatch(
+        tenant_id=request.tenant_id,
+        memory_id=require_memory_id(request.id),
+        mask=mask,
+        content=memory.content,
+        entities=_entities_in(memory, "entities"),
+        intent=memory.intent,
+        confidence=memory.confidence if memory.HasField("confidence") else 1.0,
+        subject=memory.subject,
+        tier=_enum_in(_TIER, memory.tier, "memory.tier"),
+        kind=_enum_in(_KIND, memory.kind, "memory.kind"),
+        valid_from=_time_in(memory, "valid_from", "memory.valid_from"),
+        valid_to=_time_in(memory, "valid_to", "memory.valid_to"),
+        expires_at=_time_in(memory, "expires_at", "memory.expires_at"),
+        expected_version=request.expected_version if request.HasField("expected_version") else None,
+    )
+
+
+def list_query_from_proto(request: pb.ListRequest, limits: Limits) -> ListQuery:
+    query = ListQuery(
+        tenant_id=request.tenant_id,
+        subject=request.subject,
+        session_id=request.session_id,
+        tiers=_enums_in(_TIER, request.tiers, "tiers"),
+        kinds=_enums_in(_KIND, request.kinds, "kinds"),
+        statuses=_enums_in(_STATUS, request.statuses, "statuses") or (Status.ACTIVE,),
+        page_size=request.page_size or limits.default_page_size,
+    )
+    if not request.page_token:
+        return query
+    return replace(query, after=decode_page_token(request.page_token, query))
+
+
+def _window_in(message: Message, name: str, field: str) -> TimeWindow:
+    if not message.HasField(name):
+        return TimeWindow()
+    time_range: pb.TimeRange = getattr(message, name)
+    return TimeWindow(
+        start=_time_in(time_range, "start", f"{field}.start"),
+        end=_time_in(time_range, "end", f"{field}.end"),
+    )
+
+
+def recall_query_from_proto(request: pb.RecallRequest, policy: RecallPolicy, now: datetime) -> RecallQuery:
+    override = None
+    if request.HasField("weights"):
+        w = request.weights
+        override = ScoreWeights(w.similarity, w.recency, w.tier_priority, w.entity_match)
+    profile, weights = resolve_weights(request.profile, override, policy)
+    return RecallQuery(
+        tenant_id=request.tenant_id,
+        text=request.query,
+        now=_time_in(request, "now", "now") or now,
+        top_k=request.top_k or policy.default_top_k,
+        token_budget=request.token_budget or policy.default_token_budget,
+        weights=weights,
+        profile=profile,
+        min_score=request.min_score if request.HasField("min_score") else policy.min_score,
+        subject=request.subject,
+        session_id=request.session_id,
+        tiers=_enums_in(_TIER, request.tiers, "tiers"),
+        kinds=_enums_in(_KIND, request.kinds, "kinds"),
+        entities=_entities_in(request, "entities"),
+        window=_window_in(request, "time_range", "time_range"),
+        include_superseded=request.include_superseded,
+        as_of=_time_in(request, "as_of", "as_of"),
+        explain=request.explain,
+    )
+
+
+# ----------------------------------------------------------------------------------------- responses
+
+
+def memory_to_proto(memory: Memory) -> pb.Memory:
+    message = pb.Memory(
+        id=memory.id,
+        tenant_id=memory.tenant_id,
+        subject=memory.subject,
+        agent_id=memory.agent_id,
+        session_id=memory.session_id,
+        tier=_TIER[memory.tier],
+        kind=_KIND[memory.kind],
+        intent=memory.intent,
+        content=memory.content,
+        confidence=memory.confidence,
+        status=_STATUS[memory.status],
+        supersedes=memory.supersedes or "",
+        superseded_by=memory.superseded_by or "",
+        access_count=memory.access_count,
+        idempotency_key=memory.idempotency_key,
+        embedding_state=_EMBEDDING[memory.embedding_state],
+        version=memory.version,
+    )
+    _entities_out(message.entities, memory.entities)
+    _time_out(message.valid_from, memory.valid_from)
+    _time_out(message.valid_to, memory.valid_to)
+    _time_out(message.created_at, memory.created_at)
+    _time_out(message.updated_at, memory.updated_at)
+    _time_out(message.expires_at, memory.expires_at)
+    _time_out(message.last_accessed_at, memory.last_accessed_at)
+    return message
+
+
+def write_outcome_to_proto(outcome: WriteOutcome) -> pb.WriteResponse:
+    return pb.WriteResponse(memory=memory_to_proto(outcome.memory), created=outcome.created)
+
+
+def page_to_proto(page: Page, query: ListQuery) -> pb.ListResponse:
+    token = encode_page_token(page.next_cursor, query) if page.next_cursor else ""
+    return pb.ListResponse(memories=[memory_to_proto(m) for m in page.memories], next_page_token=token)
+
+
+def _window_out(target: pb.TimeRange, window: TimeWindow) -> None:
+    _time_out(target.start, window.start)
+    _time_out(target.end, window.end)
+
+
+def _hit_to_proto(hit: RankedMemory) -> pb.RecallHit:
+    s = hit.score
+    return pb.RecallHit(
+        memory=memory_to_proto(hit.memory),
+        score=s.final,
+        channels=[
+            pb.ChannelHit(channel=_CHANNEL[channel], rank=ch.rank, score=ch.score)
+            for channel, ch in sorted(hit.channels.items())
+        ],
+        components=pb.ScoreComponents(
+            similarity=s.similarity,
+            recency=s.recency,
+            tier_priority=s.tier_priority,
+            entity_match=s.entity_match,
+            fusion=s.fusion,
+            rerank=s.rerank,
+            final=s.final,
+        ),
+        packed=hit.packed,
+    )
+
+
+def _channel_candidates(result: ChannelResult) -> pb.ChannelCandidates:
+    return pb.ChannelCandidates(
+        channel=_CHANNEL[result.channel],
+        hits=[pb.ChannelHit(channel=_CHANNEL[result.channel], rank=h.rank, score=h.score) for h in result.hits],
+        memory_ids=[h.memory.id for h in result.hits],
+        elapsed_ms=result.elapsed_ms,
+        error=result.error,
+    )
+
+
+def _channels_out(channels: Sequence[Channel]) -> list[pb.Channel.ValueType]:
+    return [_CHANNEL[c] for c in channels]
+
+
+def recall_result_to_proto(result: RecallResult, explain: bool) -> pb.RecallResponse:
+    response = pb.RecallResponse(
+        hits=[_hit_to_proto(hit) for hit in result.hits],
+        injection_text=result.injection_text,
+        tokens_used=result.tokens_used,
+        channels_used=_channels_out(result.channels_used),
+        channels_degraded=_channels_out(result.channels_degraded),
+    )
+    _window_out(response.time_range, result.window)
+    if explain:
+        w = result.weights
+        explanation = response.explanation
+        explanation.channels.extend(_channel_candidates(r) for r in result.channel_results)
+        _window_out(explanation.parsed_time_range, result.window)
+        explanation.profile = result.profile
+        explanation.weights.CopyFrom(pb.ScoreWeights(
+            similarity=w.similarity, recency=w.recency, tier_priority=w.tier_priority, entity_match=w.entity_match
+        ))
+    return response

@@ -1,0 +1,99 @@
+"""The one place where errors become gRPC status codes.
+
+Domain errors carry a message written for the caller; anything else is a bug: it is logged with the
+request id and the caller gets INTERNAL with that id, never the exception text or a stack trace.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+
+from hindsight_server.domain.errors import (
+    Aborted,
+    DeadlineExceeded,
+    FailedPrecondition,
+    HindsightError,
+    InvalidArgument,
+    NotFound,
+    Unavailable,
+)
+from hindsight_server.rpc.context import current_request_id
+
+log = logging.getLogger(__name__)
+
+STATUS_BY_ERROR: dict[type[HindsightError], grpc.StatusCode] = {
+    InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
+    NotFound: grpc.StatusCode.NOT_FOUND,
+    FailedPrecondition: grpc.StatusCode.FAILED_PRECONDITION,
+    Aborted: grpc.StatusCode.ABORTED,
+    Unavailable: grpc.StatusCode.UNAVAILABLE,
+    DeadlineExceeded: grpc.StatusCode.DEADLINE_EXCEEDED,
+}
+
+
+def status_for(error: HindsightError) -> grpc.StatusCode:
+    for cls in type(error).__mro__:
+        if cls in STATUS_BY_ERROR:
+            return STATUS_BY_ERROR[cls]
+    return grpc.StatusCode.INTERNAL
+
+
+def _details(error: HindsightError, code: grpc.StatusCode) -> bytes:
+    """google.rpc.Status for the `grpc-status-details-bin` trailer, with a BadRequest for bad fields."""
+    status = status_pb2.Status(code=getattr(code_pb2, code.name), message=str(error))
+    if isinstance(error, InvalidArgument):
+        detail = any_pb2.Any()
+        detail.Pack(
+            error_details_pb2.BadRequest(
+                field_violations=[
+                    error_details_pb2.BadRequest.FieldViolation(field=error.field, description=error.reason)
+                ]
+            )
+        )
+        status.details.append(detail)
+    return status.SerializeToString()
+
+
+Handler = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
+
+
+def map_errors(handler: Handler) -> Handler:
+    async def mapped(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            return await handler(request, context)
+        except HindsightError as error:
+            code = status_for(error)
+            context.set_trailing_metadata((("grpc-status-details-bin", _details(error, code)),))
+            await context.abort(code, str(error))
+        except grpc.aio.AbortError:
+            raise
+        except Exception:
+            request_id = current_request_id()
+            log.exception("unhandled error in request %s", request_id)
+            await context.abort(grpc.StatusCode.INTERNAL, f"internal error (request id {request_id})")
+
+    return mapped
+
+
+class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
+    """Applies map_errors to every unary-unary method of the services it wraps."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None or handler.unary_unary is None:
+            return handler
+        return grpc.unary_unary_rpc_method_handler(
+            map_errors(handler.unary_unary),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )

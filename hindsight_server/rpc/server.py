@@ -1,0 +1,41 @@
+"""Builds the grpc.aio server: MemoryService, the standard health service, reflection, interceptors."""
+
+from __future__ import annotations
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+from grpc_reflection.v1alpha import reflection
+
+from hindsight.v1 import memory_pb2 as pb
+from hindsight.v1 import memory_pb2_grpc as pb_grpc
+from hindsight_server.rpc.context import RequestIdInterceptor
+from hindsight_server.rpc.errors import ErrorMappingInterceptor
+from hindsight_server.rpc.servicer import MemoryServicer
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["MemoryService"].full_name
+_MiB = 1024 * 1024
+
+
+def build_server(servicer: MemoryServicer, health: HealthServicer, max_message_bytes: int) -> grpc.aio.Server:
+    server = grpc.aio.server(
+        interceptors=[RequestIdInterceptor(), ErrorMappingInterceptor()],
+        options=[
+            ("grpc.max_receive_message_length", max_message_bytes),
+            ("grpc.max_send_message_length", max(max_message_bytes, 16 * _MiB)),
+            ("grpc.so_reuseport", 0),
+        ],
+    )
+    pb_grpc.add_MemoryServiceServicer_to_server(servicer, server)
+    health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    reflection.enable_server_reflection(
+        [SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME],
+        server,
+    )
+    return server
+
+
+async def set_serving(health: HealthServicer, serving: bool) -> None:
+    status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+    for service in ("", SERVICE_NAME):
+        await health.set(service, status)

@@ -1,0 +1,66 @@
+"""MemoryService: thin handlers that convert, call a pipeline, convert back. Errors are mapped by
+the ErrorMappingInterceptor, so no handler chooses a status code."""
+
+from __future__ import annotations
+
+import grpc
+
+from hindsight.v1 import memory_pb2 as pb
+from hindsight.v1 import memory_pb2_grpc as pb_grpc
+from hindsight_server.domain.clock import Clock
+from hindsight_server.domain.policy import Limits, RecallPolicy
+from hindsight_server.domain.validation import require_memory_id
+from hindsight_server.pipelines.read import ReadPipeline
+from hindsight_server.pipelines.recall import RecallPipeline
+from hindsight_server.pipelines.write import WritePipeline
+from hindsight_server.rpc import convert
+
+
+class MemoryServicer(pb_grpc.MemoryServiceServicer):
+    def __init__(
+        self,
+        writes: WritePipeline,
+        reads: ReadPipeline,
+        recalls: RecallPipeline,
+        limits: Limits,
+        recall_policy: RecallPolicy,
+        clock: Clock,
+    ) -> None:
+        self._writes = writes
+        self._reads = reads
+        self._recalls = recalls
+        self._limits = limits
+        self._recall_policy = recall_policy
+        self._clock = clock
+
+    async def Write(self, request: pb.WriteRequest, context: grpc.aio.ServicerContext) -> pb.WriteResponse:
+        outcome = await self._writes.write(convert.draft_from_proto(request.tenant_id, request.memory))
+        return convert.write_outcome_to_proto(outcome)
+
+    async def WriteBatch(
+        self, request: pb.WriteBatchRequest, context: grpc.aio.ServicerContext
+    ) -> pb.WriteBatchResponse:
+        outcomes = await self._writes.write_batch(convert.drafts_from_batch(request))
+        return pb.WriteBatchResponse(results=[convert.write_outcome_to_proto(o) for o in outcomes])
+
+    async def Get(self, request: pb.GetRequest, context: grpc.aio.ServicerContext) -> pb.Memory:
+        memory = await self._reads.get(request.tenant_id, require_memory_id(request.id))
+        return convert.memory_to_proto(memory)
+
+    async def Update(self, request: pb.UpdateRequest, context: grpc.aio.ServicerContext) -> pb.Memory:
+        memory = await self._writes.update(convert.patch_from_proto(request))
+        return convert.memory_to_proto(memory)
+
+    async def Delete(self, request: pb.DeleteRequest, context: grpc.aio.ServicerContext) -> pb.Memory:
+        memory = await self._writes.delete(request.tenant_id, require_memory_id(request.id))
+        return convert.memory_to_proto(memory)
+
+    async def List(self, request: pb.ListRequest, context: grpc.aio.ServicerContext) -> pb.ListResponse:
+        query = convert.list_query_from_proto(request, self._limits)
+        page = await self._reads.list(query)
+        return convert.page_to_proto(page, query)
+
+    async def Recall(self, request: pb.RecallRequest, context: grpc.aio.ServicerContext) -> pb.RecallResponse:
+        query = convert.recall_query_from_proto(request, self._recall_policy, self._clock())
+        result = await self._recalls.recall(query)
+        return convert.recall_result_to_proto(result, explain=query.explain)

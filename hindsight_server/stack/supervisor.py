@@ -1,0 +1,153 @@
+"""`hindsight up`: the whole embedded stack in the foreground.
+
+Starts PostgreSQL (embedded), then N memory servers as child processes, waits until each answers its
+health check, prints where every part listens, and on Ctrl-C / SIGTERM stops everything it started.
+Children get SIGTERM if the supervisor itself dies (PR_SET_PDEATHSIG), so nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import logging
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from hindsight_server.config import Settings
+from hindsight_server.stack.postgres import EmbeddedPostgres
+
+log = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1
+READY_BANNER = "hindsight is up"
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+@dataclass
+class Child:
+    name: str
+    address: str
+    argv: list[str]
+    env: dict[str, str]
+    process: asyncio.subprocess.Process | None = None
+    restarts: int = 0
+
+    async def spawn(self) -> None:
+        self.process = await asyncio.create_subprocess_exec(
+            *self.argv, env=self.env, preexec_fn=_die_with_parent
+        )
+
+    async def stop(self, grace_s: float) -> None:
+        process = self.process
+        if process is None or process.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(process.wait(), timeout=grace_s)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+
+
+async def wait_until_serving(address: str, timeout_s: float, process: asyncio.subprocess.Process) -> None:
+    """Polls the standard health service until SERVING; fails early if the process exits."""
+    deadline = time.monotonic() + timeout_s
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while time.monotonic() < deadline:
+            if process.returncode is not None:
+                raise RuntimeError(f"{address}: the process exited with status {process.returncode}")
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                reply = await stub.Check(health_pb2.HealthCheckRequest(), timeout=1.0)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            await asyncio.sleep(0.1)
+    raise RuntimeError(f"{address}: not serving after {timeout_s:.0f}s")
+
+
+@dataclass
+class Stack:
+    settings: Settings
+    servers: int = 1
+    start_timeout_s: float = 60.0
+    children: list[Child] = field(default_factory=list)
+
+    def _server_children(self, dsn: str) -> list[Child]:
+        host, base_port = self.settings.server.host, self.settings.server.port
+        env = {**os.environ, "HINDSIGHT_DATABASE__DSN": dsn, "HINDSIGHT_DATA_DIR": str(self.settings.data_dir)}
+        return [
+            Child(
+                name="memory server" if self.servers == 1 else f"memory server {index + 1}",
+                address=f"{host}:{base_port + index}",
+                argv=[sys.executable, "-m", "hindsight_server", "serve", "--port", str(base_port + index)],
+                env=env,
+            )
+            for index in range(self.servers)
+        ]
+
+    async def run(self) -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        postgres = EmbeddedPostgres(Path(self.settings.data_dir) / "postgres")
+        dsn = self.settings.database.dsn or await asyncio.to_thread(postgres.start)
+        try:
+            self.children = self._server_children(dsn)
+            for child in self.children:
+                await child.spawn()
+            for child in self.children:
+                assert child.process is not None
+                await wait_until_serving(child.address, self.start_timeout_s, child.process)
+            self._print_banner(postgres)
+            await self._supervise(stop)
+            return 0
+        except RuntimeError as exc:
+            print(f"hindsight up failed: {exc}", file=sys.stderr, flush=True)
+            return 1
+        finally:
+            await asyncio.gather(*(child.stop(self.settings.server.grace_s + 2) for child in self.children))
+            await asyncio.to_thread(postgres.stop)
+            print("hindsight stopped", flush=True)
+
+    async def _supervise(self, stop: asyncio.Event) -> None:
+        """Waits for the stop signal; a child that dies meanwhile is restarted (with a short backoff)."""
+        while not stop.is_set():
+            waits = {asyncio.ensure_future(c.process.wait()): c for c in self.children if c.process}
+            stopper = asyncio.ensure_future(stop.wait())
+            done, _ = await asyncio.wait([stopper, *waits], return_when=asyncio.FIRST_COMPLETED)
+            for future in [stopper, *waits]:
+                if future not in done:
+                    future.cancel()
+            for future in done:
+                child = waits.get(future)
+                if child is None or stop.is_set():
+                    continue
+                child.restarts += 1
+                log.warning("%s exited (status %s); restarting", child.name, future.result())
+                await asyncio.sleep(min(5.0, 0.5 * child.restarts))
+                await child.spawn()
+
+    def _print_banner(self, postgres: EmbeddedPostgres) -> None:
+        lines = [f"{READY_BANNER}:"]
+        if self.settings.database.dsn:
+            lines.append(f"  {'postgres':<16} external ({self.settings.database.dsn.split('@')[-1]})")
+        else:
+            lines.append(f"  {'postgres':<16} embedded, pid {postgres.pid}, data in {postgres.data_dir}")
+        lines += [f"  {child.name:<16} grpc://{child.address}" for child in self.children]
+        lines.append("Ctrl-C stops everything.")
+        print("\n".join(lines), flush=True)

@@ -1,0 +1,338 @@
+"""MemoryStore: the one module that speaks SQL about memories. Every statement filters on tenant_id."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from hindsight_server.domain.errors import Aborted, FailedPrecondition, NotFound
+from hindsight_server.domain.lexical import tsvector_literal
+from hindsight_server.domain.lifecycle import is_mutable
+from hindsight_server.domain.model import (
+    ChannelHit,
+    EmbeddingState,
+    Entities,
+    Kind,
+    ListQuery,
+    Memory,
+    MemoryPatch,
+    Page,
+    PageCursor,
+    Tier,
+    TimeWindow,
+    WriteOutcome,
+)
+from hindsight_server.store.errors import translate_errors
+from hindsight_server.store.rows import MEMORY_COLUMNS, memory_from_row
+
+# Update mask path -> column. Only these columns can be changed by a caller.
+_PATCHABLE_COLUMNS = {
+    "content": "content",
+    "entities": "entities",
+    "intent": "intent",
+    "confidence": "confidence",
+    "subject": "subject",
+    "tier": "tier",
+    "kind": "kind",
+    "valid_from": "valid_from",
+    "valid_to": "valid_to",
+    "expires_at": "expires_at",
+}
+
+
+class _Sql:
+    """Accumulates WHERE conditions with numbered parameters ($1, $2, ...)."""
+
+    def __init__(self) -> None:
+        self.args: list[Any] = []
+        self.conditions: list[str] = []
+
+    def param(self, value: Any) -> str:
+        self.args.append(value)
+        return f"${len(self.args)}"
+
+    def where(self, condition: str) -> None:
+        self.conditions.append(condition)
+
+    @property
+    def clause(self) -> str:
+        return " AND ".join(self.conditions) if self.conditions else "TRUE"
+
+
+@dataclass(frozen=True, slots=True)
+class Visibility:
+    """Which memories a recall channel may see; shared by every channel so they agree."""
+
+    tenant_id: str
+    now: datetime
+    subject: str = ""
+    tiers: Sequence[Tier] = ()
+    kinds: Sequence[Kind] = ()
+    include_superseded: bool = False
+    as_of: datetime | None = None
+    window: TimeWindow = field(default_factory=TimeWindow)
+
+    def apply(self, sql: _Sql) -> None:
+        sql.where(f"tenant_id = {sql.param(self.tenant_id)}")
+        if self.as_of is not None:
+            # What was believed then: recorded by then, and not yet replaced or removed then.
+            as_of = sql.param(self.as_of)
+            sql.where(f"created_at <= {as_of}")
+            sql.where(f"(status = 'active' OR (status IN ('superseded', 'deleted') AND updated_at > {as_of}))")
+            sql.where(f"(expires_at IS NULL OR expires_at > {as_of})")
+        else:
+            statuses = ["active", "superseded"] if self.include_superseded else ["active"]
+            sql.where(f"status = ANY({sql.param(statuses)}::text[])")
+            sql.where(f"(expires_at IS NULL OR expires_at > {sql.param(self.now)})")
+        if self.subject:
+            sql.where(f"subject = {sql.param(self.subject)}")
+        if self.tiers:
+            sql.where(f"tier = ANY({sql.param([t.value for t in self.tiers])}::text[])")
+        if self.kinds:
+            sql.where(f"kind = ANY({sql.param([k.value for k in self.kinds])}::text[])")
+        if self.window.start is not None:
+            sql.where(f"coalesce(valid_from, created_at) >= {sql.param(self.window.start)}")
+        if self.window.end is not None:
+            sql.where(f"coalesce(valid_from, created_at) < {sql.param(self.window.end)}")
+
+
+def _hits(rows: Sequence[asyncpg.Record]) -> list[ChannelHit]:
+    return [
+        ChannelHit(memory=memory_from_row(row), rank=rank, score=float(row["channel_score"]))
+        for rank, row in enumerate(rows, start=1)
+    ]
+
+
+class MemoryStore:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def ping(self) -> None:
+        async with translate_errors():
+            await self._pool.fetchval("SELECT 1")
+
+    # ----------------------------------------------------------------------------------------- writes
+
+    async def insert(self, memories: Sequence[Memory]) -> list[WriteOutcome]:
+        """Inserts in one transaction: all or nothing. A memory whose idempotency key was already used
+        is not inserted; the stored one is returned instead (created=False)."""
+        columns = list(zip(*(_insert_values(m) for m in memories), strict=True))
+        async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
+            inserted = {
+                str(row["id"])
+                for row in await connection.fetch(
+                    f"""INSERT INTO memories ({_INSERT_COLUMNS})
+                        SELECT u.id, u.tenant_id, u.subject, u.agent_id, u.session_id, u.tier, u.kind,
+                               u.intent, u.entities::jsonb, u.content, u.confidence, u.status, u.valid_from,
+                               u.valid_to, u.created_at, u.updated_at, u.expires_at, u.idempotency_key,
+                               u.embedding_state, u.lexical::tsvector
+                        FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                                    $7::text[], $8::text[], $9::text[], $10::text[], $11::float8[],
+                                    $12::text[], $13::timestamptz[], $14::timestamptz[], $15::timestamptz[],
+                                    $16::timestamptz[], $17::timestamptz[], $18::text[], $19::text[],
+                                    $20::text[])
+                             AS u({_INSERT_COLUMNS})
+                        ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL
+                        DO NOTHING
+                        RETURNING id""",
+                    *columns,
+                )
+            }
+            replayed_keys = [m.idempotency_key for m in memories if m.id not in inserted]
+            existing: dict[str, Memory] = {}
+            if replayed_keys:
+                rows = await connection.fetch(
+                    f"""SELECT {MEMORY_COLUMNS} FROM memories
+                        WHERE tenant_id = $1 AND idempotency_key = ANY($2::text[])""",
+                    memories[0].tenant_id,
+                    replayed_keys,
+                )
+                existing = {row["idempotency_key"]: memory_from_row(row) for row in rows}
+        return [
+            WriteOutcome(memory, created=True)
+            if memory.id in inserted
+            else WriteOutcome(existing[memory.idempotency_key], created=False)
+            for memory in memories
+        ]
+
+    async def update(self, patch: MemoryPatch, now: datetime, embedding_state: EmbeddingState) -> Memory:
+        sql = _Sql()
+        tenant = sql.param(patch.tenant_id)
+        memory_id = sql.param(patch.memory_id)
+        assignments = [f"updated_at = {sql.param(now)}", "version = version + 1"]
+        for path in sorted(patch.mask):
+            value = getattr(patch, path)
+            if path == "entities":
+                value = json.dumps(value, ensure_ascii=False)
+            elif path in ("tier", "kind"):
+                value = value.value
+            cast = "::jsonb" if path == "entities" else ""
+            assignments.append(f"{_PATCHABLE_COLUMNS[path]} = {sql.param(value)}{cast}")
+        if "content" in patch.mask:
+            assignments.append(f"lexical = {sql.param(tsvector_literal(patch.content))}::tsvector")
+            assignments.append(f"embedding_state = {sql.param(embedding_state.value)}, embedding = NULL")
+        version_check = ""
+        if patch.expected_version is not None:
+            version_check = f"AND version = {sql.param(patch.expected_version)}"
+        async with translate_errors():
+            row = await self._pool.fetchrow(
+                f"""UPDATE memories SET {", ".join(assignments)}
+                    WHERE tenant_id = {tenant} AND id = {memory_id}
+                      AND status IN ('active', 'pending') {version_check}
+                    RETURNING {MEMORY_COLUMNS}""",
+                *sql.args,
+            )
+        if row is not None:
+            return memory_from_row(row)
+        current = await self.get(patch.tenant_id, patch.memory_id)  # NotFound when it does not exist
+        if not is_mutable(current.status):
+            raise FailedPrecondition(f"memory {current.id!r} is {current.status.value} and cannot be updated")
+        raise Aborted(
+            f"memory {current.id!r} is at version {current.version}, not {patch.expected_version}; "
+            "re-read it and retry"
+        )
+
+    async def soft_delete(self, tenant_id: str, memory_id: str, now: datetime) -> Memory:
+        async with translate_errors():
+            row = await self._pool.fetchrow(
+                f"""UPDATE memories SET status = 'deleted', updated_at = $3, version = version + 1
+                    WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
+                    RETURNING {MEMORY_COLUMNS}""",
+                tenant_id,
+                memory_id,
+                now,
+            )
+        # Deleting twice is not an error: the second call returns the deleted memory.
+        return memory_from_row(row) if row is not None else await self.get(tenant_id, memory_id)
+
+    # ------------------------------------------------------------------------------------------ reads
+
+    async def get(self, tenant_id: str, memory_id: str) -> Memory:
+        async with translate_errors():
+            row = await self._pool.fetchrow(
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE tenant_id = $1 AND id = $2", tenant_id, memory_id
+            )
+        if row is None:
+            raise NotFound("memory", memory_id)
+        return memory_from_row(row)
+
+    async def list(self, query: ListQuery) -> Page:
+        sql = _Sql()
+        sql.where(f"tenant_id = {sql.param(query.tenant_id)}")
+        if query.subject:
+            sql.where(f"subject = {sql.param(query.subject)}")
+        if query.session_id:
+            sql.where(f"session_id = {sql.param(query.session_id)}")
+        if query.tiers:
+            sql.where(f"tier = ANY({sql.param([t.value for t in query.tiers])}::text[])")
+        if query.kinds:
+            sql.where(f"kind = ANY({sql.param([k.value for k in query.kinds])}::text[])")
+        sql.where(f"status = ANY({sql.param([s.value for s in query.statuses])}::text[])")
+        if query.after is not None:
+            created_at = sql.param(query.after.created_at)
+            after_id = sql.param(query.after.memory_id)
+            sql.where(f"(created_at, id) < ({created_at}, {after_id}::uuid)")
+        limit = sql.param(query.page_size + 1)
+        async with translate_errors():
+            rows = await self._pool.fetch(
+                f"""SELECT {MEMORY_COLUMNS} FROM memories WHERE {sql.clause}
+                    ORDER BY created_at DESC, id DESC LIMIT {limit}""",
+                *sql.args,
+            )
+        memories = [memory_from_row(row) for row in rows[: query.page_size]]
+        more = len(rows) > query.page_size
+        cursor = PageCursor(memories[-1].created_at, memories[-1].id) if more else None
+        return Page(memories=memories, next_cursor=cursor)
+
+    # --------------------------------------------------------------------------------- recall channels
+
+    async def lexical_channel(self, visibility: Visibility, tsquery: str, limit: int) -> list[ChannelHit]:
+        sql = _Sql()
+        query = sql.param(tsquery)
+        visibility.apply(sql)
+        sql.where(f"lexical @@ {query}::tsquery")
+        async with translate_errors():
+            rows = await self._pool.fetch(
+                f"""SELECT {MEMORY_COLUMNS}, ts_rank(lexical, {query}::tsquery) AS channel_score
+                    FROM memories WHERE {sql.clause}
+                    ORDER BY channel_score DESC, created_at DESC LIMIT {sql.param(limit)}""",
+                *sql.args,
+            )
+        return _hits(rows)
+
+    async def structured_channel(
+        self, visibility: Visibility, entities: Entities, limit: int
+    ) -> list[ChannelHit]:
+        """Memories carrying any of the wanted entity values (most matches first), or, with no entities,
+        the newest memories inside the time window."""
+        sql = _Sql()
+        visibility.apply(sql)
+        if entities:
+            pairs = sql.param([json.dumps({key: value}, ensure_ascii=False) for key, value in entities.items()])
+            sql.where(f"entities @> ANY({pairs}::jsonb[])")
+            score = f"(SELECT count(*) FROM unnest({pairs}::jsonb[]) AS wanted WHERE entities @> wanted)"
+        else:
+            score = "0"
+        async with translate_errors():
+            rows = await self._pool.fetch(
+                f"""SELECT {MEMORY_COLUMNS}, {score} AS channel_score
+                    FROM memories WHERE {sql.clause}
+                    ORDER BY channel_score DESC, created_at DESC LIMIT {sql.param(limit)}""",
+                *sql.args,
+            )
+        return _hits(rows)
+
+    async def session_channel(self, visibility: Visibility, session_id: str, limit: int) -> list[ChannelHit]:
+        """The session's working and episodic memory, newest first."""
+        sql = _Sql()
+        visibility.apply(sql)
+        sql.where(f"session_id = {sql.param(session_id)}")
+        sql.where("tier IN ('working', 'episodic')")
+        async with translate_errors():
+            rows = await self._pool.fetch(
+                f"""SELECT {MEMORY_COLUMNS}, extract(epoch FROM created_at) AS channel_score
+                    FROM memories WHERE {sql.clause}
+                    ORDER BY created_at DESC LIMIT {sql.param(limit)}""",
+                *sql.args,
+            )
+        return _hits(rows)
+
+
+_INSERT_COLUMNS = (
+    "id, tenant_id, subject, agent_id, session_id, tier, kind, intent, entities, content, confidence, "
+    "status, valid_from, valid_to, created_at, updated_at, expires_at, idempotency_key, embedding_state, "
+    "lexical"
+)
+
+
+def _insert_values(memory: Memory) -> tuple[Any, ...]:
+    return (
+        memory.id,
+        memory.tenant_id,
+        memory.subject,
+        memory.agent_id,
+        memory.session_id,
+        memory.tier.value,
+        memory.kind.value,
+        memory.intent,
+        json.dumps(memory.entities, ensure_ascii=False),
+        memory.content,
+        memory.confidence,
+        memory.status.value,
+        memory.valid_from,
+        memory.valid_to,
+        memory.created_at,
+        memory.updated_at,
+        memory.expires_at,
+        memory.idempotency_key or None,
+        memory.embedding_state.value,
+        tsvector_literal(memory.content),
+    )
+
+
+__all__ = ["MemoryStore", "Visibility"]

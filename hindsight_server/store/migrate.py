@@ -1,0 +1,96 @@
+"""Versioned schema migrations, applied at start under an advisory lock so racing servers apply each once."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from importlib import resources
+
+import asyncpg
+
+from hindsight_server.store.errors import translate_errors
+
+log = logging.getLogger(__name__)
+
+# Any constant shared by every hindsight server; chosen once, never changed.
+_MIGRATION_LOCK_KEY = 0x68696E64  # "hind"
+_DIM_PLACEHOLDER = "{{EMBEDDING_DIM}}"
+
+
+class SchemaMismatch(RuntimeError):
+    """The database was made for a different configuration; starting would corrupt or fail later."""
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+def available_migrations() -> list[Migration]:
+    folder = resources.files("hindsight_server.store") / "migrations"
+    migrations = []
+    for entry in folder.iterdir():
+        if entry.name.endswith(".sql"):
+            version = int(entry.name.split("_", 1)[0])
+            migrations.append(Migration(version, entry.name, entry.read_text(encoding="utf-8")))
+    return sorted(migrations, key=lambda m: m.version)
+
+
+async def migrate(dsn: str, embedding_dim: int, connect_timeout_s: float = 10.0) -> list[str]:
+    """Applies pending migrations in order; returns the names applied (empty when up to date).
+
+    Runs on its own connection before the pool exists: the pool's connections register pgvector's
+    codec, which needs the extension the first migration creates.
+    """
+    async with translate_errors():
+        connection = await asyncpg.connect(dsn, timeout=connect_timeout_s)
+    try:
+        async with translate_errors():
+            applied = await _apply_pending(connection, embedding_dim)
+            await check_embedding_dimension(connection, embedding_dim)
+    finally:
+        await connection.close()
+    return applied
+
+
+async def _apply_pending(connection: asyncpg.Connection, embedding_dim: int) -> list[str]:
+    applied: list[str] = []
+    await connection.execute("SELECT pg_advisory_lock($1)", _MIGRATION_LOCK_KEY)
+    try:
+        await connection.execute(
+            """CREATE TABLE IF NOT EXISTS schema_migrations (
+                   version integer PRIMARY KEY,
+                   name text NOT NULL,
+                   applied_at timestamptz NOT NULL DEFAULT now())"""
+        )
+        done = {row["version"] for row in await connection.fetch("SELECT version FROM schema_migrations")}
+        for migration in available_migrations():
+            if migration.version in done:
+                continue
+            async with connection.transaction():
+                await connection.execute(migration.sql.replace(_DIM_PLACEHOLDER, str(embedding_dim)))
+                await connection.execute(
+                    "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+                    migration.version,
+                    migration.name,
+                )
+            log.info("applied migration %s", migration.name)
+            applied.append(migration.name)
+    finally:
+        await connection.execute("SELECT pg_advisory_unlock($1)", _MIGRATION_LOCK_KEY)
+    return applied
+
+
+async def check_embedding_dimension(connection: asyncpg.Connection, embedding_dim: int) -> None:
+    stored = await connection.fetchval(
+        """SELECT atttypmod FROM pg_attribute
+           WHERE attrelid = 'memories'::regclass AND attname = 'embedding'"""
+    )
+    if stored != embedding_dim:
+        raise SchemaMismatch(
+            f"the database stores {stored}-dimensional embeddings but this server is configured for "
+            f"{embedding_dim} (HINDSIGHT_EMBEDDING__DIMENSION or the embedding model). Use the model the "
+            f"database was built with, or re-embed into a new database."
+        )

@@ -1,0 +1,37 @@
+"""The asyncpg pool: pgvector's codec on every connection, a statement timeout on every statement."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+from pgvector.asyncpg import register_vector
+
+from hindsight_server.store.errors import translate_errors
+
+
+async def _init_connection(connection: asyncpg.Connection) -> None:
+    await register_vector(connection)
+
+
+async def create_pool(
+    dsn: str,
+    *,
+    min_size: int,
+    max_size: int,
+    statement_timeout_ms: int,
+    connect_timeout_s: float,
+) -> asyncpg.Pool:
+    """Opens the pool; Unavailable when the database cannot be reached."""
+    settings: dict[str, Any] = {"statement_timeout": str(statement_timeout_ms), "application_name": "hindsight"}
+    async with translate_errors():
+        pool: asyncpg.Pool = await asyncpg.create_pool(
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            timeout=connect_timeout_s,
+            command_timeout=None,
+            server_settings=settings,
+            init=_init_connection,
+        )
+    return pool

@@ -1,0 +1,46 @@
+"""Row <-> domain mapping for the memories table."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from hindsight_server.domain.model import EmbeddingState, Kind, Memory, Status, Tier
+
+# Every column a Memory is built from; selected by every read so the mapping has one shape.
+MEMORY_COLUMNS = (
+    "id, tenant_id, subject, agent_id, session_id, tier, kind, intent, entities, content, confidence, "
+    "status, supersedes, superseded_by, valid_from, valid_to, created_at, updated_at, expires_at, "
+    "access_count, last_accessed_at, idempotency_key, embedding_state, version"
+)
+
+
+def memory_from_row(row: Mapping[str, Any]) -> Memory:
+    entities = row["entities"]
+    return Memory(
+        id=str(row["id"]),
+        tenant_id=row["tenant_id"],
+        subject=row["subject"],
+        agent_id=row["agent_id"],
+        session_id=row["session_id"],
+        tier=Tier(row["tier"]),
+        kind=Kind(row["kind"]),
+        intent=row["intent"],
+        entities=json.loads(entities) if isinstance(entities, str) else entities,
+        content=row["content"],
+        confidence=row["confidence"],
+        status=Status(row["status"]),
+        supersedes=str(row["supersedes"]) if row["supersedes"] else None,
+        superseded_by=str(row["superseded_by"]) if row["superseded_by"] else None,
+        valid_from=row["valid_from"],
+        valid_to=row["valid_to"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        expires_at=row["expires_at"],
+        access_count=row["access_count"],
+        last_accessed_at=row["last_accessed_at"],
+        idempotency_key=row["idempotency_key"] or "",
+        embedding_state=EmbeddingState(row["embedding_state"]),
+        version=row["version"],
+    )

@@ -1,0 +1,321 @@
+"""The typed async client of hindsight's gRPC API, shared by the CLI, the MCP gateway, the load tests and
+the tests.
+
+    async with HindsightClient("127.0.0.1:50051") as client:
+        written = await client.write("acme", "用户偏好靠窗座位", tier="semantic", kind="preference",
+                                     subject="user-7")
+        found = await client.recall("acme", "靠窗")
+
+Every call has a deadline (`timeout_s`, per client or per call). Reads are retried by gRPC on UNAVAILABLE
+(service config); writes are safe to retry by hand when they carry an idempotency key.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping, Sequence
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, Literal
+
+import grpc
+from google.protobuf import struct_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from hindsight.v1 import memory_pb2 as pb
+from hindsight.v1 import memory_pb2_grpc as pb_grpc
+
+__all__ = [
+    "DEFAULT_TARGET",
+    "HindsightClient",
+    "KindName",
+    "StatusName",
+    "TierName",
+    "kind_value",
+    "memory_input",
+    "status_value",
+    "tier_value",
+]
+
+DEFAULT_TARGET = "127.0.0.1:50051"
+TierName = Literal["working", "episodic", "semantic"]
+KindName = Literal["fact", "preference", "event", "task", "summary", "instruction"]
+StatusName = Literal["active", "pending", "superseded", "expired", "deleted"]
+
+_SERVICE = "hindsight.v1.MemoryService"
+# Reads are idempotent: gRPC retries them itself when a server is briefly unreachable.
+_SERVICE_CONFIG = json.dumps(
+    {
+        "methodConfig": [
+            {
+                "name": [{"service": _SERVICE, "method": m} for m in ("Get", "List", "Recall")],
+                "retryPolicy": {
+                    "maxAttempts": 4,
+                    "initialBackoff": "0.05s",
+                    "maxBackoff": "1s",
+                    "backoffMultiplier": 2,
+                    "retryableStatusCodes": ["UNAVAILABLE"],
+                },
+            }
+        ]
+    }
+)
+
+
+def _enum_value(enum: Any, prefix: str, name: str) -> int:
+    try:
+        return int(enum.Value(f"{prefix}_{name.upper()}"))
+    except ValueError:
+        valid = [n.removeprefix(f"{prefix}_").lower() for n in enum.keys() if not n.endswith("UNSPECIFIED")]
+        raise ValueError(f"unknown {prefix.lower()} {name!r}; one of {', '.join(valid)}") from None
+
+
+def tier_value(name: str) -> pb.Tier.ValueType:
+    return pb.Tier.ValueType(_enum_value(pb.Tier, "TIER", name))
+
+
+def kind_value(name: str) -> pb.Kind.ValueType:
+    return pb.Kind.ValueType(_enum_value(pb.Kind, "KIND", name))
+
+
+def status_value(name: str) -> pb.Status.ValueType:
+    return pb.Status.ValueType(_enum_value(pb.Status, "STATUS", name))
+
+
+def _struct(values: Mapping[str, Any]) -> struct_pb2.Struct:
+    struct = struct_pb2.Struct()
+    struct.update(dict(values))
+    return struct
+
+
+def _set_time(message: Any, field: str, value: datetime | None) -> None:
+    if value is not None:
+        getattr(message, field).FromDatetime(value.astimezone(UTC))
+
+
+def memory_input(
+    content: str,
+    *,
+    tier: str,
+    kind: str,
+    subject: str = "",
+    agent_id: str = "",
+    session_id: str = "",
+    intent: str = "",
+    entities: Mapping[str, Any] | None = None,
+    confidence: float | None = None,
+    valid_from: datetime | None = None,
+    valid_to: datetime | None = None,
+    expires_at: datetime | None = None,
+    occurred_at: datetime | None = None,
+    idempotency_key: str = "",
+) -> pb.MemoryInput:
+    message = pb.MemoryInput(
+        content=content,
+        tier=tier_value(tier),
+        kind=kind_value(kind),
+        subject=subject,
+        agent_id=agent_id,
+        session_id=session_id,
+        intent=intent,
+        idempotency_key=idempotency_key,
+    )
+    if entities:
+        message.entities.CopyFrom(_struct(entities))
+    if confidence is not None:
+        message.confidence = confidence
+    _set_time(message, "valid_from", valid_from)
+    _set_time(message, "valid_to", valid_to)
+    _set_time(message, "expires_at", expires_at)
+    _set_time(message, "occurred_at", occurred_at)
+    return message
+
+
+class HindsightClient:
+    def __init__(
+        self,
+        target: str = DEFAULT_TARGET,
+        *,
+        timeout_s: float = 5.0,
+        metadata: Sequence[tuple[str, str]] = (),
+        channel: grpc.aio.Channel | None = None,
+    ) -> None:
+        self.target = target
+        self._timeout_s = timeout_s
+        self._metadata = tuple(metadata)
+        self._channel = channel or grpc.aio.insecure_channel(
+            target,
+            options=[
+                ("grpc.service_config", _SERVICE_CONFIG),
+                ("grpc.enable_retries", 1),
+                ("grpc.max_receive_message_length", 16 * 1024 * 1024),
+            ],
+        )
+        self._stub = pb_grpc.MemoryServiceStub(self._channel)
+        self._health = health_pb2_grpc.HealthStub(self._channel)
+
+    async def __aenter__(self) -> HindsightClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    def _call_options(self, timeout_s: float | None) -> dict[str, Any]:
+        return {"timeout": timeout_s or self._timeout_s, "metadata": self._metadata}
+
+    # ----------------------------------------------------------------------------------------- writes
+
+    async def write(
+        self, tenant_id: str, content: str, *, timeout_s: float | None = None, **fields: Any
+    ) -> pb.WriteResponse:
+        """Writes one memory; `fields` are memory_input's keywords (tier and kind are required)."""
+        request = pb.WriteRequest(tenant_id=tenant_id, memory=memory_input(content, **fields))
+        response: pb.WriteResponse = await self._stub.Write(request, **self._call_options(timeout_s))
+        return response
+
+    async def write_batch(
+        self, tenant_id: str, memories: Sequence[pb.MemoryInput], *, timeout_s: float | None = None
+    ) -> pb.WriteBatchResponse:
+        request = pb.WriteBatchRequest(tenant_id=tenant_id, memories=memories)
+        response: pb.WriteBatchResponse = await self._stub.WriteBatch(request, **self._call_options(timeout_s))
+        return response
+
+    async def update(
+        self,
+        tenant_id: str,
+        memory_id: str,
+        *,
+        expected_version: int | None = None,
+        timeout_s: float | None = None,
+        **changes: Any,
+    ) -> pb.Memory:
+        """Changes the named fields only (content=..., entities=..., tier=..., ...)."""
+        memory = pb.MemoryInput()
+        for name, value in changes.items():
+            if name == "tier":
+                memory.tier = tier_value(value)
+            elif name == "kind":
+                memory.kind = kind_value(value)
+            elif name == "entities":
+                memory.entities.CopyFrom(_struct(value))
+            elif name in ("valid_from", "valid_to", "expires_at"):
+                _set_time(memory, name, value)
+            else:
+                setattr(memory, name, value)
+        request = pb.UpdateRequest(tenant_id=tenant_id, id=memory_id, memory=memory, update_mask=list(changes))
+        if expected_version is not None:
+            request.expected_version = expected_version
+        response: pb.Memory = await self._stub.Update(request, **self._call_options(timeout_s))
+        return response
+
+    async def delete(self, tenant_id: str, memory_id: str, *, timeout_s: float | None = None) -> pb.Memory:
+        request = pb.DeleteRequest(tenant_id=tenant_id, id=memory_id)
+        response: pb.Memory = await self._stub.Delete(request, **self._call_options(timeout_s))
+        return response
+
+    # ------------------------------------------------------------------------------------------ reads
+
+    async def get(self, tenant_id: str, memory_id: str, *, timeout_s: float | None = None) -> pb.Memory:
+        request = pb.GetRequest(tenant_id=tenant_id, id=memory_id)
+        response: pb.Memory = await self._stub.Get(request, **self._call_options(timeout_s))
+        return response
+
+    async def list(
+        self,
+        tenant_id: str,
+        *,
+        subject: str = "",
+        session_id: str = "",
+        tiers: Sequence[str] = (),
+        kinds: Sequence[str] = (),
+        statuses: Sequence[str] = (),
+        page_size: int = 0,
+        page_token: str = "",
+        timeout_s: float | None = None,
+    ) -> pb.ListResponse:
+        request = pb.ListRequest(
+            tenant_id=tenant_id,
+            subject=subject,
+            session_id=session_id,
+            tiers=[tier_value(t) for t in tiers],
+            kinds=[kind_value(k) for k in kinds],
+            statuses=[status_value(s) for s in statuses],
+            page_size=page_size,
+            page_token=page_token,
+        )
+        response: pb.ListResponse = await self._stub.List(request, **self._call_options(timeout_s))
+        return response
+
+    async def list_all(self, tenant_id: str, **filters: Any) -> AsyncIterator[pb.Memory]:
+        """Every memory matching the filters, following page tokens."""
+        token = ""
+        while True:
+            page = await self.list(tenant_id, page_token=token, **filters)
+            for memory in page.memories:
+                yield memory
+            token = page.next_page_token
+            if not token:
+                return
+
+    async def recall(
+        self,
+        tenant_id: str,
+        query: str,
+        *,
+        subject: str = "",
+        session_id: str = "",
+        tiers: Sequence[str] = (),
+        kinds: Sequence[str] = (),
+        entities: Mapping[str, Any] | None = None,
+        start: datetime | None = None,
+        end: datetime | None = None,
+        top_k: int = 0,
+        token_budget: int = 0,
+        profile: str = "",
+        weights: Mapping[str, float] | None = None,
+        include_superseded: bool = False,
+        as_of: datetime | None = None,
+        now: datetime | None = None,
+        explain: bool = False,
+        min_score: float | None = None,
+        timeout_s: float | None = None,
+    ) -> pb.RecallResponse:
+        request = pb.RecallRequest(
+            tenant_id=tenant_id,
+            query=query,
+            subject=subject,
+            session_id=session_id,
+            tiers=[tier_value(t) for t in tiers],
+            kinds=[kind_value(k) for k in kinds],
+            top_k=top_k,
+            token_budget=token_budget,
+            profile=profile,
+            include_superseded=include_superseded,
+            explain=explain,
+        )
+        if entities:
+            request.entities.CopyFrom(_struct(entities))
+        if start is not None or end is not None:
+            _set_time(request.time_range, "start", start)
+            _set_time(request.time_range, "end", end)
+            request.time_range.SetInParent()
+        if weights is not None:
+            request.weights.CopyFrom(pb.ScoreWeights(**weights))
+        if min_score is not None:
+            request.min_score = min_score
+        _set_time(request, "as_of", as_of)
+        _set_time(request, "now", now)
+        response: pb.RecallResponse = await self._stub.Recall(request, **self._call_options(timeout_s))
+        return response
+
+    async def health(self, service: str = "", *, timeout_s: float | None = None) -> str:
+        """SERVING, NOT_SERVING, ... as the standard health service reports it."""
+        response = await self._health.Check(
+            health_pb2.HealthCheckRequest(service=service), **self._call_options(timeout_s)
+        )
+        return str(health_pb2.HealthCheckResponse.ServingStatus.Name(response.status))

@@ -1,0 +1,43 @@
+from pathlib import Path
+
+import pytest
+
+from embedder.repository import EmbedModelOptions, RepositoryOptions, RerankModelOptions, build_repository
+
+
+def test_embed_only_repository_points_at_the_onnx_file(tmp_path: Path) -> None:
+    onnx_file = tmp_path / "model.onnx"
+    onnx_file.write_bytes(b"not read by the builder")
+    models = build_repository(tmp_path / "repo", RepositoryOptions(EmbedModelOptions(onnx_path=onnx_file, max_chars=77)))
+    assert models == ["embed"]
+    config = (tmp_path / "repo" / "embed" / "config.pbtxt").read_text()
+    assert f'string_value: "{onnx_file}"' in config
+    assert 'key: "max_chars", value: { string_value: "77" }' in config
+    assert "max_batch_size: 64" in config and "kind: KIND_CPU" in config
+    assert (tmp_path / "repo" / "embed" / "1" / "model.py").is_file()
+    assert not (tmp_path / "repo" / "rerank").exists()
+
+
+def test_rerank_is_added_only_when_configured_and_removed_when_not(tmp_path: Path) -> None:
+    onnx_file = tmp_path / "embed.onnx"
+    onnx_file.write_bytes(b"x")
+    cross_encoder = tmp_path / "ce"
+    cross_encoder.mkdir()
+    (cross_encoder / "model.onnx").write_bytes(b"x")
+    (cross_encoder / "tokenizer.json").write_text("{}")
+    embed = EmbedModelOptions(onnx_path=onnx_file)
+    models = build_repository(tmp_path / "repo", RepositoryOptions(embed, RerankModelOptions(cross_encoder)))
+    assert models == ["embed", "rerank"]
+    assert f'string_value: "{cross_encoder}"' in (tmp_path / "repo" / "rerank" / "config.pbtxt").read_text()
+    assert build_repository(tmp_path / "repo", RepositoryOptions(embed)) == ["embed"]
+    assert not (tmp_path / "repo" / "rerank").exists()
+
+
+def test_incomplete_cross_encoder_directory_is_refused(tmp_path: Path) -> None:
+    onnx_file = tmp_path / "embed.onnx"
+    onnx_file.write_bytes(b"x")
+    (tmp_path / "ce").mkdir()
+    (tmp_path / "ce" / "model.onnx").write_bytes(b"x")
+    options = RepositoryOptions(EmbedModelOptions(onnx_path=onnx_file), RerankModelOptions(tmp_path / "ce"))
+    with pytest.raises(FileNotFoundError, match=r"tokenizer\.json"):
+        build_repository(tmp_path / "repo", options)

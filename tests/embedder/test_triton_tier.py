@@ -1,0 +1,177 @@
+"""The inference tier end to end: a real tritonserver (session fixture) through the async clients."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from embedder.client import CallRecord, TritonEmbedder, TritonReranker
+from embedder.errors import InferenceUnavailable
+from embedder.repository import EmbedModelOptions, RepositoryOptions, build_repository
+from embedder.triton import TritonOptions, TritonPorts, TritonServer, TritonStartError
+from tests.fixtures.triton import TEST_MAX_BATCH, TEST_MAX_CHARS, TEST_PAIR_BATCH
+
+TIMEOUT_S = 10.0
+PAIRS = [  # (Chinese, its English translation)
+    ("用户偏好CSV格式导出。", "The user prefers exporting in CSV format."),
+    ("上周五我们讨论了季度预算。", "Last Friday we discussed the quarterly budget."),
+    ("我对花生过敏。", "I am allergic to peanuts."),
+    ("飞往北京的航班早上八点起飞。", "The flight to Beijing departs at eight in the morning."),
+]
+UNRELATED = "Kubernetes schedules containers onto nodes in a cluster."
+
+
+@pytest.fixture
+def calls() -> list[CallRecord]:
+    return []
+
+
+@pytest.fixture
+async def embedder(triton_server: TritonServer, calls: list[CallRecord]) -> AsyncIterator[TritonEmbedder]:
+    async with TritonEmbedder(triton_server.grpc_url, on_call=calls.append) as client:
+        yield client
+
+
+@pytest.fixture
+async def reranker(triton_server: TritonServer) -> AsyncIterator[TritonReranker]:
+    async with TritonReranker(triton_server.grpc_url) as client:
+        yield client
+
+
+def infers(calls: list[CallRecord]) -> list[CallRecord]:
+    return [call for call in calls if call.operation == "infer"]
+
+
+async def eventually(probe: Callable[[], Awaitable[bool]], within_s: float) -> bool:
+    deadline = asyncio.get_running_loop().time() + within_s
+    while not await probe():
+        if asyncio.get_running_loop().time() > deadline:
+            return False
+        await asyncio.sleep(0.05)
+    return True
+
+
+async def test_dimension_comes_from_the_model_metadata(embedder: TritonEmbedder) -> None:
+    assert await embedder.connect(timeout_s=TIMEOUT_S) == 512
+    assert embedder.dimension == 512
+
+
+async def test_chinese_and_english_share_one_space(embedder: TritonEmbedder) -> None:
+    texts = [text for pair in PAIRS for text in pair] + [UNRELATED]
+    result = await embedder.embed(texts, timeout_s=TIMEOUT_S)
+    assert result.vectors.shape == (len(texts), 512) and result.vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(result.vectors, axis=1), 1.0, atol=1e-5)
+    assert not result.truncated.any()
+    unrelated = result.vectors[-1]
+    for i in range(len(PAIRS)):
+        zh, en = result.vectors[2 * i], result.vectors[2 * i + 1]
+        assert zh @ en > max(zh @ unrelated, en @ unrelated) + 0.1, PAIRS[i]
+        others = [result.vectors[2 * j + 1] for j in range(len(PAIRS)) if j != i]
+        assert zh @ en > max(zh @ other for other in others), PAIRS[i]
+
+
+async def test_large_inputs_are_split_into_max_batch_requests(
+    embedder: TritonEmbedder, calls: list[CallRecord]
+) -> None:
+    texts = [f"memory number {i} about {PAIRS[i % 4][1]}" for i in range(2 * TEST_MAX_BATCH + 3)]
+    result = await embedder.embed(texts, timeout_s=TIMEOUT_S)
+    assert result.vectors.shape == (len(texts), 512)
+    assert [call.items for call in infers(calls)] == [TEST_MAX_BATCH, TEST_MAX_BATCH, 3]
+    alone = await embedder.embed([texts[-1], texts[0]], timeout_s=TIMEOUT_S)
+    # The quantized graph scales activations per batch: a text's vector moves slightly with its batch.
+    assert (alone.vectors * result.vectors[[-1, 0]]).sum(axis=1).min() > 0.99
+
+
+async def test_over_long_texts_are_truncated_and_flagged(embedder: TritonEmbedder) -> None:
+    texts = ["长" * (TEST_MAX_CHARS + 1), "长" * TEST_MAX_CHARS, "word " * TEST_MAX_CHARS, "x" * TEST_MAX_CHARS, ""]
+    result = await embedder.embed(texts, timeout_s=TIMEOUT_S)
+    assert result.truncated.tolist() == [True, False, True, False, False]
+    np.testing.assert_allclose(np.linalg.norm(result.vectors, axis=1), 1.0, atol=1e-5)
+    # Cut on a character boundary: the over-long text became exactly the one at the limit.
+    np.testing.assert_allclose(result.vectors[0], result.vectors[1], atol=1e-6)
+
+
+async def test_repeated_query_is_served_from_the_cache(embedder: TritonEmbedder, calls: list[CallRecord]) -> None:
+    first = await embedder.embed_query(PAIRS[0][0], timeout_s=TIMEOUT_S)
+    again = await embedder.embed_query(PAIRS[0][0], timeout_s=TIMEOUT_S)
+    assert again is first and len(infers(calls)) == 1
+    assert not first.vector.flags.writeable
+    await embedder.embed_query(PAIRS[1][0], timeout_s=TIMEOUT_S)
+    assert len(infers(calls)) == 2
+
+
+async def test_too_short_a_deadline_raises_unavailable(
+    embedder: TritonEmbedder, reranker: TritonReranker
+) -> None:
+    await embedder.connect(timeout_s=TIMEOUT_S)
+    with pytest.raises(InferenceUnavailable, match="DEADLINE_EXCEEDED|deadline"):
+        await embedder.embed(["a sentence to embed"] * TEST_MAX_BATCH, timeout_s=1e-4)
+    with pytest.raises(InferenceUnavailable, match="DEADLINE_EXCEEDED"):
+        await reranker.rerank("query", ["passage"] * 40, timeout_s=1e-4)
+
+
+async def test_rerank_scores_each_pair_independently_of_its_batch(reranker: TritonReranker) -> None:
+    query = "user prefers csv export"
+    passages = [f"passage {i}: {PAIRS[i % 4][i % 2]} {'data ' * (i % 5)}" for i in range(2 * TEST_PAIR_BATCH + 4)]
+    scores = await reranker.rerank(query, passages, timeout_s=TIMEOUT_S)
+    assert len(scores) == len(passages) and all(isinstance(s, float) for s in scores)
+    assert len(set(scores)) > 1
+    reversed_scores = await reranker.rerank(query, passages[::-1], timeout_s=TIMEOUT_S)
+    np.testing.assert_allclose(reversed_scores[::-1], scores, atol=1e-5)
+    single = await reranker.rerank(query, [passages[-1]], timeout_s=TIMEOUT_S)
+    np.testing.assert_allclose(single, scores[-1:], atol=1e-5)
+    assert await reranker.rerank(query, [], timeout_s=TIMEOUT_S) == []
+
+
+async def test_the_tier_reports_which_models_it_has(triton_server: TritonServer, reranker: TritonReranker) -> None:
+    assert await reranker.deployed() and await reranker.ready()
+    async with TritonReranker(triton_server.grpc_url, model="absent") as absent:
+        assert not await absent.deployed()
+        assert not await absent.ready()
+        with pytest.raises(InferenceUnavailable):
+            await absent.rerank("q", ["p"], timeout_s=TIMEOUT_S)
+
+
+def test_a_model_that_fails_to_load_reports_the_log_tail(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"not an onnx graph")
+    build_repository(tmp_path / "models", RepositoryOptions(EmbedModelOptions(onnx_path=broken)))
+    server = TritonServer(TritonOptions(tmp_path / "models", ports=TritonPorts.free(), ready_timeout_s=30))
+    with pytest.raises(TritonStartError, match=r"(?s)exited with code.*embed"):
+        server.start()
+    assert not server.running
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_stop_makes_calls_unavailable_and_restart_recovers(
+    triton_server: TritonServer, embedder: TritonEmbedder, reranker: TritonReranker
+) -> None:
+    await embedder.connect(timeout_s=TIMEOUT_S)
+    pgid = triton_server.pid
+    assert pgid is not None
+    try:
+        await asyncio.to_thread(triton_server.stop)
+        assert not group_alive(pgid), "tritonserver or a python stub outlived stop()"
+        with pytest.raises(InferenceUnavailable):
+            await embedder.embed(["after stop"], timeout_s=TIMEOUT_S)
+        with pytest.raises(InferenceUnavailable):
+            await reranker.rerank("q", ["p"], timeout_s=TIMEOUT_S)
+        assert not await embedder.ready()
+    finally:
+        triton_server.start()  # the same ports
+    assert await eventually(embedder.ready, within_s=10.0)
+    result = await embedder.embed(["after restart"], timeout_s=TIMEOUT_S)
+    assert result.vectors.shape == (1, 512)
+    assert await reranker.rerank("q", ["p"], timeout_s=TIMEOUT_S)
