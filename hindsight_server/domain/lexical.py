@@ -12,8 +12,8 @@ import re
 import unicodedata
 from collections.abc import Iterator
 
-_CJK_RUN = r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]+"
-_TOKEN = re.compile(rf"(?P<cjk>{_CJK_RUN})|(?P<word>[^\W_]+)", re.UNICODE)
+_CJK_CHARS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
+_TOKEN = re.compile(rf"(?P<cjk>[{_CJK_CHARS}]+)|(?P<word>[^\W_{_CJK_CHARS}]+)", re.UNICODE)
 _MAX_TERM_CHARS = 64  # longer "words" are ids or noise, not something a person searches for
 _MAX_POSITION = 16_383  # PostgreSQL's limit for a tsvector position
 

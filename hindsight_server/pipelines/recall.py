@@ -140,7 +140,10 @@ async def _run_channels(
     try:
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(timed(channel, run)) for channel, run in channels.items()]
-    except* HindsightError as errors:
+    except ExceptionGroup as errors:
         # The database is shared by every channel: when one cannot read, the recall cannot answer.
-        raise errors.exceptions[0] from None
+        known = errors.subgroup(HindsightError)
+        if known is None:
+            raise
+        raise known.exceptions[0] from None
     return [task.result() for task in tasks]

@@ -15,7 +15,7 @@ from hindsight_server.domain.ids import new_memory_id
 from hindsight_server.domain.lifecycle import default_expiry, initial_status
 from hindsight_server.domain.model import EmbeddingState, Memory, MemoryDraft, MemoryPatch, WriteOutcome
 from hindsight_server.domain.policy import Limits, TtlPolicy, WritePolicy
-from hindsight_server.domain.validation import validate_batch, validate_patch, validate_tenant
+from hindsight_server.domain.validation import validate_batch, validate_draft, validate_patch, validate_tenant
 from hindsight_server.store.memories import MemoryStore
 
 
@@ -38,10 +38,13 @@ class WritePipeline:
         return EmbeddingState.PENDING if self._settings.embeddings_enabled else EmbeddingState.DISABLED
 
     async def write(self, draft: MemoryDraft) -> WriteOutcome:
-        (outcome,) = await self.write_batch([draft])
+        now = self._clock()
+        validate_draft(draft, self._settings.limits, now)
+        (outcome,) = await self._store.insert([self._new_memory(draft, now)])
         return outcome
 
     async def write_batch(self, drafts: Sequence[MemoryDraft]) -> list[WriteOutcome]:
+        """All or nothing, in one transaction; results in request order."""
         now = self._clock()
         validate_batch(list(drafts), self._settings.limits, now)
         if len({draft.tenant_id for draft in drafts}) != 1:

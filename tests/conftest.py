@@ -1,0 +1,74 @@
+"""Session-wide real parts: PostgreSQL + pgvector and an in-process gRPC memory server on a free port."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hindsight.client import HindsightClient
+from hindsight_server.app import RunningServer, start_server
+from hindsight_server.config import Settings, load_settings
+
+pytest_plugins = ["tests.fixtures.postgres", "tests.fixtures.triton"]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class MovableClock:
+    """System time plus an offset a test can move forward; reset after each test."""
+
+    def __init__(self) -> None:
+        self.offset = timedelta()
+
+    def __call__(self) -> datetime:
+        return datetime.now(UTC) + self.offset
+
+    def advance(self, delta: timedelta) -> None:
+        self.offset += delta
+
+
+@pytest.fixture(scope="session")
+def make_settings(postgres_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Settings]:
+    data_dir = tmp_path_factory.mktemp("data")
+
+    def make(**overrides: Any) -> Settings:
+        values: dict[str, Any] = {"data_dir": data_dir, "server__port": 0, "database__dsn": postgres_dsn}
+        values.update(overrides)
+        return load_settings(None, **values)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def session_clock() -> MovableClock:
+    return MovableClock()
+
+
+@pytest.fixture
+def clock(session_clock: MovableClock) -> Iterator[MovableClock]:
+    yield session_clock
+    session_clock.offset = timedelta()
+
+
+@pytest.fixture(scope="session")
+async def server(make_settings: Callable[..., Settings], session_clock: MovableClock) -> AsyncIterator[RunningServer]:
+    running = await start_server(make_settings(), clock=session_clock)
+    yield running
+    await running.stop()
+
+
+@pytest.fixture(scope="session")
+async def client(server: RunningServer) -> AsyncIterator[HindsightClient]:
+    async with HindsightClient(f"127.0.0.1:{server.port}", timeout_s=10) as shared:
+        yield shared
+
+
+@pytest.fixture
+def tenant() -> str:
+    """Each test writes into its own tenant: isolation without truncating tables."""
+    return f"t-{uuid.uuid4().hex[:12]}"

@@ -1,0 +1,142 @@
+"""Recall over the lexical, structured and session channels (the vector channel arrives with the
+inference tier), with fusion, thresholds, packing and the explanation."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from hindsight.client import HindsightClient, memory_input
+from hindsight.v1 import memory_pb2 as pb
+from tests.conftest import MovableClock
+
+
+async def test_chinese_substring_finds_the_memory(client: HindsightClient, tenant: str) -> None:
+    written = await client.write(tenant, "用户偏好靠窗座位", tier="semantic", kind="preference", subject="user-7")
+    await client.write(tenant, "用户喜欢喝绿茶", tier="semantic", kind="preference", subject="user-7")
+    found = await client.recall(tenant, "靠窗")
+    assert [h.memory.id for h in found.hits] == [written.memory.id]
+    assert found.hits[0].channels[0].channel == pb.CHANNEL_LEXICAL
+    assert found.channels_used == [pb.CHANNEL_LEXICAL]
+    assert found.injection_text.startswith("[相关记忆]\n- (")
+    assert "偏好) 用户偏好靠窗座位，置信度1.00" in found.injection_text
+    assert found.tokens_used > 0 and found.hits[0].packed
+
+
+async def test_english_words_and_mixed_language(client: HindsightClient, tenant: str) -> None:
+    csv = await client.write(tenant, "User prefers CSV export for reports", tier="semantic", kind="preference")
+    await client.write(tenant, "User lives in Berlin", tier="semantic", kind="fact")
+    mixed = await client.write(tenant, "用户要求周报用 CSV 格式", tier="semantic", kind="preference")
+    found = await client.recall(tenant, "What format for the CSV export?", min_score=0)
+    ids = [h.memory.id for h in found.hits]
+    assert ids[0] == csv.memory.id
+    assert mixed.memory.id in ids
+    assert len(ids) == 2
+
+
+async def test_nothing_relevant_returns_nothing_to_inject(client: HindsightClient, tenant: str) -> None:
+    await client.write(tenant, "用户偏好靠窗座位", tier="semantic", kind="preference")
+    found = await client.recall(tenant, "quantum chromodynamics")
+    assert list(found.hits) == []
+    assert found.injection_text == ""
+    assert found.tokens_used == 0
+
+
+async def test_session_channel_brings_the_current_conversation(client: HindsightClient, tenant: str) -> None:
+    turn = await client.write(tenant, "我要订下周三下午的会议室", tier="working", kind="task", session_id="s1")
+    await client.write(tenant, "something else entirely", tier="working", kind="task", session_id="s2")
+    found = await client.recall(tenant, "改成周五", session_id="s1", min_score=0)
+    assert [h.memory.id for h in found.hits] == [turn.memory.id]
+    assert [c.channel for c in found.hits[0].channels] == [pb.CHANNEL_SESSION]
+
+
+async def test_structured_channel_matches_entities_and_ranks_them(client: HindsightClient, tenant: str) -> None:
+    a = await client.write(
+        tenant, "booked room 301", tier="episodic", kind="event", entities={"building": "A", "room": "301"}
+    )
+    b = await client.write(tenant, "booked room 12", tier="episodic", kind="event", entities={"building": "B"})
+    found = await client.recall(tenant, "which room", entities={"building": "A", "room": "301"}, min_score=0)
+    assert [h.memory.id for h in found.hits][0] == a.memory.id
+    assert found.hits[0].components.entity_match == 1.0
+    assert b.memory.id not in [h.memory.id for h in found.hits if h.components.entity_match > 0]
+
+
+async def test_time_range_limits_every_channel(client: HindsightClient, tenant: str) -> None:
+    old = datetime.now(UTC) - timedelta(days=20)
+    await client.write_batch(
+        tenant,
+        [
+            memory_input("meeting about budget", tier="episodic", kind="event", occurred_at=old),
+            memory_input("meeting about hiring", tier="episodic", kind="event"),
+        ],
+    )
+    found = await client.recall(
+        tenant, "meeting", start=old - timedelta(days=1), end=old + timedelta(days=1), min_score=0
+    )
+    assert [h.memory.content for h in found.hits] == ["meeting about budget"]
+    assert found.time_range.start.ToDatetime(UTC) == old - timedelta(days=1)
+
+
+async def test_recency_and_tier_order_equal_matches(client: HindsightClient, tenant: str) -> None:
+    now = datetime.now(UTC)
+    await client.write_batch(
+        tenant,
+        [
+            memory_input("window seat please", tier="semantic", kind="preference", occurred_at=now - timedelta(days=60)),
+            memory_input("window seat please", tier="working", kind="preference"),
+        ],
+    )
+    found = await client.recall(tenant, "window seat", min_score=0)
+    assert [h.memory.tier for h in found.hits] == [pb.TIER_WORKING, pb.TIER_SEMANTIC]
+    assert found.hits[0].components.recency > found.hits[1].components.recency
+
+
+async def test_expired_memories_leave_recall(client: HindsightClient, tenant: str, clock: MovableClock) -> None:
+    await client.write(tenant, "working note about the blue folder", tier="working", kind="fact")
+    await client.write(tenant, "semantic note about the blue folder", tier="semantic", kind="fact")
+    clock.advance(timedelta(hours=25))  # past the working-memory TTL
+    found = await client.recall(tenant, "blue folder", min_score=0, now=clock())
+    assert [h.memory.content for h in found.hits] == ["semantic note about the blue folder"]
+
+
+async def test_pending_and_deleted_memories_are_not_recalled(client: HindsightClient, tenant: str) -> None:
+    await client.write(tenant, "maybe likes opera", tier="semantic", kind="preference", confidence=0.3)
+    gone = await client.write(tenant, "likes opera a lot", tier="semantic", kind="preference")
+    await client.delete(tenant, gone.memory.id)
+    assert list((await client.recall(tenant, "opera", min_score=0)).hits) == []
+
+
+async def test_top_k_budget_and_explanation(client: HindsightClient, tenant: str) -> None:
+    await client.write_batch(
+        tenant, [memory_input(f"project apollo note {i}", tier="semantic", kind="fact") for i in range(8)]
+    )
+    found = await client.recall(tenant, "apollo", top_k=3, explain=True, min_score=0)
+    assert len(found.hits) == 3
+    explanation = found.explanation
+    assert explanation.profile == "default"
+    assert explanation.weights.similarity == 0.4
+    (lexical,) = explanation.channels
+    assert lexical.channel == pb.CHANNEL_LEXICAL
+    assert len(lexical.memory_ids) == 8 and lexical.elapsed_ms > 0
+    small = await client.recall(tenant, "apollo", top_k=8, token_budget=30, min_score=0)
+    assert len(small.hits) == 8
+    assert 0 < sum(h.packed for h in small.hits) < 8
+    assert small.tokens_used <= 30
+    assert not (await client.recall(tenant, "apollo", min_score=0)).HasField("explanation")
+
+
+async def test_profiles_and_weights_change_the_ranking(client: HindsightClient, tenant: str) -> None:
+    now = datetime.now(UTC)
+    await client.write_batch(
+        tenant,
+        [
+            memory_input("refund request refund policy refund", tier="semantic", kind="fact",
+                         occurred_at=now - timedelta(days=90)),
+            memory_input("refund asked today", tier="episodic", kind="event"),
+        ],
+    )
+    by_recency = await client.recall(tenant, "refund", weights={"recency": 1.0}, min_score=0)
+    assert by_recency.hits[0].memory.content == "refund asked today"
+    assert by_recency.hits[0].components.final > by_recency.hits[1].components.final
+    support = await client.recall(tenant, "refund", profile="support", explain=True, min_score=0)
+    assert support.explanation.profile == "support"
+    assert support.explanation.weights.recency == 0.4
