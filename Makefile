@@ -31,14 +31,16 @@ venv: $(STAMP)
 
 # Generated stubs are build output (git-ignored), never edited by hand.
 proto/hindsight/v1/%_pb2.py: proto/hindsight/v1/%.proto $(STAMP)
-	$(PY) -m grpc_tools.protoc -Iproto --python_out=proto --pyi_out=proto --grpc_python_out=proto $<
+	$(PY) -m grpc_tools.protoc -Iproto --python_out=proto --grpc_python_out=proto \
+		--plugin=protoc-gen-mypy=$(VENV)/bin/protoc-gen-mypy --mypy_out=proto \
+		--plugin=protoc-gen-mypy_grpc=$(VENV)/bin/protoc-gen-mypy_grpc --mypy_grpc_out=proto $<
 
 proto: $(PROTO_GEN)
 
 up: proto
 	$(VENV)/bin/hindsight up --servers $(SERVERS)
 
-test: proto
+test: lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: proto
@@ -47,7 +49,7 @@ lint: proto
 	$(VENV)/bin/lint-imports
 
 bench: proto
-	$(PY) -m hindsight_server.bench.foundation
+	$(VENV)/bin/hindsight bench write
 
 clean:
 	rm -rf $(VENV) proto/hindsight/v1/*_pb2*.py proto/hindsight/v1/*_pb2*.pyi .pytest_cache .mypy_cache

@@ -1,15 +1,16 @@
 """The `hindsight` command: run the stack or a server, and talk to a server through the shared client.
 
-    hindsight up                      the embedded stack in the foreground
-    hindsight serve                   one memory server (needs HINDSIGHT_DATABASE__DSN)
-    hindsight migrate                 apply schema migrations and exit
-    hindsight write|get|list|recall|update|delete ...   calls over gRPC (--target, --tenant, --json)
+hindsight up                      the embedded stack in the foreground
+hindsight serve                   one memory server (needs HINDSIGHT_DATABASE__DSN)
+hindsight migrate                 apply schema migrations and exit
+hindsight write|get|list|recall|update|delete ...   calls over gRPC (--target, --tenant, --json)
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import sys
@@ -48,7 +49,7 @@ def _json_object(text: str) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise argparse.ArgumentTypeError(f"not valid JSON: {exc.msg} at position {exc.pos}") from exc
     if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("must be a JSON object, e.g. '{\"building\": \"A\"}'")
+        raise argparse.ArgumentTypeError('must be a JSON object, e.g. \'{"building": "A"}\'')
     return value
 
 
@@ -170,7 +171,9 @@ def cmd_write(args: argparse.Namespace) -> int:
             occurred_at=args.occurred_at,
         )
         if args.json:
-            _print_json({"id": response.memory.id, "created": response.created, "memory": _to_dict(response.memory)})
+            _print_json(
+                {"id": response.memory.id, "created": response.created, "memory": _to_dict(response.memory)}
+            )
         else:
             print(response.memory.id)
 
@@ -262,6 +265,26 @@ def cmd_delete(args: argparse.Namespace) -> int:
     return _client_call(args, call)
 
 
+def cmd_bench_write(args: argparse.Namespace) -> int:
+    from hindsight_server.bench.private_stack import private_stack
+    from hindsight_server.bench.write import report, run_write_bench
+
+    async def run() -> str:
+        async with contextlib.AsyncExitStack() as stack:
+            target = args.target or await stack.enter_async_context(private_stack())
+            result = await run_write_bench(
+                target,
+                singles=args.singles,
+                batches=args.batches,
+                batch_size=args.batch_size,
+                concurrency=args.concurrency,
+            )
+        return report(result, args.json)
+
+    print(asyncio.run(run()))
+    return 0
+
+
 # ---------------------------------------------------------------------------------------------- parser
 
 
@@ -302,7 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
     write.add_argument("--session", default="")
     write.add_argument("--agent", default="")
     write.add_argument("--intent", default="")
-    write.add_argument("--entities", type=_json_object, help="JSON object, e.g. '{\"building\": \"A\"}'")
+    write.add_argument("--entities", type=_json_object, help='JSON object, e.g. \'{"building": "A"}\'')
     write.add_argument("--confidence", type=float)
     write.add_argument("--idempotency-key", default="")
     write.add_argument("--occurred-at", type=_timestamp, help="when it was said (ISO 8601 with offset)")
@@ -345,6 +368,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     delete = client_command("delete", cmd_delete, "soft-delete a memory")
     delete.add_argument("id")
+
+    bench = commands.add_parser("bench", help="benchmarks that print p50/p95/p99 figures")
+    benches = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
+    write_bench = benches.add_parser("write", help="Write/Get latency and WriteBatch throughput")
+    write_bench.add_argument("--target", help="HOST:PORT of a running server (default: a private stack)")
+    write_bench.add_argument("--singles", type=int, default=1000, help="single Writes and Gets to time")
+    write_bench.add_argument("--batches", type=int, default=40)
+    write_bench.add_argument("--batch-size", type=int, default=500)
+    write_bench.add_argument("--concurrency", type=int, default=2, help="WriteBatch calls in flight")
+    write_bench.add_argument("--json", action="store_true")
+    write_bench.set_defaults(handler=cmd_bench_write)
     return parser
 
 

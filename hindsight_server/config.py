@@ -74,7 +74,9 @@ class Settings(BaseSettings):
 
 def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
     """Reads the TOML file (if any), applies the environment on top, then explicit overrides (CLI flags)."""
-    path = config_file or (Path(os.environ["HINDSIGHT_CONFIG"]) if os.environ.get("HINDSIGHT_CONFIG") else None)
+    path = config_file or (
+        Path(os.environ["HINDSIGHT_CONFIG"]) if os.environ.get("HINDSIGHT_CONFIG") else None
+    )
     values: dict[str, Any] = {}
     if path is not None:
         with path.open("rb") as handle:

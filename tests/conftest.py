@@ -14,7 +14,7 @@ from hindsight.client import HindsightClient
 from hindsight_server.app import RunningServer, start_server
 from hindsight_server.config import Settings, load_settings
 
-pytest_plugins = ["tests.fixtures.postgres", "tests.fixtures.triton"]
+pytest_plugins = ["tests.fixtures.postgres"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,7 +56,9 @@ def clock(session_clock: MovableClock) -> Iterator[MovableClock]:
 
 
 @pytest.fixture(scope="session")
-async def server(make_settings: Callable[..., Settings], session_clock: MovableClock) -> AsyncIterator[RunningServer]:
+async def server(
+    make_settings: Callable[..., Settings], session_clock: MovableClock
+) -> AsyncIterator[RunningServer]:
     running = await start_server(make_settings(), clock=session_clock)
     yield running
     await running.stop()

@@ -18,9 +18,11 @@ _MAX_TERM_CHARS = 64  # longer "words" are ids or noise, not something a person 
 _MAX_POSITION = 16_383  # PostgreSQL's limit for a tsvector position
 
 ENGLISH_STOPWORDS = frozenset(
-    """a an and are as at be been but by did do does for from had has have he her him his i if in into is
-    it its me my of on or our she so than that the their them then there these they this to was we were
-    what when where which who whom why will with you your""".split()
+    (
+        "a an and are as at be been but by did do does for from had has have he her him his i if in into "
+        "is it its me my of on or our she so than that the their them then there these they this to was "
+        "we were what when where which who whom why will with you your"
+    ).split()
 )
 
 

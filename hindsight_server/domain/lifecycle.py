@@ -14,10 +14,8 @@ def default_expiry(tier: Tier, kind: Kind, recorded_at: datetime, ttl: TtlPolicy
     Working memory always has the working TTL (consolidation moves what matters out of it). Elsewhere
     a kind with its own TTL wins over the tier (events fade after 90 days, preferences stay).
     """
-    if tier is not Tier.WORKING and kind in ttl.by_kind:
-        lifetime = ttl.by_kind[kind]
-    else:
-        lifetime = ttl.for_tier(tier)
+    kind_decides = tier is not Tier.WORKING and kind in ttl.by_kind
+    lifetime = ttl.by_kind[kind] if kind_decides else ttl.for_tier(tier)
     return None if lifetime is None else recorded_at + lifetime
 
 

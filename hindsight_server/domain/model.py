@@ -190,7 +190,10 @@ class ScoreWeights:
     def normalised(self) -> ScoreWeights:
         total = self.similarity + self.recency + self.tier_priority + self.entity_match
         return ScoreWeights(
-            self.similarity / total, self.recency / total, self.tier_priority / total, self.entity_match / total
+            self.similarity / total,
+            self.recency / total,
+            self.tier_priority / total,
+            self.entity_match / total,
         )
 
 

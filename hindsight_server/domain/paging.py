@@ -14,7 +14,14 @@ from hindsight_server.domain.model import ListQuery, PageCursor
 
 
 def filter_fingerprint(query: ListQuery) -> str:
-    parts = [query.tenant_id, query.subject, query.session_id, *sorted(query.tiers), "|", *sorted(query.kinds)]
+    parts = [
+        query.tenant_id,
+        query.subject,
+        query.session_id,
+        *sorted(query.tiers),
+        "|",
+        *sorted(query.kinds),
+    ]
     parts += ["|", *sorted(query.statuses)]
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
 
@@ -33,7 +40,9 @@ def decode_page_token(token: str, query: ListQuery) -> PageCursor:
         memory_id = canonical_memory_id(str(payload["i"]))
         fingerprint = payload["f"]
     except (binascii.Error, ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
-        raise InvalidArgument("page_token", "malformed; pass next_page_token from a previous response") from exc
+        raise InvalidArgument(
+            "page_token", "malformed; pass next_page_token from a previous response"
+        ) from exc
     if memory_id is None or created_at.tzinfo is None:
         raise InvalidArgument("page_token", "malformed; pass next_page_token from a previous response")
     if fingerprint != filter_fingerprint(query):

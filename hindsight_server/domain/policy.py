@@ -70,7 +70,9 @@ class RecallPolicy:
     profiles: dict[str, ScoreWeights] = field(default_factory=lambda: dict(DEFAULT_PROFILES))
 
 
-def resolve_weights(profile: str, override: ScoreWeights | None, policy: RecallPolicy) -> tuple[str, ScoreWeights]:
+def resolve_weights(
+    profile: str, override: ScoreWeights | None, policy: RecallPolicy
+) -> tuple[str, ScoreWeights]:
     """The weights a recall uses: an explicit override, else the named profile (empty: "default")."""
     name = profile or "default"
     if name not in policy.profiles:

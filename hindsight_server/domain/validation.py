@@ -44,7 +44,9 @@ def _identifier(field: str, value: str, limits: Limits, *, required: bool = Fals
 def validate_tenant(tenant_id: str, limits: Limits) -> None:
     _identifier("tenant_id", tenant_id, limits, required=True)
     if not _TENANT.fullmatch(tenant_id):
-        raise InvalidArgument("tenant_id", "use letters, digits and . _ : @ / - (starting with a letter or digit)")
+        raise InvalidArgument(
+            "tenant_id", "use letters, digits and . _ : @ / - (starting with a letter or digit)"
+        )
 
 
 def require_memory_id(text: str, field: str = "id") -> str:

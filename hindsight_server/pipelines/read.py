@@ -19,4 +19,4 @@ class ReadPipeline:
 
     async def list(self, query: ListQuery) -> Page:
         validate_list(query, self._limits)
-        return await self._store.list(query)
+        return await self._store.page(query)

@@ -92,7 +92,9 @@ class RecallPipeline:
                 visibility, query.entities, limit
             )
         if query.session_id:
-            channels[Channel.SESSION] = lambda: self._store.session_channel(visibility, query.session_id, limit)
+            channels[Channel.SESSION] = lambda: self._store.session_channel(
+                visibility, query.session_id, limit
+            )
         return channels
 
     def _rank(

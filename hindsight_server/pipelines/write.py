@@ -72,7 +72,8 @@ class WritePipeline:
             valid_to=draft.valid_to,
             created_at=recorded_at,
             updated_at=recorded_at,
-            expires_at=draft.expires_at or default_expiry(draft.tier, draft.kind, recorded_at, self._settings.ttl),
+            expires_at=draft.expires_at
+            or default_expiry(draft.tier, draft.kind, recorded_at, self._settings.ttl),
             access_count=0,
             last_accessed_at=None,
             idempotency_key=draft.idempotency_key,

@@ -4,7 +4,7 @@ INVALID_ARGUMENT naming the field; meaning and bounds are checked by domain vali
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -80,7 +80,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # ------------------------------------------------------------------------------------------ scalars
 
 
-def _enum_in(table: dict[E, int], number: int, field: str) -> E | None:
+def _enum_in(table: Mapping[E, int], number: int, field: str) -> E | None:
     if number == 0:
         return None
     for member, value in table.items():
@@ -90,7 +90,7 @@ def _enum_in(table: dict[E, int], number: int, field: str) -> E | None:
     raise InvalidArgument(field, f"unknown value {number}; one of {names}")
 
 
-def _required_enum(table: dict[E, int], number: int, field: str) -> E:
+def _required_enum(table: Mapping[E, int], number: int, field: str) -> E:
     member = _enum_in(table, number, field)
     if member is None:
         names = ", ".join(m.value for m in table)
@@ -98,7 +98,7 @@ def _required_enum(table: dict[E, int], number: int, field: str) -> E:
     return member
 
 
-def _enums_in(table: dict[E, int], numbers: Iterable[int], field: str) -> tuple[E, ...]:
+def _enums_in(table: Mapping[E, int], numbers: Iterable[int], field: str) -> tuple[E, ...]:
     members = []
     for index, number in enumerate(numbers):
         member = _enum_in(table, number, f"{field}[{index}]")
@@ -320,7 +320,9 @@ def _hit_to_proto(hit: RankedMemory) -> pb.RecallHit:
 def _channel_candidates(result: ChannelResult) -> pb.ChannelCandidates:
     return pb.ChannelCandidates(
         channel=_CHANNEL[result.channel],
-        hits=[pb.ChannelHit(channel=_CHANNEL[result.channel], rank=h.rank, score=h.score) for h in result.hits],
+        hits=[
+            pb.ChannelHit(channel=_CHANNEL[result.channel], rank=h.rank, score=h.score) for h in result.hits
+        ],
         memory_ids=[h.memory.id for h in result.hits],
         elapsed_ms=result.elapsed_ms,
         error=result.error,
@@ -346,7 +348,12 @@ def recall_result_to_proto(result: RecallResult, explain: bool) -> pb.RecallResp
         explanation.channels.extend(_channel_candidates(r) for r in result.channel_results)
         _window_out(explanation.parsed_time_range, result.window)
         explanation.profile = result.profile
-        explanation.weights.CopyFrom(pb.ScoreWeights(
-            similarity=w.similarity, recency=w.recency, tier_priority=w.tier_priority, entity_match=w.entity_match
-        ))
+        explanation.weights.CopyFrom(
+            pb.ScoreWeights(
+                similarity=w.similarity,
+                recency=w.recency,
+                tier_priority=w.tier_priority,
+                entity_match=w.entity_match,
+            )
+        )
     return response

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import grpc
 from google.protobuf import any_pb2
@@ -57,16 +57,18 @@ def _details(error: HindsightError, code: grpc.StatusCode) -> bytes:
             )
         )
         status.details.append(detail)
-    return status.SerializeToString()
+    return cast(bytes, status.SerializeToString())
 
 
-Handler = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
+Behavior = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]
 
 
-def map_errors(handler: Handler) -> Handler:
-    async def mapped(request: Any, context: grpc.aio.ServicerContext) -> Any:
+def map_errors(behavior: Behavior) -> Behavior:
+    """Wraps a unary method so every error leaves it as a status code chosen by STATUS_BY_ERROR."""
+
+    async def mapped(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         try:
-            return await handler(request, context)
+            return await behavior(request, context)
         except HindsightError as error:
             code = status_for(error)
             context.set_trailing_metadata((("grpc-status-details-bin", _details(error, code)),))
@@ -79,21 +81,3 @@ def map_errors(handler: Handler) -> Handler:
             await context.abort(grpc.StatusCode.INTERNAL, f"internal error (request id {request_id})")
 
     return mapped
-
-
-class ErrorMappingInterceptor(grpc.aio.ServerInterceptor):
-    """Applies map_errors to every unary-unary method of the services it wraps."""
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None:
-            return handler
-        return grpc.unary_unary_rpc_method_handler(
-            map_errors(handler.unary_unary),
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )

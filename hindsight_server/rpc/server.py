@@ -9,8 +9,7 @@ from grpc_reflection.v1alpha import reflection
 
 from hindsight.v1 import memory_pb2 as pb
 from hindsight.v1 import memory_pb2_grpc as pb_grpc
-from hindsight_server.rpc.context import RequestIdInterceptor
-from hindsight_server.rpc.errors import ErrorMappingInterceptor
+from hindsight_server.rpc.interceptors import ErrorMappingInterceptor, RequestIdInterceptor
 from hindsight_server.rpc.servicer import MemoryServicer
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["MemoryService"].full_name

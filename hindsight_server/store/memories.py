@@ -83,7 +83,9 @@ class Visibility:
             # What was believed then: recorded by then, and not yet replaced or removed then.
             as_of = sql.param(self.as_of)
             sql.where(f"created_at <= {as_of}")
-            sql.where(f"(status = 'active' OR (status IN ('superseded', 'deleted') AND updated_at > {as_of}))")
+            sql.where(
+                f"(status = 'active' OR (status IN ('superseded', 'deleted') AND updated_at > {as_of}))"
+            )
             sql.where(f"(expires_at IS NULL OR expires_at > {as_of})")
         else:
             statuses = ["active", "superseded"] if self.include_superseded else ["active"]
@@ -215,13 +217,15 @@ class MemoryStore:
     async def get(self, tenant_id: str, memory_id: str) -> Memory:
         async with translate_errors():
             row = await self._pool.fetchrow(
-                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE tenant_id = $1 AND id = $2", tenant_id, memory_id
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE tenant_id = $1 AND id = $2",
+                tenant_id,
+                memory_id,
             )
         if row is None:
             raise NotFound("memory", memory_id)
         return memory_from_row(row)
 
-    async def list(self, query: ListQuery) -> Page:
+    async def page(self, query: ListQuery) -> Page:
         sql = _Sql()
         sql.where(f"tenant_id = {sql.param(query.tenant_id)}")
         if query.subject:
@@ -273,7 +277,9 @@ class MemoryStore:
         sql = _Sql()
         visibility.apply(sql)
         if entities:
-            pairs = sql.param([json.dumps({key: value}, ensure_ascii=False) for key, value in entities.items()])
+            pairs = sql.param(
+                [json.dumps({key: value}, ensure_ascii=False) for key, value in entities.items()]
+            )
             sql.where(f"entities @> ANY({pairs}::jsonb[])")
             score = f"(SELECT count(*) FROM unnest({pairs}::jsonb[]) AS wanted WHERE entities @> wanted)"
         else:

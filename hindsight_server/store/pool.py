@@ -23,7 +23,10 @@ async def create_pool(
     connect_timeout_s: float,
 ) -> asyncpg.Pool:
     """Opens the pool; Unavailable when the database cannot be reached."""
-    settings: dict[str, Any] = {"statement_timeout": str(statement_timeout_ms), "application_name": "hindsight"}
+    settings: dict[str, Any] = {
+        "statement_timeout": str(statement_timeout_ms),
+        "application_name": "hindsight",
+    }
     async with translate_errors():
         pool: asyncpg.Pool = await asyncpg.create_pool(
             dsn,

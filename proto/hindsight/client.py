@@ -66,7 +66,8 @@ def _enum_value(enum: Any, prefix: str, name: str) -> int:
     try:
         return int(enum.Value(f"{prefix}_{name.upper()}"))
     except ValueError:
-        valid = [n.removeprefix(f"{prefix}_").lower() for n in enum.keys() if not n.endswith("UNSPECIFIED")]
+        names = enum.DESCRIPTOR.values_by_name
+        valid = [n.removeprefix(f"{prefix}_").lower() for n in names if not n.endswith("UNSPECIFIED")]
         raise ValueError(f"unknown {prefix.lower()} {name!r}; one of {', '.join(valid)}") from None
 
 
@@ -182,7 +183,9 @@ class HindsightClient:
         self, tenant_id: str, memories: Sequence[pb.MemoryInput], *, timeout_s: float | None = None
     ) -> pb.WriteBatchResponse:
         request = pb.WriteBatchRequest(tenant_id=tenant_id, memories=memories)
-        response: pb.WriteBatchResponse = await self._stub.WriteBatch(request, **self._call_options(timeout_s))
+        response: pb.WriteBatchResponse = await self._stub.WriteBatch(
+            request, **self._call_options(timeout_s)
+        )
         return response
 
     async def update(
@@ -207,7 +210,9 @@ class HindsightClient:
                 _set_time(memory, name, value)
             else:
                 setattr(memory, name, value)
-        request = pb.UpdateRequest(tenant_id=tenant_id, id=memory_id, memory=memory, update_mask=list(changes))
+        request = pb.UpdateRequest(
+            tenant_id=tenant_id, id=memory_id, memory=memory, update_mask=list(changes)
+        )
         if expected_version is not None:
             request.expected_version = expected_version
         response: pb.Memory = await self._stub.Update(request, **self._call_options(timeout_s))

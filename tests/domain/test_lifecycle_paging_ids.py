@@ -29,7 +29,9 @@ def test_default_expiry(tier: Tier, kind: Kind, lifetime: timedelta | None) -> N
     assert default_expiry(tier, kind, NOW, TtlPolicy()) == expected
 
 
-@pytest.mark.parametrize(("confidence", "status"), [(0.69, Status.PENDING), (0.7, Status.ACTIVE), (1.0, Status.ACTIVE)])
+@pytest.mark.parametrize(
+    ("confidence", "status"), [(0.69, Status.PENDING), (0.7, Status.ACTIVE), (1.0, Status.ACTIVE)]
+)
 def test_low_confidence_waits_in_pending(confidence: float, status: Status) -> None:
     assert initial_status(confidence, WritePolicy()) is status
 

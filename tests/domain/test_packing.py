@@ -17,7 +17,9 @@ def test_estimate_tokens(text: str, tokens: int) -> None:
     assert estimate_tokens(text) == tokens
 
 
-@pytest.mark.parametrize(("text", "lang"), [("用户偏好CSV格式导出", "zh"), ("User likes CSV", "en"), ("123", "en")])
+@pytest.mark.parametrize(
+    ("text", "lang"), [("用户偏好CSV格式导出", "zh"), ("User likes CSV", "en"), ("123", "en")]
+)
 def test_language(text: str, lang: str) -> None:
     assert language(text) == lang
 
@@ -25,8 +27,13 @@ def test_language(text: str, lang: str) -> None:
 def test_lines_follow_the_seed_format_in_the_memorys_language() -> None:
     assert render_line(PREF_ZH) == "- (2024-03-15, 偏好) 用户偏好CSV格式导出，置信度0.92"
     assert render_line(FACT_EN) == "- (2024-03-15, fact) The user works at Acme (confidence 0.80)"
-    updated = memory(content="会议改到周五", kind=Kind.EVENT, supersedes="old", confidence=1.0,
-                     valid_from=datetime(2025, 1, 10, tzinfo=UTC))
+    updated = memory(
+        content="会议改到周五",
+        kind=Kind.EVENT,
+        supersedes="old",
+        confidence=1.0,
+        valid_from=datetime(2025, 1, 10, tzinfo=UTC),
+    )
     assert render_line(updated) == "- (2025-01-10, 事件) 会议改到周五，置信度1.00（已更新，取代旧记录）"
 
 

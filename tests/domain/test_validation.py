@@ -5,7 +5,15 @@ from typing import Any
 import pytest
 
 from hindsight_server.domain.errors import InvalidArgument
-from hindsight_server.domain.model import Kind, MemoryDraft, MemoryPatch, RecallQuery, ScoreWeights, Tier, TimeWindow
+from hindsight_server.domain.model import (
+    Kind,
+    MemoryDraft,
+    MemoryPatch,
+    RecallQuery,
+    ScoreWeights,
+    Tier,
+    TimeWindow,
+)
 from hindsight_server.domain.policy import Limits
 from hindsight_server.domain.validation import (
     require_memory_id,
@@ -80,7 +88,10 @@ def test_batch_bounds_and_item_prefix() -> None:
         (MemoryPatch("acme", "id", frozenset({"content"}), content=""), "memory.content"),
         (MemoryPatch("acme", "id", frozenset({"tier"})), "memory.tier"),
         (MemoryPatch("acme", "id", frozenset({"confidence"}), confidence=-0.1), "memory.confidence"),
-        (MemoryPatch("acme", "id", frozenset({"intent"}), intent="x", expected_version=0), "expected_version"),
+        (
+            MemoryPatch("acme", "id", frozenset({"intent"}), intent="x", expected_version=0),
+            "expected_version",
+        ),
     ],
 )
 def test_bad_patches_name_the_field(patch: MemoryPatch, field: str) -> None:
@@ -119,7 +130,9 @@ def test_memory_ids_are_canonicalised(text: str, expected: str) -> None:
     assert require_memory_id(text) == expected
 
 
-@pytest.mark.parametrize(("text", "reason"), [("", "required"), ("nope", "not a memory id"), ("1" * 100, "not")])
+@pytest.mark.parametrize(
+    ("text", "reason"), [("", "required"), ("nope", "not a memory id"), ("1" * 100, "not")]
+)
 def test_bad_memory_ids(text: str, reason: str) -> None:
     with pytest.raises(InvalidArgument, match=reason):
         require_memory_id(text)

@@ -40,7 +40,11 @@ def _deep(levels: int) -> dict[str, Any]:
 WRITE_CASES: list[tuple[str, pb.WriteRequest, str]] = [
     ("missing tenant", pb.WriteRequest(memory=_memory()), "tenant_id"),
     ("empty content", pb.WriteRequest(tenant_id=TENANT, memory=_memory(content="")), "memory.content"),
-    ("oversized content", pb.WriteRequest(tenant_id=TENANT, memory=_memory(content="x" * 20_000)), "memory.content"),
+    (
+        "oversized content",
+        pb.WriteRequest(tenant_id=TENANT, memory=_memory(content="x" * 20_000)),
+        "memory.content",
+    ),
     ("missing tier", pb.WriteRequest(tenant_id=TENANT, memory=_memory(tier=0)), "memory.tier"),
     ("unknown tier", pb.WriteRequest(tenant_id=TENANT, memory=_memory(tier=42)), "memory.tier"),
     ("unknown kind", pb.WriteRequest(tenant_id=TENANT, memory=_memory(kind=99)), "memory.kind"),
@@ -61,17 +65,33 @@ WRITE_CASES: list[tuple[str, pb.WriteRequest, str]] = [
     ),
     (
         "negative nanos",
-        pb.WriteRequest(tenant_id=TENANT, memory=_memory(expires_at=timestamp_pb2.Timestamp(seconds=1, nanos=-5))),
+        pb.WriteRequest(
+            tenant_id=TENANT, memory=_memory(expires_at=timestamp_pb2.Timestamp(seconds=1, nanos=-5))
+        ),
         "memory.expires_at",
     ),
-    ("confidence above 1", pb.WriteRequest(tenant_id=TENANT, memory=_memory(confidence=3.0)), "memory.confidence"),
+    (
+        "confidence above 1",
+        pb.WriteRequest(tenant_id=TENANT, memory=_memory(confidence=3.0)),
+        "memory.confidence",
+    ),
     ("NUL in content", pb.WriteRequest(tenant_id=TENANT, memory=_memory(content="a\x00b")), "memory.content"),
 ]
 
 OTHER_CASES: list[tuple[str, str, Any, str]] = [
     ("get without id", "Get", pb.GetRequest(tenant_id=TENANT), "id"),
-    ("get with a malformed id", "Get", pb.GetRequest(tenant_id=TENANT, id="'; DROP TABLE memories; --"), "id"),
-    ("delete without tenant", "Delete", pb.DeleteRequest(id="01a22b18-e375-7426-afa1-f923854e099a"), "tenant_id"),
+    (
+        "get with a malformed id",
+        "Get",
+        pb.GetRequest(tenant_id=TENANT, id="'; DROP TABLE memories; --"),
+        "id",
+    ),
+    (
+        "delete without tenant",
+        "Delete",
+        pb.DeleteRequest(id="01a22b18-e375-7426-afa1-f923854e099a"),
+        "tenant_id",
+    ),
     (
         "update of an immutable field",
         "Update",
@@ -91,7 +111,12 @@ OTHER_CASES: list[tuple[str, str, Any, str]] = [
     ),
     ("empty query", "Recall", pb.RecallRequest(tenant_id=TENANT, query=" "), "query"),
     ("top_k out of range", "Recall", pb.RecallRequest(tenant_id=TENANT, query="q", top_k=1000), "top_k"),
-    ("negative budget", "Recall", pb.RecallRequest(tenant_id=TENANT, query="q", token_budget=-5), "token_budget"),
+    (
+        "negative budget",
+        "Recall",
+        pb.RecallRequest(tenant_id=TENANT, query="q", token_budget=-5),
+        "token_budget",
+    ),
     ("unknown profile", "Recall", pb.RecallRequest(tenant_id=TENANT, query="q", profile="nope"), "profile"),
     (
         "weights summing to zero",
@@ -105,7 +130,9 @@ OTHER_CASES: list[tuple[str, str, Any, str]] = [
         pb.RecallRequest(
             tenant_id=TENANT,
             query="q",
-            time_range=pb.TimeRange(start=timestamp_pb2.Timestamp(seconds=2000), end=timestamp_pb2.Timestamp(seconds=1000)),
+            time_range=pb.TimeRange(
+                start=timestamp_pb2.Timestamp(seconds=2000), end=timestamp_pb2.Timestamp(seconds=1000)
+            ),
         ),
         "time_range.end",
     ),
@@ -136,7 +163,9 @@ async def test_bad_writes(stub: Any, case: str, request_: pb.WriteRequest, field
     await _expect_invalid(lambda: stub.Write(request_, timeout=5), field)
 
 
-@pytest.mark.parametrize(("case", "method", "request_", "field"), OTHER_CASES, ids=[c[0] for c in OTHER_CASES])
+@pytest.mark.parametrize(
+    ("case", "method", "request_", "field"), OTHER_CASES, ids=[c[0] for c in OTHER_CASES]
+)
 async def test_bad_requests(stub: Any, case: str, method: str, request_: Any, field: str) -> None:
     await _expect_invalid(lambda: getattr(stub, method)(request_, timeout=5), field)
 

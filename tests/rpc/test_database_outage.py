@@ -51,7 +51,9 @@ async def test_outage_gives_unavailable_and_recovers(
     acknowledged: list[str] = []
     try:
         async with HindsightClient(f"127.0.0.1:{running.port}", timeout_s=5) as client:
-            acknowledged.append((await client.write(tenant, "before the outage", tier="semantic", kind="fact")).memory.id)
+            acknowledged.append(
+                (await client.write(tenant, "before the outage", tier="semantic", kind="fact")).memory.id
+            )
 
             await proxy.cut()
             codes = []
@@ -70,7 +72,9 @@ async def test_outage_gives_unavailable_and_recovers(
 
             await proxy.restore()
             await _eventually(lambda: _is(client, "SERVING"))
-            acknowledged.append((await client.write(tenant, "after the outage", tier="semantic", kind="fact")).memory.id)
+            acknowledged.append(
+                (await client.write(tenant, "after the outage", tier="semantic", kind="fact")).memory.id
+            )
             stored = {m.id async for m in client.list_all(tenant)}
             assert stored == set(acknowledged)
     finally:

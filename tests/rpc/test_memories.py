@@ -33,10 +33,18 @@ async def test_write_then_get_round_trips_every_field(client: HindsightClient, t
     assert got == written.memory
     assert got.tenant_id == tenant
     assert (got.subject, got.agent_id, got.session_id, got.intent) == (
-        "user-7", "booking-agent", "sess_20250101_001", "book_meeting_room"
+        "user-7",
+        "booking-agent",
+        "sess_20250101_001",
+        "book_meeting_room",
     )
     assert (got.tier, got.kind, got.status) == (pb.TIER_EPISODIC, pb.KIND_EVENT, pb.STATUS_ACTIVE)
-    assert dict(got.entities) == {"date": "2025-01-08", "capacity": 10, "building": "A", "slots": ["14:00", "16:00"]}
+    assert dict(got.entities) == {
+        "date": "2025-01-08",
+        "capacity": 10,
+        "building": "A",
+        "slots": ["14:00", "16:00"],
+    }
     assert got.confidence == pytest.approx(0.9)
     assert got.valid_from.ToDatetime(UTC) == valid_from
     assert got.version == 1
@@ -46,18 +54,25 @@ async def test_write_then_get_round_trips_every_field(client: HindsightClient, t
 
 
 async def test_low_confidence_memories_wait_in_pending(client: HindsightClient, tenant: str) -> None:
-    written = await client.write(tenant, "maybe likes jazz", tier="semantic", kind="preference", confidence=0.5)
+    written = await client.write(
+        tenant, "maybe likes jazz", tier="semantic", kind="preference", confidence=0.5
+    )
     assert written.memory.status == pb.STATUS_PENDING
 
 
-async def test_idempotency_key_returns_the_original_never_a_duplicate(client: HindsightClient, tenant: str) -> None:
+async def test_idempotency_key_returns_the_original_never_a_duplicate(
+    client: HindsightClient, tenant: str
+) -> None:
     first = await client.write(tenant, "likes tea", tier="semantic", kind="preference", idempotency_key="k1")
     again = await client.write(tenant, "likes tea", tier="semantic", kind="preference", idempotency_key="k1")
     assert first.created and not again.created
     assert again.memory == first.memory
     # Racing writers with one key still produce exactly one memory.
     racers = await asyncio.gather(
-        *(client.write(tenant, "likes coffee", tier="semantic", kind="fact", idempotency_key="k2") for _ in range(8))
+        *(
+            client.write(tenant, "likes coffee", tier="semantic", kind="fact", idempotency_key="k2")
+            for _ in range(8)
+        )
     )
     assert len({r.memory.id for r in racers}) == 1
     assert sum(r.created for r in racers) == 1
@@ -66,11 +81,15 @@ async def test_idempotency_key_returns_the_original_never_a_duplicate(client: Hi
 
 
 async def test_write_batch_is_ordered_and_all_or_nothing(client: HindsightClient, tenant: str) -> None:
-    items = [memory_input(f"fact {i}", tier="semantic", kind="fact", idempotency_key=f"b{i}") for i in range(5)]
+    items = [
+        memory_input(f"fact {i}", tier="semantic", kind="fact", idempotency_key=f"b{i}") for i in range(5)
+    ]
     response = await client.write_batch(tenant, items)
     assert [r.memory.content for r in response.results] == [f"fact {i}" for i in range(5)]
     assert all(r.created for r in response.results)
-    replay = await client.write_batch(tenant, [*items[:2], memory_input("fact new", tier="semantic", kind="fact")])
+    replay = await client.write_batch(
+        tenant, [*items[:2], memory_input("fact new", tier="semantic", kind="fact")]
+    )
     assert [r.created for r in replay.results] == [False, False, True]
     assert replay.results[0].memory.id == response.results[0].memory.id
 
@@ -122,7 +141,11 @@ async def test_delete_is_soft_idempotent_and_hides_from_recall(client: Hindsight
 
 async def test_unknown_ids_are_not_found(client: HindsightClient, tenant: str) -> None:
     missing = "01a22b18-e375-7426-afa1-f923854e099a"
-    for call in (client.get(tenant, missing), client.delete(tenant, missing), client.update(tenant, missing, content="x")):
+    for call in (
+        client.get(tenant, missing),
+        client.delete(tenant, missing),
+        client.update(tenant, missing, content="x"),
+    ):
         with pytest.raises(grpc.aio.AioRpcError) as error:
             await call
         assert error.value.code() == grpc.StatusCode.NOT_FOUND

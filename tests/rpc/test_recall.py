@@ -11,7 +11,9 @@ from tests.conftest import MovableClock
 
 
 async def test_chinese_substring_finds_the_memory(client: HindsightClient, tenant: str) -> None:
-    written = await client.write(tenant, "用户偏好靠窗座位", tier="semantic", kind="preference", subject="user-7")
+    written = await client.write(
+        tenant, "用户偏好靠窗座位", tier="semantic", kind="preference", subject="user-7"
+    )
     await client.write(tenant, "用户喜欢喝绿茶", tier="semantic", kind="preference", subject="user-7")
     found = await client.recall(tenant, "靠窗")
     assert [h.memory.id for h in found.hits] == [written.memory.id]
@@ -23,7 +25,9 @@ async def test_chinese_substring_finds_the_memory(client: HindsightClient, tenan
 
 
 async def test_english_words_and_mixed_language(client: HindsightClient, tenant: str) -> None:
-    csv = await client.write(tenant, "User prefers CSV export for reports", tier="semantic", kind="preference")
+    csv = await client.write(
+        tenant, "User prefers CSV export for reports", tier="semantic", kind="preference"
+    )
     await client.write(tenant, "User lives in Berlin", tier="semantic", kind="fact")
     mixed = await client.write(tenant, "用户要求周报用 CSV 格式", tier="semantic", kind="preference")
     found = await client.recall(tenant, "What format for the CSV export?", min_score=0)
@@ -42,20 +46,26 @@ async def test_nothing_relevant_returns_nothing_to_inject(client: HindsightClien
 
 
 async def test_session_channel_brings_the_current_conversation(client: HindsightClient, tenant: str) -> None:
-    turn = await client.write(tenant, "我要订下周三下午的会议室", tier="working", kind="task", session_id="s1")
+    turn = await client.write(
+        tenant, "我要订下周三下午的会议室", tier="working", kind="task", session_id="s1"
+    )
     await client.write(tenant, "something else entirely", tier="working", kind="task", session_id="s2")
     found = await client.recall(tenant, "改成周五", session_id="s1", min_score=0)
     assert [h.memory.id for h in found.hits] == [turn.memory.id]
     assert [c.channel for c in found.hits[0].channels] == [pb.CHANNEL_SESSION]
 
 
-async def test_structured_channel_matches_entities_and_ranks_them(client: HindsightClient, tenant: str) -> None:
+async def test_structured_channel_matches_entities_and_ranks_them(
+    client: HindsightClient, tenant: str
+) -> None:
     a = await client.write(
         tenant, "booked room 301", tier="episodic", kind="event", entities={"building": "A", "room": "301"}
     )
-    b = await client.write(tenant, "booked room 12", tier="episodic", kind="event", entities={"building": "B"})
+    b = await client.write(
+        tenant, "booked room 12", tier="episodic", kind="event", entities={"building": "B"}
+    )
     found = await client.recall(tenant, "which room", entities={"building": "A", "room": "301"}, min_score=0)
-    assert [h.memory.id for h in found.hits][0] == a.memory.id
+    assert found.hits[0].memory.id == a.memory.id
     assert found.hits[0].components.entity_match == 1.0
     assert b.memory.id not in [h.memory.id for h in found.hits if h.components.entity_match > 0]
 
@@ -81,7 +91,9 @@ async def test_recency_and_tier_order_equal_matches(client: HindsightClient, ten
     await client.write_batch(
         tenant,
         [
-            memory_input("window seat please", tier="semantic", kind="preference", occurred_at=now - timedelta(days=60)),
+            memory_input(
+                "window seat please", tier="semantic", kind="preference", occurred_at=now - timedelta(days=60)
+            ),
             memory_input("window seat please", tier="working", kind="preference"),
         ],
     )
@@ -90,7 +102,9 @@ async def test_recency_and_tier_order_equal_matches(client: HindsightClient, ten
     assert found.hits[0].components.recency > found.hits[1].components.recency
 
 
-async def test_expired_memories_leave_recall(client: HindsightClient, tenant: str, clock: MovableClock) -> None:
+async def test_expired_memories_leave_recall(
+    client: HindsightClient, tenant: str, clock: MovableClock
+) -> None:
     await client.write(tenant, "working note about the blue folder", tier="working", kind="fact")
     await client.write(tenant, "semantic note about the blue folder", tier="semantic", kind="fact")
     clock.advance(timedelta(hours=25))  # past the working-memory TTL
@@ -129,8 +143,12 @@ async def test_profiles_and_weights_change_the_ranking(client: HindsightClient, 
     await client.write_batch(
         tenant,
         [
-            memory_input("refund request refund policy refund", tier="semantic", kind="fact",
-                         occurred_at=now - timedelta(days=90)),
+            memory_input(
+                "refund request refund policy refund",
+                tier="semantic",
+                kind="fact",
+                occurred_at=now - timedelta(days=90),
+            ),
             memory_input("refund asked today", tier="episodic", kind="event"),
         ],
     )

@@ -20,13 +20,14 @@ async def test_two_servers_share_one_database(fresh_database: Callable[[], Await
     servers = [Background(["serve", "--port", "0"], env) for _ in range(2)]
     await asyncio.gather(*(s.start() for s in servers))  # both migrate at once
     try:
-        ports = [
-            int((await s.wait_for(r"listening on 127\.0\.0\.1:(\d+)")).group(1)) for s in servers
-        ]
+        ports = [int((await s.wait_for(r"listening on 127\.0\.0\.1:(\d+)")).group(1)) for s in servers]
         assert ports[0] != ports[1]
         migrated = sum("applied migration 0001_memories.sql" in s.output for s in servers)
         assert migrated == 1, [s.output for s in servers]
-        async with HindsightClient(f"127.0.0.1:{ports[0]}") as first, HindsightClient(f"127.0.0.1:{ports[1]}") as second:
+        async with (
+            HindsightClient(f"127.0.0.1:{ports[0]}") as first,
+            HindsightClient(f"127.0.0.1:{ports[1]}") as second,
+        ):
             written = await first.write("acme", "shared memory", tier="semantic", kind="fact")
             assert await second.get("acme", written.memory.id) == written.memory
             again = await second.write("acme", "via the second", tier="semantic", kind="fact")
@@ -36,12 +37,19 @@ async def test_two_servers_share_one_database(fresh_database: Callable[[], Await
             assert await server.stop() == 0
 
 
-async def test_embedding_dimension_mismatch_stops_start_up(fresh_database: Callable[[], Awaitable[str]]) -> None:
+async def test_embedding_dimension_mismatch_stops_start_up(
+    fresh_database: Callable[[], Awaitable[str]],
+) -> None:
     dsn = await fresh_database()
     made = await run_cli(["migrate", "--dsn", dsn])
     assert made.code == 0, made.stderr
     assert "0001_memories.sql" in made.stdout
-    result = await run_cli(["serve", "--port", "0"], env={"HINDSIGHT_DATABASE__DSN": dsn, "HINDSIGHT_EMBEDDING__DIMENSION": "384"})
+    result = await run_cli(
+        ["serve", "--port", "0"],
+        env={"HINDSIGHT_DATABASE__DSN": dsn, "HINDSIGHT_EMBEDDING__DIMENSION": "384"},
+    )
     assert result.code == 2
-    assert re.search(r"stores 512-dimensional embeddings but this server is configured for 384", result.stderr)
+    assert re.search(
+        r"stores 512-dimensional embeddings but this server is configured for 384", result.stderr
+    )
     assert "Traceback" not in result.stderr

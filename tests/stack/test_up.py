@@ -28,12 +28,30 @@ async def test_up_serves_the_readme_example_and_stops_cleanly(tmp_path: Path) ->
     try:
         assert f"memory server    grpc://{target}" in stack.output
         written = await run_cli(
-            ["write", "--target", target, "--tenant", "acme", "--subject", "user-7", "--session", "s1",
-             "--tier", "semantic", "--kind", "preference", "--content", "用户偏好靠窗座位", "--json"]
+            [
+                "write",
+                "--target",
+                target,
+                "--tenant",
+                "acme",
+                "--subject",
+                "user-7",
+                "--session",
+                "s1",
+                "--tier",
+                "semantic",
+                "--kind",
+                "preference",
+                "--content",
+                "用户偏好靠窗座位",
+                "--json",
+            ]
         )
         assert written.code == 0, written.stderr
         memory_id = re.search(r'"id": "([0-9a-f-]{36})"', written.stdout).group(1)  # type: ignore[union-attr]
-        recalled = await run_cli(["recall", "--target", target, "--tenant", "acme", "--query", "靠窗", "--json"])
+        recalled = await run_cli(
+            ["recall", "--target", target, "--tenant", "acme", "--query", "靠窗", "--json"]
+        )
         assert recalled.code == 0, recalled.stderr
         assert memory_id in recalled.stdout
         server_pids = [int(p) for p in re.findall(r"INFO (\d+) hindsight_server.app", stack.output)]
@@ -54,11 +72,28 @@ async def test_up_serves_the_readme_example_and_stops_cleanly(tmp_path: Path) ->
 
 async def test_cli_reports_errors_without_tracebacks() -> None:
     port = free_port()  # nothing listens there
-    result = await run_cli(["get", "--target", f"127.0.0.1:{port}", "--tenant", "acme", "x", "--timeout", "1"])
+    result = await run_cli(
+        ["get", "--target", f"127.0.0.1:{port}", "--tenant", "acme", "x", "--timeout", "1"]
+    )
     assert result.code == 1
-    assert result.stderr.startswith("error: UNAVAILABLE") or result.stderr.startswith("error: DEADLINE_EXCEEDED")
+    assert result.stderr.startswith("error: UNAVAILABLE") or result.stderr.startswith(
+        "error: DEADLINE_EXCEEDED"
+    )
     assert "Traceback" not in result.stderr
-    bad_json = await run_cli(["write", "--tenant", "a", "--tier", "semantic", "--kind", "fact", "--content", "x",
-                              "--entities", "{not json"])
+    bad_json = await run_cli(
+        [
+            "write",
+            "--tenant",
+            "a",
+            "--tier",
+            "semantic",
+            "--kind",
+            "fact",
+            "--content",
+            "x",
+            "--entities",
+            "{not json",
+        ]
+    )
     assert bad_json.code == 2
     assert "--entities: not valid JSON" in bad_json.stderr

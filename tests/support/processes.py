@@ -39,9 +39,12 @@ class CliResult:
     stderr: str
 
 
-async def run_cli(args: Sequence[str], env: Mapping[str, str] | None = None, timeout_s: float = 30) -> CliResult:
+async def run_cli(
+    args: Sequence[str], env: Mapping[str, str] | None = None, timeout_s: float = 30
+) -> CliResult:
     process = await asyncio.create_subprocess_exec(
-        *HINDSIGHT, *args,
+        *HINDSIGHT,
+        *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         env={**os.environ, **(env or {})},
@@ -63,7 +66,8 @@ class Background:
 
     async def start(self) -> None:
         self.process = await asyncio.create_subprocess_exec(
-            *HINDSIGHT, *self.args,
+            *HINDSIGHT,
+            *self.args,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             env=self.env,

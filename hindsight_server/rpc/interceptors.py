@@ -1,0 +1,54 @@
+"""Server interceptors: each wraps the behaviour of every unary-unary method of the services."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeAlias
+
+import grpc
+
+from hindsight_server.rpc.context import REQUEST_ID_HEADER, bind_request_id, request_id_from
+from hindsight_server.rpc.errors import Behavior, map_errors
+
+Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"  # generic only in the type stubs
+
+
+class _UnaryInterceptor(grpc.aio.ServerInterceptor):
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler | None]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> Handler | None:
+        handler = await continuation(handler_call_details)
+        if handler is None or handler.unary_unary is None:
+            return handler
+        behavior: Behavior = handler.unary_unary  # type: ignore[assignment]  # aio handlers are coroutines
+        return grpc.unary_unary_rpc_method_handler(
+            self.wrap(behavior, handler_call_details),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+    def wrap(self, behavior: Behavior, details: grpc.HandlerCallDetails) -> Behavior:
+        raise NotImplementedError
+
+
+class RequestIdInterceptor(_UnaryInterceptor):
+    """Takes `x-request-id` from the caller (or makes one), binds it for logs, echoes it back."""
+
+    def wrap(self, behavior: Behavior, details: grpc.HandlerCallDetails) -> Behavior:
+        request_id = request_id_from(dict(details.invocation_metadata or ()))
+
+        async def with_request_id(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            bind_request_id(request_id)
+            await context.send_initial_metadata(((REQUEST_ID_HEADER, request_id),))
+            return await behavior(request, context)
+
+        return with_request_id
+
+
+class ErrorMappingInterceptor(_UnaryInterceptor):
+    """Applies the one error table (rpc/errors.py) to every method."""
+
+    def wrap(self, behavior: Behavior, details: grpc.HandlerCallDetails) -> Behavior:
+        return map_errors(behavior)
