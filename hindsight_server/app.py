@@ -6,19 +6,24 @@ import asyncio
 import contextlib
 import logging
 import signal
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 import asyncpg
 import grpc
 from grpc_health.v1._async import HealthServicer
 
+from embedder.client import TritonEmbedder
 from hindsight_server.config import Settings
 from hindsight_server.domain.clock import Clock, system_clock
 from hindsight_server.domain.errors import HindsightError
+from hindsight_server.inference.tier import DimensionMismatch, InferenceTier
+from hindsight_server.pipelines.backfill import BackfillSettings, EmbeddingBackfill
 from hindsight_server.pipelines.read import ReadPipeline
 from hindsight_server.pipelines.recall import RecallPipeline, RecallSettings
 from hindsight_server.pipelines.write import WritePipeline, WriteSettings
-from hindsight_server.rpc.server import build_server, set_serving
+from hindsight_server.rpc.server import build_server, set_inference_serving, set_serving
 from hindsight_server.rpc.servicer import MemoryServicer
 from hindsight_server.store.memories import MemoryStore
 from hindsight_server.store.migrate import migrate
@@ -38,16 +43,22 @@ class RunningServer:
     pool: asyncpg.Pool
     health: HealthServicer
     grace_s: float
-    _background: list[asyncio.Task[None]] = field(default_factory=list)
+    inference: InferenceTier | None = None
+    background: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
+        self.background.append(asyncio.create_task(work, name=name))
 
     async def stop(self) -> None:
         """Stops accepting calls, lets in-flight ones finish within the grace period, closes the pool."""
         await self.health.enter_graceful_shutdown()
-        for task in self._background:
+        for task in self.background:
             task.cancel()
-        await asyncio.gather(*self._background, return_exceptions=True)
+        await asyncio.gather(*self.background, return_exceptions=True)
         await self.server.stop(self.grace_s)
         await self.pool.close()
+        if self.inference is not None:
+            await self.inference.close()
 
 
 async def _watch_database(store: MemoryStore, health: HealthServicer, interval_s: float) -> None:
@@ -66,6 +77,47 @@ async def _watch_database(store: MemoryStore, health: HealthServicer, interval_s
             serving = healthy
 
 
+async def _watch_inference(tier: InferenceTier, health: HealthServicer, interval_s: float) -> None:
+    """Probes the tier; its health entry follows. A model of the wrong dimension is never used."""
+    while True:
+        try:
+            available = await tier.refresh()
+        except DimensionMismatch as exc:
+            log.error("%s", exc)
+            available = False
+        await set_inference_serving(health, available)
+        await asyncio.sleep(interval_s)
+
+
+async def _connect_inference(settings: Settings) -> InferenceTier | None:
+    """The tier when one is configured. Unreachable is fine (writes defer, recall degrades); a model of
+    another dimension than the table's stops start-up."""
+    config = settings.inference
+    if not config.url:
+        return None
+    tier = InferenceTier(
+        TritonEmbedder(
+            config.url,
+            model=config.embed_model,
+            cache_size=config.query_cache_size,
+            cache_ttl_s=config.query_cache_ttl_s,
+        ),
+        expected_dimension=settings.embedding.dimension,
+    )
+    try:
+        await tier.refresh()
+    except DimensionMismatch as exc:
+        await tier.close()
+        raise StartupError(str(exc)) from exc
+    if not tier.available:
+        log.warning(
+            "starting without the inference tier (%s); it is probed every %.1fs",
+            tier.problem,
+            config.health_interval_s,
+        )
+    return tier
+
+
 async def start_server(settings: Settings, *, clock: Clock = system_clock) -> RunningServer:
     db = settings.database
     if not db.dsn:
@@ -79,6 +131,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
         raise StartupError(f"cannot reach the database: {exc}") from exc
     if applied:
         log.info("schema migrated: %s", ", ".join(applied))
+    inference = await _connect_inference(settings)
     try:
         pool = await create_pool(
             db.dsn,
@@ -88,26 +141,44 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
             connect_timeout_s=db.connect_timeout_s,
         )
     except HindsightError as exc:
+        if inference is not None:
+            await inference.close()
         raise StartupError(f"cannot reach the database: {exc}") from exc
 
     store = MemoryStore(pool)
+    config = settings.inference
     writes = WritePipeline(
         store,
-        WriteSettings(settings.limits, settings.ttl, settings.write, embeddings_enabled=False),
+        WriteSettings(
+            settings.limits,
+            settings.ttl,
+            settings.write,
+            inline_budget_s=config.inline_budget_s,
+            inline_budget_per_item_s=config.inline_budget_per_item_s,
+        ),
         clock,
+        inference,
     )
     reads = ReadPipeline(store, settings.limits)
-    recalls = RecallPipeline(store, RecallSettings(settings.limits, settings.recall))
+    recalls = RecallPipeline(
+        store, RecallSettings(settings.limits, settings.recall, config.query_timeout_s), inference
+    )
     servicer = MemoryServicer(writes, reads, recalls, settings.limits, settings.recall, clock)
     health = HealthServicer()
     server = build_server(servicer, health, settings.server.max_message_bytes)
     port = server.add_insecure_port(f"{settings.server.host}:{settings.server.port}")
     await server.start()
     await set_serving(health, True)
-    running = RunningServer(server, port, pool, health, settings.server.grace_s)
-    running._background.append(
-        asyncio.create_task(_watch_database(store, health, db.health_interval_s), name="watch-database")
-    )
+    running = RunningServer(server, port, pool, health, settings.server.grace_s, inference)
+    running.spawn(_watch_database(store, health, db.health_interval_s), "watch-database")
+    if inference is not None:
+        backfill = EmbeddingBackfill(
+            store,
+            inference,
+            BackfillSettings(config.backfill_batch, config.backfill_idle_s, config.backfill_timeout_s),
+        )
+        running.spawn(_watch_inference(inference, health, config.health_interval_s), "watch-inference")
+        running.spawn(backfill.run_forever(), "embedding-backfill")
     return running
 
 

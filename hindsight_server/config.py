@@ -44,6 +44,24 @@ class EmbeddingSettings(_Section):
     dimension: int = Field(512, ge=1, le=16_000)
 
 
+class InferenceSettings(_Section):
+    # Triton's gRPC address (HOST:PORT). Empty: no inference tier; embeddings are disabled and recall
+    # uses the lexical, structured and session channels.
+    url: str = ""
+    embed_model: str = "embed"
+    # A write waits this long (plus per_item for each memory of a batch) for its embedding, then commits
+    # with the embedding pending for the background worker.
+    inline_budget_s: float = Field(0.1, ge=0)
+    inline_budget_per_item_s: float = Field(0.002, ge=0)
+    query_timeout_s: float = Field(0.25, gt=0)  # recall's query embedding deadline
+    query_cache_size: int = Field(10_000, ge=0)
+    query_cache_ttl_s: float = Field(300.0, ge=0)  # DESIGN: 5 minutes
+    backfill_batch: int = Field(256, ge=1)
+    backfill_idle_s: float = Field(0.5, gt=0)  # pause when nothing is pending
+    backfill_timeout_s: float = Field(10.0, gt=0)
+    health_interval_s: float = Field(1.0, gt=0)  # how often the tier is probed
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="HINDSIGHT_", env_nested_delimiter="__", frozen=True, extra="forbid"
@@ -54,6 +72,7 @@ class Settings(BaseSettings):
     server: ServerSettings = ServerSettings()
     database: DatabaseSettings = DatabaseSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
+    inference: InferenceSettings = InferenceSettings()
     limits: Limits = Limits()
     ttl: TtlPolicy = TtlPolicy()
     write: WritePolicy = WritePolicy()

@@ -38,3 +38,8 @@ class Unavailable(HindsightError):
 
 class DeadlineExceeded(HindsightError):
     """The work did not finish inside its time budget (statement timeout, inference deadline)."""
+
+
+class InferenceUnavailable(Unavailable):
+    """The inference tier cannot answer now. Writes defer their embeddings and recall answers from the
+    other channels: unlike the database, the tier is never required to answer."""

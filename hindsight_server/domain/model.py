@@ -105,6 +105,7 @@ class Memory:
 class WriteOutcome:
     memory: Memory
     created: bool  # False: an earlier write with the same idempotency key was returned
+    embedding_truncated: bool = False
 
 
 # The fields Update may change, by their names in the contract.
@@ -265,3 +266,4 @@ class RecallResult:
     channel_results: Sequence[ChannelResult]
     weights: ScoreWeights
     profile: str
+    query_truncated: bool = False

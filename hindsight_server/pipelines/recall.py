@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from hindsight_server.domain import scoring
-from hindsight_server.domain.errors import HindsightError
+from hindsight_server.domain.errors import HindsightError, InferenceUnavailable
 from hindsight_server.domain.fusion import FusedCandidate, reciprocal_rank_fusion
 from hindsight_server.domain.lexical import query_terms, tsquery_literal
 from hindsight_server.domain.model import (
@@ -27,6 +27,7 @@ from hindsight_server.domain.model import (
 from hindsight_server.domain.packing import PackItem, pack
 from hindsight_server.domain.policy import Limits, RecallPolicy
 from hindsight_server.domain.validation import validate_recall
+from hindsight_server.inference.tier import InferenceTier, QueryVector
 from hindsight_server.store.memories import MemoryStore, Visibility
 
 
@@ -34,12 +35,19 @@ from hindsight_server.store.memories import MemoryStore, Visibility
 class RecallSettings:
     limits: Limits
     policy: RecallPolicy
+    query_timeout_s: float = 0.25
+
+
+ChannelRun = Callable[[], Awaitable[list[ChannelHit]]]
 
 
 class RecallPipeline:
-    def __init__(self, store: MemoryStore, settings: RecallSettings) -> None:
+    def __init__(
+        self, store: MemoryStore, settings: RecallSettings, inference: InferenceTier | None = None
+    ) -> None:
         self._store = store
         self._settings = settings
+        self._inference = inference
 
     async def recall(self, query: RecallQuery) -> RecallResult:
         validate_recall(query, self._settings.limits)
@@ -54,7 +62,12 @@ class RecallPipeline:
             as_of=query.as_of,
             window=query.window,
         )
-        results = await _run_channels(self._channels(query, visibility))
+        query_vector = self._start_query_embedding(query)
+        try:
+            results = await _run_channels(self._channels(query, visibility, query_vector))
+        finally:
+            if query_vector is not None and not query_vector.done():
+                query_vector.cancel()  # the recall failed before the vector channel used it
         candidates = reciprocal_rank_fusion(results, k=policy.rrf_k, limit=policy.max_candidates)
         ranked = self._rank(query, candidates, results)
         kept = [hit for hit in ranked if hit.score.final >= query.min_score][: query.top_k]
@@ -76,13 +89,27 @@ class RecallPipeline:
             channel_results=results,
             weights=query.weights,
             profile=query.profile,
+            query_truncated=_truncated(query_vector),
         )
 
+    def _start_query_embedding(self, query: RecallQuery) -> asyncio.Task[QueryVector] | None:
+        """Starts embedding the query at once, so it overlaps the database channels."""
+        if self._inference is None:
+            return None
+        return asyncio.ensure_future(self._inference.embed_query(query.text, self._settings.query_timeout_s))
+
     def _channels(
-        self, query: RecallQuery, visibility: Visibility
-    ) -> dict[Channel, Callable[[], Awaitable[list[ChannelHit]]]]:
+        self, query: RecallQuery, visibility: Visibility, query_vector: asyncio.Task[QueryVector] | None
+    ) -> dict[Channel, ChannelRun]:
         limit = self._settings.policy.channel_limit
-        channels: dict[Channel, Callable[[], Awaitable[list[ChannelHit]]]] = {}
+        channels: dict[Channel, ChannelRun] = {}
+        if query_vector is not None:
+
+            async def vector() -> list[ChannelHit]:
+                embedded = await query_vector
+                return await self._store.vector_channel(visibility, embedded.vector, limit)
+
+            channels[Channel.VECTOR] = vector
         terms = query_terms(query.text)
         if terms:
             tsquery = tsquery_literal(terms)
@@ -131,12 +158,19 @@ class RecallPipeline:
         return sorted(ranked, key=lambda hit: (-hit.score.final, -hit.score.fusion, hit.memory.id))
 
 
-async def _run_channels(
-    channels: dict[Channel, Callable[[], Awaitable[list[ChannelHit]]]],
-) -> list[ChannelResult]:
-    async def timed(channel: Channel, run: Callable[[], Awaitable[list[ChannelHit]]]) -> ChannelResult:
+def _truncated(query_vector: asyncio.Task[QueryVector] | None) -> bool:
+    if query_vector is None or not query_vector.done() or query_vector.exception() is not None:
+        return False
+    return query_vector.result().truncated
+
+
+async def _run_channels(channels: dict[Channel, ChannelRun]) -> list[ChannelResult]:
+    async def timed(channel: Channel, run: ChannelRun) -> ChannelResult:
         started = time.perf_counter()
-        hits = await run()
+        try:
+            hits = await run()
+        except InferenceUnavailable as exc:  # degrade: the other channels still answer
+            return ChannelResult(channel, [], (time.perf_counter() - started) * 1000, error=str(exc))
         return ChannelResult(channel, hits, elapsed_ms=(time.perf_counter() - started) * 1000)
 
     try:

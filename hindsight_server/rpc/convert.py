@@ -282,7 +282,11 @@ def memory_to_proto(memory: Memory) -> pb.Memory:
 
 
 def write_outcome_to_proto(outcome: WriteOutcome) -> pb.WriteResponse:
-    return pb.WriteResponse(memory=memory_to_proto(outcome.memory), created=outcome.created)
+    return pb.WriteResponse(
+        memory=memory_to_proto(outcome.memory),
+        created=outcome.created,
+        embedding_truncated=outcome.embedding_truncated,
+    )
 
 
 def page_to_proto(page: Page, query: ListQuery) -> pb.ListResponse:
@@ -340,6 +344,7 @@ def recall_result_to_proto(result: RecallResult, explain: bool) -> pb.RecallResp
         tokens_used=result.tokens_used,
         channels_used=_channels_out(result.channels_used),
         channels_degraded=_channels_out(result.channels_degraded),
+        query_truncated=result.query_truncated,
     )
     _window_out(response.time_range, result.window)
     if explain:

@@ -13,6 +13,8 @@ from hindsight_server.rpc.interceptors import ErrorMappingInterceptor, RequestId
 from hindsight_server.rpc.servicer import MemoryServicer
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["MemoryService"].full_name
+# Reported separately: the memory service keeps SERVING (degraded) while the inference tier is away.
+INFERENCE_HEALTH_NAME = "hindsight.inference"
 _MiB = 1024 * 1024
 
 
@@ -34,7 +36,14 @@ def build_server(servicer: MemoryServicer, health: HealthServicer, max_message_b
     return server
 
 
+def _status(serving: bool) -> health_pb2.HealthCheckResponse.ServingStatus.ValueType:
+    return health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+
+
 async def set_serving(health: HealthServicer, serving: bool) -> None:
-    status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
     for service in ("", SERVICE_NAME):
-        await health.set(service, status)
+        await health.set(service, _status(serving))
+
+
+async def set_inference_serving(health: HealthServicer, serving: bool) -> None:
+    await health.set(INFERENCE_HEALTH_NAME, _status(serving))

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import asyncpg
+import numpy as np
+import numpy.typing as npt
+from pgvector import Vector
 
 from hindsight_server.domain.errors import Aborted, FailedPrecondition, NotFound
 from hindsight_server.domain.lexical import tsvector_literal
@@ -29,6 +33,8 @@ from hindsight_server.domain.model import (
 )
 from hindsight_server.store.errors import translate_errors
 from hindsight_server.store.rows import MEMORY_COLUMNS, memory_from_row
+
+FloatVector = npt.NDArray[np.float32]
 
 # Update mask path -> column. Only these columns can be changed by a caller.
 _PATCHABLE_COLUMNS = {
@@ -114,16 +120,39 @@ class MemoryStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
 
+    @contextlib.asynccontextmanager
+    async def claim_pending_embeddings(self, limit: int) -> AsyncIterator[EmbeddingClaim]:
+        """Oldest pending rows across tenants (a maintenance path, not a tenant request)."""
+        async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
+            rows = await connection.fetch(
+                """SELECT id, content FROM memories WHERE embedding_state = 'pending'
+                   ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED""",
+                limit,
+            )
+            yield EmbeddingClaim(connection, [PendingEmbedding(str(r["id"]), r["content"]) for r in rows])
+
+    async def pending_embeddings(self) -> int:
+        async with translate_errors():
+            count = await self._pool.fetchval(
+                "SELECT count(*) FROM memories WHERE embedding_state = 'pending'"
+            )
+        return int(count)
+
     async def ping(self) -> None:
         async with translate_errors():
             await self._pool.fetchval("SELECT 1")
 
     # ----------------------------------------------------------------------------------------- writes
 
-    async def insert(self, memories: Sequence[Memory]) -> list[WriteOutcome]:
+    async def insert(
+        self, memories: Sequence[Memory], embeddings: Sequence[FloatVector | None] | None = None
+    ) -> list[WriteOutcome]:
         """Inserts in one transaction: all or nothing. A memory whose idempotency key was already used
-        is not inserted; the stored one is returned instead (created=False)."""
-        columns = list(zip(*(_insert_values(m) for m in memories), strict=True))
+        is not inserted; the stored one is returned instead (created=False). `embeddings`, when given,
+        is parallel to `memories` (None: not embedded yet)."""
+        columns: list[Any] = list(zip(*(_insert_values(m) for m in memories), strict=True))
+        vectors = embeddings if embeddings is not None else [None] * len(memories)
+        columns.append([None if v is None else Vector(v) for v in vectors])
         async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
             inserted = {
                 str(row["id"])
@@ -132,12 +161,12 @@ class MemoryStore:
                         SELECT u.id, u.tenant_id, u.subject, u.agent_id, u.session_id, u.tier, u.kind,
                                u.intent, u.entities::jsonb, u.content, u.confidence, u.status, u.valid_from,
                                u.valid_to, u.created_at, u.updated_at, u.expires_at, u.idempotency_key,
-                               u.embedding_state, u.lexical::tsvector
+                               u.embedding_state, u.lexical::tsvector, u.embedding
                         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
                                     $7::text[], $8::text[], $9::text[], $10::text[], $11::float8[],
                                     $12::text[], $13::timestamptz[], $14::timestamptz[], $15::timestamptz[],
                                     $16::timestamptz[], $17::timestamptz[], $18::text[], $19::text[],
-                                    $20::text[])
+                                    $20::text[], $21::vector[])
                              AS u({_INSERT_COLUMNS})
                         ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL
                         DO NOTHING
@@ -293,6 +322,27 @@ class MemoryStore:
             )
         return _hits(rows)
 
+    async def vector_channel(
+        self, visibility: Visibility, query: FloatVector, limit: int
+    ) -> list[ChannelHit]:
+        """Nearest memories by cosine similarity, tenant-filtered. The pool's connections run HNSW with
+        `hnsw.iterative_scan = relaxed_order`, so a selective filter keeps scanning instead of silently
+        returning fewer rows; the outer ORDER BY restores exact order."""
+        sql = _Sql()
+        vector = sql.param(Vector(query))
+        visibility.apply(sql)
+        sql.where("embedding IS NOT NULL")
+        async with translate_errors():
+            rows = await self._pool.fetch(
+                f"""WITH nearest AS MATERIALIZED (
+                        SELECT {MEMORY_COLUMNS}, embedding <=> {vector} AS distance
+                        FROM memories WHERE {sql.clause}
+                        ORDER BY embedding <=> {vector} LIMIT {sql.param(limit)})
+                    SELECT *, 1 - distance AS channel_score FROM nearest ORDER BY distance""",
+                *sql.args,
+            )
+        return _hits(rows)
+
     async def session_channel(self, visibility: Visibility, session_id: str, limit: int) -> list[ChannelHit]:
         """The session's working and episodic memory, newest first."""
         sql = _Sql()
@@ -312,8 +362,33 @@ class MemoryStore:
 _INSERT_COLUMNS = (
     "id, tenant_id, subject, agent_id, session_id, tier, kind, intent, entities, content, confidence, "
     "status, valid_from, valid_to, created_at, updated_at, expires_at, idempotency_key, embedding_state, "
-    "lexical"
+    "lexical, embedding"
 )
+
+
+@dataclass(frozen=True, slots=True)
+class PendingEmbedding:
+    memory_id: str
+    content: str
+
+
+class EmbeddingClaim:
+    """Rows claimed for embedding, locked (FOR UPDATE SKIP LOCKED) until complete() or the claim ends,
+    so several servers' workers never embed the same row twice."""
+
+    def __init__(self, connection: asyncpg.Connection, rows: Sequence[PendingEmbedding]) -> None:
+        self._connection = connection
+        self.rows = rows
+
+    async def complete(self, vectors: Sequence[FloatVector]) -> None:
+        async with translate_errors():
+            await self._connection.execute(
+                """UPDATE memories AS m SET embedding = u.embedding, embedding_state = 'ready'
+                   FROM unnest($1::uuid[], $2::vector[]) AS u(id, embedding)
+                   WHERE m.id = u.id""",
+                [row.memory_id for row in self.rows],
+                [Vector(v) for v in vectors],
+            )
 
 
 def _insert_values(memory: Memory) -> tuple[Any, ...]:

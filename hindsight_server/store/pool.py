@@ -21,6 +21,7 @@ async def create_pool(
     max_size: int,
     statement_timeout_ms: int,
     connect_timeout_s: float,
+    hnsw_ef_search: int = 100,
 ) -> asyncpg.Pool:
     """Opens the pool; Unavailable when the database cannot be reached."""
     settings: dict[str, Any] = {
