@@ -62,6 +62,19 @@ class InferenceSettings(_Section):
     health_interval_s: float = Field(1.0, gt=0)  # how often the tier is probed
 
 
+class StackSettings(_Section):
+    """What `hindsight up` starts besides the memory servers."""
+
+    # Start a local Triton with the embedder's model repository (unless inference.url names one).
+    inference: bool = True
+    triton_http_port: int = Field(8000, ge=1, le=65535)
+    triton_grpc_port: int = Field(8001, ge=1, le=65535)
+    triton_metrics_port: int = Field(8002, ge=1, le=65535)
+    embed_onnx: str = ""  # empty: the offline USE-multilingual v3 graph
+    rerank_model_dir: str = ""  # a cross-encoder (model.onnx + tokenizer.json); empty: no reranker
+    start_timeout_s: float = Field(120.0, gt=0)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="HINDSIGHT_", env_nested_delimiter="__", frozen=True, extra="forbid"
@@ -73,6 +86,7 @@ class Settings(BaseSettings):
     database: DatabaseSettings = DatabaseSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
     inference: InferenceSettings = InferenceSettings()
+    stack: StackSettings = StackSettings()
     limits: Limits = Limits()
     ttl: TtlPolicy = TtlPolicy()
     write: WritePolicy = WritePolicy()

@@ -14,7 +14,7 @@ from hindsight.client import HindsightClient
 from hindsight_server.app import RunningServer, start_server
 from hindsight_server.config import Settings, load_settings
 
-pytest_plugins = ["tests.fixtures.postgres"]
+pytest_plugins = ["tests.fixtures.postgres", "tests.fixtures.triton"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

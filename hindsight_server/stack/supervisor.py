@@ -21,7 +21,9 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from embedder.triton import TritonServer
 from hindsight_server.config import Settings
+from hindsight_server.stack.inference import embedded_triton
 from hindsight_server.stack.postgres import EmbeddedPostgres
 
 log = logging.getLogger(__name__)
@@ -86,12 +88,13 @@ class Stack:
     start_timeout_s: float = 60.0
     children: list[Child] = field(default_factory=list)
 
-    def _server_children(self, dsn: str) -> list[Child]:
+    def _server_children(self, dsn: str, inference_url: str) -> list[Child]:
         host, base_port = self.settings.server.host, self.settings.server.port
         env = {
             **os.environ,
             "HINDSIGHT_DATABASE__DSN": dsn,
             "HINDSIGHT_DATA_DIR": str(self.settings.data_dir),
+            "HINDSIGHT_INFERENCE__URL": inference_url,
         }
         return [
             Child(
@@ -103,28 +106,42 @@ class Stack:
             for index in range(self.servers)
         ]
 
+    def _triton(self, data_dir: Path) -> TritonServer | None:
+        """The embedded tier, unless one is configured (inference.url) or it is switched off."""
+        if self.settings.inference.url or not self.settings.stack.inference:
+            return None
+        return embedded_triton(self.settings.stack, data_dir, self.settings.embedding.dimension)
+
     async def run(self) -> int:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
-        postgres = EmbeddedPostgres(Path(self.settings.data_dir) / "postgres")
-        dsn = self.settings.database.dsn or await asyncio.to_thread(postgres.start)
+        data_dir = Path(os.path.abspath(self.settings.data_dir))
+        postgres = EmbeddedPostgres(data_dir / "postgres")
+        triton: TritonServer | None = None
         try:
-            self.children = self._server_children(dsn)
+            dsn = self.settings.database.dsn or await asyncio.to_thread(postgres.start)
+            triton = await asyncio.to_thread(self._triton, data_dir)  # writes the model repository
+            if triton is not None:
+                await asyncio.to_thread(triton.start)
+            inference_url = triton.grpc_url if triton is not None else self.settings.inference.url
+            self.children = self._server_children(dsn, inference_url)
             for child in self.children:
                 await child.spawn()
             for child in self.children:
                 assert child.process is not None
                 await wait_until_serving(child.address, self.start_timeout_s, child.process)
-            self._print_banner(postgres)
+            self._print_banner(postgres, triton)
             await self._supervise(stop)
             return 0
-        except RuntimeError as exc:
+        except (RuntimeError, OSError) as exc:  # TritonStartError, a busy port, a child that died
             print(f"hindsight up failed: {exc}", file=sys.stderr, flush=True)
             return 1
         finally:
             await asyncio.gather(*(child.stop(self.settings.server.grace_s + 2) for child in self.children))
+            if triton is not None:
+                await asyncio.to_thread(triton.stop)
             await asyncio.to_thread(postgres.stop)
             print("hindsight stopped", flush=True)
 
@@ -146,12 +163,19 @@ class Stack:
                 await asyncio.sleep(min(5.0, 0.5 * child.restarts))
                 await child.spawn()
 
-    def _print_banner(self, postgres: EmbeddedPostgres) -> None:
+    def _print_banner(self, postgres: EmbeddedPostgres, triton: TritonServer | None) -> None:
         lines = [f"{READY_BANNER}:"]
         if self.settings.database.dsn:
             lines.append(f"  {'postgres':<16} external ({self.settings.database.dsn.split('@')[-1]})")
         else:
             lines.append(f"  {'postgres':<16} embedded, pid {postgres.pid}, data in {postgres.data_dir}")
+        if triton is not None:
+            models = ", ".join(triton.options.models)
+            lines.append(f"  {'triton':<16} grpc://{triton.grpc_url} ({models}), pid {triton.pid}")
+        elif self.settings.inference.url:
+            lines.append(f"  {'triton':<16} external grpc://{self.settings.inference.url}")
+        else:
+            lines.append(f"  {'triton':<16} off: embeddings disabled, recall without the vector channel")
         lines += [f"  {child.name:<16} grpc://{child.address}" for child in self.children]
         lines.append("Ctrl-C stops everything.")
         print("\n".join(lines), flush=True)

@@ -1,0 +1,173 @@
+"""The memory server with a real Triton inference tier: inline embeddings, the vector channel, and
+memory that keeps working while the tier is down (writes deferred, recall degraded, backlog drained)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+
+from embedder.triton import TritonServer
+from hindsight.client import HindsightClient, memory_input
+from hindsight.v1 import memory_pb2 as pb
+from hindsight_server.app import RunningServer, StartupError, start_server
+from hindsight_server.config import Settings
+from tests.fixtures.triton import TEST_MAX_CHARS
+
+
+@pytest.fixture(scope="module")
+async def tier_server(
+    make_settings: Callable[..., Settings], triton_server: TritonServer
+) -> AsyncIterator[RunningServer]:
+    running = await start_server(
+        make_settings(
+            inference__url=triton_server.grpc_url,
+            inference__health_interval_s=0.2,
+            inference__backfill_idle_s=0.05,
+            inference__inline_budget_s=2.0,  # the first calls warm the model on 2 busy cores
+        )
+    )
+    yield running
+    await running.stop()
+
+
+@pytest.fixture(scope="module")
+async def tier_client(tier_server: RunningServer) -> AsyncIterator[HindsightClient]:
+    async with HindsightClient(f"127.0.0.1:{tier_server.port}", timeout_s=10) as client:
+        yield client
+
+
+async def _eventually(check: Callable[[], Awaitable[bool]], timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not await check():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.05)
+
+
+async def test_writes_are_embedded_inline_and_found_across_languages(
+    tier_client: HindsightClient, tenant: str
+) -> None:
+    window = await tier_client.write(tenant, "用户偏好靠窗座位", tier="semantic", kind="preference")
+    await tier_client.write(tenant, "用户每周五下午开例会", tier="semantic", kind="fact")
+    assert window.memory.embedding_state == pb.EMBEDDING_STATE_READY
+    assert not window.embedding_truncated
+    # No word in common: only the vector channel can connect the English query to the Chinese memory.
+    found = await tier_client.recall(tenant, "Which seat does the user like? By the window.", min_score=0)
+    assert found.hits[0].memory.id == window.memory.id
+    assert [c.channel for c in found.hits[0].channels] == [pb.CHANNEL_VECTOR]
+    assert 0 < found.hits[0].components.similarity <= 1
+    assert pb.CHANNEL_VECTOR in found.channels_used and not found.channels_degraded
+
+
+async def test_vector_channel_respects_tenants_and_fills_its_quota_under_a_filter(
+    tier_client: HindsightClient, tenant: str
+) -> None:
+    crowd = [
+        memory_input(f"note {i} about the quarterly budget review", tier="semantic", kind="fact")
+        for i in range(300)
+    ]
+    for start in range(0, len(crowd), 100):
+        await tier_client.write_batch(f"{tenant}-crowd", crowd[start : start + 100])
+    mine = [memory_input(f"budget review item {i}", tier="episodic", kind="event") for i in range(25)]
+    await tier_client.write_batch(tenant, mine)
+    found = await tier_client.recall(tenant, "quarterly budget", explain=True, top_k=25, min_score=0)
+    vector = next(c for c in found.explanation.channels if c.channel == pb.CHANNEL_VECTOR)
+    assert len(vector.memory_ids) == 20  # the channel's quota, although 92% of the rows are filtered out
+    assert all(hit.memory.tenant_id == tenant for hit in found.hits)
+
+
+async def test_long_texts_are_truncated_and_say_so(tier_client: HindsightClient, tenant: str) -> None:
+    long_text = "会议纪要：" + "预算评审" * TEST_MAX_CHARS
+    written = await tier_client.write(tenant, long_text, tier="episodic", kind="event")
+    assert written.embedding_truncated
+    assert written.memory.embedding_state == pb.EMBEDDING_STATE_READY
+    assert written.memory.content == long_text  # stored whole; only the vector covers the beginning
+    found = await tier_client.recall(tenant, "预算评审" * (TEST_MAX_CHARS // 4 + 20), min_score=0)
+    assert found.query_truncated
+    assert found.hits[0].memory.id == written.memory.id
+
+
+async def test_update_recomputes_the_embedding(tier_client: HindsightClient, tenant: str) -> None:
+    written = await tier_client.write(tenant, "likes jazz", tier="semantic", kind="preference")
+    updated = await tier_client.update(tenant, written.memory.id, content="喜欢古典音乐")
+    assert updated.embedding_state == pb.EMBEDDING_STATE_PENDING
+
+    async def embedded() -> bool:
+        memory = await tier_client.get(tenant, written.memory.id)
+        return memory.embedding_state == pb.EMBEDDING_STATE_READY
+
+    await _eventually(embedded)
+
+
+async def test_tier_down_writes_deferred_recall_degraded_then_backlog_drains(
+    tier_client: HindsightClient, triton_server: TritonServer, tenant: str
+) -> None:
+    await asyncio.to_thread(triton_server.stop)
+    try:
+        await _eventually(lambda: _inference_health_is(tier_client, "NOT_SERVING"))
+        started = time.monotonic()
+        single = await tier_client.write(
+            tenant, "prefers aisle seats on trains", tier="semantic", kind="preference"
+        )
+        batch = await tier_client.write_batch(
+            tenant,
+            [
+                memory_input(f"train trip {i} booked in coach 5", tier="episodic", kind="event")
+                for i in range(40)
+            ],
+        )
+        assert time.monotonic() - started < 2.0  # no write waited on the missing tier
+        ids = [single.memory.id, *(r.memory.id for r in batch.results)]
+        assert single.memory.embedding_state == pb.EMBEDDING_STATE_PENDING
+        assert {r.memory.embedding_state for r in batch.results} == {pb.EMBEDDING_STATE_PENDING}
+
+        found = await tier_client.recall(tenant, "aisle seats", min_score=0)
+        assert found.hits[0].memory.id == single.memory.id  # the lexical channel answers at once
+        assert list(found.channels_degraded) == [pb.CHANNEL_VECTOR]
+        assert await tier_client.health() == "SERVING"  # the memory service itself is up
+    finally:
+        await asyncio.to_thread(triton_server.start)
+
+    await _eventually(lambda: _inference_health_is(tier_client, "SERVING"))
+
+    async def drained() -> bool:
+        states = [(await tier_client.get(tenant, memory_id)).embedding_state for memory_id in ids]
+        return set(states) == {pb.EMBEDDING_STATE_READY}
+
+    await _eventually(drained)
+    found = await tier_client.recall(tenant, "Which seat on the train?", min_score=0)
+    assert pb.CHANNEL_VECTOR in found.channels_used and not found.channels_degraded
+
+
+async def test_a_model_of_another_dimension_stops_start_up(
+    make_settings: Callable[..., Settings],
+    triton_server: TritonServer,
+    fresh_database: Callable[[], Awaitable[str]],
+) -> None:
+    settings = make_settings(
+        database__dsn=await fresh_database(), embedding__dimension=384, inference__url=triton_server.grpc_url
+    )
+    with pytest.raises(
+        StartupError, match="makes 512-dimensional embeddings but the memories table stores 384"
+    ):
+        await start_server(settings)
+
+
+async def test_an_unreachable_tier_does_not_stop_start_up(
+    make_settings: Callable[..., Settings], tenant: str
+) -> None:
+    running = await start_server(make_settings(inference__url="127.0.0.1:9"))  # nothing listens on port 9
+    try:
+        async with HindsightClient(f"127.0.0.1:{running.port}") as client:
+            written = await client.write(tenant, "written without a tier", tier="semantic", kind="fact")
+            assert written.memory.embedding_state == pb.EMBEDDING_STATE_PENDING
+            assert await client.health("hindsight.inference") == "NOT_SERVING"
+    finally:
+        await running.stop()
+
+
+async def _inference_health_is(client: HindsightClient, status: str) -> bool:
+    return await client.health("hindsight.inference") == status
