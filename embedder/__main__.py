@@ -55,6 +55,7 @@ def serve(args: argparse.Namespace, work_dir: Path) -> int:
         TritonOptions(work_dir / "models", tuple(models), ports, args.address, work_dir, args.ready_timeout)
     )
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started with SIGINT ignored
     with server:
         print(f"inference tier ready: gRPC {server.grpc_url}, models {', '.join(models)}; log {server.log_path}")
         code = server.wait()

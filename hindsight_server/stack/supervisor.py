@@ -88,12 +88,15 @@ class Stack:
     start_timeout_s: float = 60.0
     children: list[Child] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        self.data_dir = Path(self.settings.data_dir).resolve()
+
     def _server_children(self, dsn: str, inference_url: str) -> list[Child]:
         host, base_port = self.settings.server.host, self.settings.server.port
         env = {
             **os.environ,
             "HINDSIGHT_DATABASE__DSN": dsn,
-            "HINDSIGHT_DATA_DIR": str(self.settings.data_dir),
+            "HINDSIGHT_DATA_DIR": str(self.data_dir),
             "HINDSIGHT_INFERENCE__URL": inference_url,
         }
         return [
@@ -117,7 +120,7 @@ class Stack:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
-        data_dir = Path(os.path.abspath(self.settings.data_dir))
+        data_dir = self.data_dir
         postgres = EmbeddedPostgres(data_dir / "postgres")
         triton: TritonServer | None = None
         try:
