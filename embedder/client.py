@@ -16,7 +16,7 @@ from typing import Any, Self, TypeVar
 
 import numpy as np
 import numpy.typing as npt
-from tritonclient.grpc import InferInput, InferRequestedOutput, InferResult
+from tritonclient.grpc import MAX_GRPC_MESSAGE_SIZE, InferInput, InferRequestedOutput, InferResult
 from tritonclient.grpc.aio import InferenceServerClient
 from tritonclient.utils import InferenceServerException
 
@@ -24,6 +24,14 @@ from embedder.cache import TTLCache
 from embedder.errors import InferenceError, InferenceUnavailable
 
 DEFAULT_URL = "127.0.0.1:8001"
+# tritonclient's message limits, plus a short reconnect backoff (gRPC's default grows to 120 s), so a
+# client finds a restarted tier within seconds however long it was down.
+_CHANNEL_ARGS = [
+    ("grpc.max_send_message_length", MAX_GRPC_MESSAGE_SIZE),
+    ("grpc.max_receive_message_length", MAX_GRPC_MESSAGE_SIZE),
+    ("grpc.initial_reconnect_backoff_ms", 200),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+]
 T = TypeVar("T")
 FloatMatrix = npt.NDArray[np.float32]
 
@@ -100,7 +108,7 @@ class _ModelClient:
         self, operation: str, items: int, rpc: Callable[[InferenceServerClient], Awaitable[T]]
     ) -> T:
         if self._client is None:
-            self._client = InferenceServerClient(self.url)
+            self._client = InferenceServerClient(self.url, channel_args=_CHANNEL_ARGS)
         started, failure = time.perf_counter(), None
         try:
             return await rpc(self._client)
@@ -148,7 +156,9 @@ class TritonEmbedder(_ModelClient):
         metadata = await self._call(
             "metadata", 0, lambda c: c.get_model_metadata(self.model, client_timeout=timeout_s)
         )
-        config = await self._call("config", 0, lambda c: c.get_model_config(self.model, client_timeout=timeout_s))
+        config = await self._call(
+            "config", 0, lambda c: c.get_model_config(self.model, client_timeout=timeout_s)
+        )
         embedding = next(o for o in metadata.outputs if o.name == "embedding")
         self._max_batch_size = int(config.config.max_batch_size)
         self._dimension = int(embedding.shape[-1])
@@ -204,7 +214,9 @@ class TritonReranker(_ModelClient):
     `deployed()` tells whether the tier has a cross-encoder at all; `ready()` whether it can answer now.
     """
 
-    def __init__(self, url: str = DEFAULT_URL, *, model: str = "rerank", on_call: CallHook | None = None) -> None:
+    def __init__(
+        self, url: str = DEFAULT_URL, *, model: str = "rerank", on_call: CallHook | None = None
+    ) -> None:
         super().__init__(url, model, on_call)
 
     async def rerank(self, query: str, passages: Sequence[str], *, timeout_s: float) -> list[float]:

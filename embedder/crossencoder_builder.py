@@ -52,7 +52,9 @@ def build_graph(vocab_size: int, hidden: int, seed: int) -> onnx.ModelProto:
     rng = np.random.default_rng(seed)
 
     def weight(name: str, *shape: int) -> onnx.TensorProto:
-        return numpy_helper.from_array((rng.standard_normal(shape) / np.sqrt(shape[0])).astype(np.float32), name)
+        return numpy_helper.from_array(
+            (rng.standard_normal(shape) / np.sqrt(shape[0])).astype(np.float32), name
+        )
 
     initializers = [
         weight("word_embeddings", vocab_size, hidden),

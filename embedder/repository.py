@@ -36,7 +36,10 @@ class EmbedModelOptions:
     dimension: int = 512
     max_chars: int = 2000  # longer texts are truncated and flagged; cost grows ~quadratically
     max_batch_size: int = 64
-    max_queue_delay_us: int = 500
+    # One session call per text: needed by dynamically quantized graphs (the default one), whose
+    # vectors otherwise vary with their batch companions (cosine down to 0.98); costs batch speed-up.
+    batch_invariant: bool = True
+    max_queue_delay_us: int = 0  # 0: no waiting; requests queued while the instance is busy still merge
     instance_kind: InstanceKind = "KIND_CPU"
     instance_count: int = 1
     intra_op_threads: int = 0  # 0: onnxruntime decides
@@ -64,7 +67,7 @@ def build_repository(target: Path, options: RepositoryOptions) -> list[str]:
     onnx_path = (embed.onnx_path or default_embed_onnx()).resolve()
     if not onnx_path.is_file():
         raise FileNotFoundError(f"embed model not found: {onnx_path}")
-    values = {**asdict(embed), "onnx_path": onnx_path}
+    values = {**asdict(embed), "onnx_path": onnx_path, "batch_invariant": str(embed.batch_invariant).lower()}
     _render(EMBED_MODEL, target, values)
     models = [EMBED_MODEL]
     if options.rerank is not None:

@@ -4,8 +4,9 @@ The wheel ships `pytriton/tritonserver/bin/tritonserver`, its shared libraries i
 `nvidia_pytriton.libs/`, the python backend and one python-backend stub per Python version.
 `TritonServer` assembles a backend directory (backend + the stub matching this interpreter),
 starts the binary in its own process group and names this interpreter's site-packages in
-EMBEDDER_STUB_PYTHONPATH (so models import numpy/onnxruntime/tokenizers from the project venv), waits until every
-expected model is READY and stops the whole group: SIGTERM, then SIGKILL after a grace period.
+EMBEDDER_STUB_PYTHONPATH (so models import numpy/onnxruntime/tokenizers from the project venv),
+waits until every expected model is READY and stops the whole group: SIGTERM, then SIGKILL
+after a grace period.
 Started from the main thread, the server also receives SIGTERM if this process dies (Linux
 PR_SET_PDEATHSIG), so a killed parent leaves no tritonserver behind.
 """
@@ -165,7 +166,7 @@ class TritonServer:
                 stderr=subprocess.STDOUT,
                 env=env,
                 start_new_session=True,
-                preexec_fn=_die_with_parent if in_main_thread else None,  # noqa: PLW1509
+                preexec_fn=_die_with_parent if in_main_thread else None,
             )
         try:
             self._wait_ready()

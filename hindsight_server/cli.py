@@ -271,7 +271,7 @@ def cmd_bench_write(args: argparse.Namespace) -> int:
 
     async def run() -> str:
         async with contextlib.AsyncExitStack() as stack:
-            target = args.target or await stack.enter_async_context(private_stack())
+            target = args.target or await stack.enter_async_context(private_stack(inference=args.embeddings))
             result = await run_write_bench(
                 target,
                 singles=args.singles,
@@ -377,6 +377,12 @@ def build_parser() -> argparse.ArgumentParser:
     write_bench.add_argument("--batches", type=int, default=40)
     write_bench.add_argument("--batch-size", type=int, default=500)
     write_bench.add_argument("--concurrency", type=int, default=2, help="WriteBatch calls in flight")
+    write_bench.add_argument(
+        "--embeddings",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="private stack with its inference tier (default) or without (--no-embeddings)",
+    )
     write_bench.add_argument("--json", action="store_true")
     write_bench.set_defaults(handler=cmd_bench_write)
     return parser

@@ -71,6 +71,10 @@ class StackSettings(_Section):
     triton_grpc_port: int = Field(8001, ge=1, le=65535)
     triton_metrics_port: int = Field(8002, ge=1, le=65535)
     embed_onnx: str = ""  # empty: the offline USE-multilingual v3 graph
+    # The quantized graph scales int8 per call, so a text's vector moves slightly (cosine >= 0.98) with
+    # what it is batched with. True: one call per text, identical vectors, ~3.5x less throughput
+    # (BENCHMARKS.md). The default favours write throughput.
+    embed_batch_invariant: bool = False
     rerank_model_dir: str = ""  # a cross-encoder (model.onnx + tokenizer.json); empty: no reranker
     start_timeout_s: float = Field(120.0, gt=0)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import socket
 import sys
@@ -22,21 +23,22 @@ def _free_port() -> int:
 
 
 @contextlib.asynccontextmanager
-async def private_stack(timeout_s: float = 120) -> AsyncIterator[str]:
-    """Yields the gRPC target of a fresh stack."""
+async def private_stack(
+    *, inference: bool = True, grpc_port: int = 0, timeout_s: float = 120
+) -> AsyncIterator[str]:
+    """Yields the gRPC target of a fresh stack (with its own Triton on free ports unless inference=False)."""
     port = _free_port()
     with tempfile.TemporaryDirectory(prefix="hindsight-bench-") as data_dir:
+        env = {**os.environ, "HINDSIGHT_STACK__INFERENCE": "true" if inference else "false"}
+        if inference:
+            env.update(
+                HINDSIGHT_STACK__TRITON_HTTP_PORT=str(_free_port()),
+                HINDSIGHT_STACK__TRITON_GRPC_PORT=str(grpc_port or _free_port()),
+                HINDSIGHT_STACK__TRITON_METRICS_PORT=str(_free_port()),
+            )
+        argv = ["-m", "hindsight_server", "up", "--data-dir", data_dir, "--port", str(port)]
         process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "hindsight_server",
-            "up",
-            "--data-dir",
-            data_dir,
-            "--port",
-            str(port),
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
+            sys.executable, *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env
         )
         assert process.stdout is not None
         output = []

@@ -24,6 +24,7 @@ class WriteBenchResult:
     batch_size: int
     batch_concurrency: int
     batch_memories_per_s: float
+    embedded_inline: float  # share of the batch-written memories embedded before the acknowledgement
 
 
 async def run_write_bench(
@@ -68,13 +69,15 @@ async def run_write_bench(
         for payload in payloads:
             queue.put_nowait(payload)
         batch_s: list[float] = []
+        states: list[int] = []
 
         async def worker() -> None:
             while not queue.empty():
                 payload = queue.get_nowait()
                 started = time.perf_counter()
-                await client.write_batch(tenant, payload)
+                response = await client.write_batch(tenant, payload)
                 batch_s.append(time.perf_counter() - started)
+                states.extend(r.memory.embedding_state for r in response.results)
 
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -86,6 +89,7 @@ async def run_write_bench(
         batch_size=batch_size,
         batch_concurrency=concurrency,
         batch_memories_per_s=batches * batch_size / elapsed,
+        embedded_inline=states.count(pb.EMBEDDING_STATE_READY) / len(states),
     )
 
 
@@ -98,6 +102,6 @@ def report(result: WriteBenchResult, as_json: bool) -> str:
             result.get.line("Get"),
             result.batch.line(f"WriteBatch ({result.batch_size})"),
             f"{'WriteBatch throughput':<28} {result.batch_memories_per_s:,.0f} memories/s "
-            f"(concurrency {result.batch_concurrency})",
+            f"(concurrency {result.batch_concurrency}, {result.embedded_inline:.0%} embedded before the ack)",
         ]
     )

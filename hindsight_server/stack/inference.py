@@ -15,7 +15,9 @@ def embedded_triton(settings: StackSettings, data_dir: Path, dimension: int) -> 
     work_dir = data_dir / "triton"
     rerank = RerankModelOptions(Path(settings.rerank_model_dir)) if settings.rerank_model_dir else None
     embed = EmbedModelOptions(
-        onnx_path=Path(settings.embed_onnx) if settings.embed_onnx else None, dimension=dimension
+        onnx_path=Path(settings.embed_onnx) if settings.embed_onnx else None,
+        dimension=dimension,
+        batch_invariant=settings.embed_batch_invariant,
     )
     models = build_repository(work_dir / "models", RepositoryOptions(embed=embed, rerank=rerank))
     ports = TritonPorts(

@@ -8,7 +8,9 @@ from embedder.repository import EmbedModelOptions, RepositoryOptions, RerankMode
 def test_embed_only_repository_points_at_the_onnx_file(tmp_path: Path) -> None:
     onnx_file = tmp_path / "model.onnx"
     onnx_file.write_bytes(b"not read by the builder")
-    models = build_repository(tmp_path / "repo", RepositoryOptions(EmbedModelOptions(onnx_path=onnx_file, max_chars=77)))
+    models = build_repository(
+        tmp_path / "repo", RepositoryOptions(EmbedModelOptions(onnx_path=onnx_file, max_chars=77))
+    )
     assert models == ["embed"]
     config = (tmp_path / "repo" / "embed" / "config.pbtxt").read_text()
     assert f'string_value: "{onnx_file}"' in config

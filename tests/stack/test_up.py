@@ -13,52 +13,45 @@ from tests.support.processes import Background, free_port, pid_alive, run_cli
 
 
 async def _up(data_dir: Path, port: int) -> tuple[Background, list[int]]:
-    stack = Background(["up", "--data-dir", str(data_dir), "--port", str(port)])
+    """Starts the stack; returns it and the pids of PostgreSQL and Triton from its banner."""
+    triton_ports = {
+        f"HINDSIGHT_STACK__TRITON_{name}_PORT": str(free_port()) for name in ("HTTP", "GRPC", "METRICS")
+    }
+    stack = Background(["up", "--data-dir", str(data_dir), "--port", str(port)], env=triton_ports)
     await stack.start()
-    await stack.wait_for(r"hindsight is up:[\s\S]*Ctrl-C stops everything")
-    postgres_pid = int(re.search(r"postgres\s+embedded, pid (\d+)", stack.output).group(1))  # type: ignore[union-attr]
-    return stack, [postgres_pid]
+    await stack.wait_for(r"hindsight is up:[\s\S]*Ctrl-C stops everything", timeout_s=90)
+    pids = re.findall(r"(?:postgres\s+embedded|triton\s+grpc://\S+ \(embed\)), pid (\d+)", stack.output)
+    assert len(pids) == 2, stack.output
+    return stack, [int(pid) for pid in pids]
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(180)
 async def test_up_serves_the_readme_example_and_stops_cleanly(tmp_path: Path) -> None:
     port = free_port()
     target = f"127.0.0.1:{port}"
     stack, pids = await _up(tmp_path / "data", port)
     try:
         assert f"memory server    grpc://{target}" in stack.output
+        common = f"--target {target} --tenant acme".split()
         written = await run_cli(
-            [
-                "write",
-                "--target",
-                target,
-                "--tenant",
-                "acme",
-                "--subject",
-                "user-7",
-                "--session",
-                "s1",
-                "--tier",
-                "semantic",
-                "--kind",
-                "preference",
-                "--content",
-                "用户偏好靠窗座位",
-                "--json",
-            ]
-        )
+            ["write", *common, *"--subject user-7 --session s1 --tier semantic --kind preference".split(),
+             "--content", "用户偏好靠窗座位", "--json"]
+        )  # fmt: skip
         assert written.code == 0, written.stderr
         memory_id = re.search(r'"id": "([0-9a-f-]{36})"', written.stdout).group(1)  # type: ignore[union-attr]
-        recalled = await run_cli(
-            ["recall", "--target", target, "--tenant", "acme", "--query", "靠窗", "--json"]
-        )
+        assert '"embedding_state": "EMBEDDING_STATE_READY"' in written.stdout  # Triton embedded it
+        recalled = await run_cli(["recall", *common, "--query", "靠窗", "--json"])
         assert recalled.code == 0, recalled.stderr
         assert memory_id in recalled.stdout
+        # The embedded Triton connects a query in another language to the memory.
+        english = await run_cli(["recall", *common, "--query", "window seat", "--json"])
+        assert memory_id in english.stdout and "CHANNEL_VECTOR" in english.stdout
         server_pids = [int(p) for p in re.findall(r"INFO (\d+) hindsight_server.app", stack.output)]
     finally:
         code = await stack.stop(signal.SIGINT)
     assert code == 0, stack.output
     assert "hindsight stopped" in stack.output
+    assert server_pids
     assert not [pid for pid in pids + server_pids if pid_alive(pid)]
 
     # Data lives under the data directory: a new stack finds what the old one stored.
@@ -76,24 +69,10 @@ async def test_cli_reports_errors_without_tracebacks() -> None:
         ["get", "--target", f"127.0.0.1:{port}", "--tenant", "acme", "x", "--timeout", "1"]
     )
     assert result.code == 1
-    assert result.stderr.startswith("error: UNAVAILABLE") or result.stderr.startswith(
-        "error: DEADLINE_EXCEEDED"
-    )
+    assert result.stderr.startswith(("error: UNAVAILABLE", "error: DEADLINE_EXCEEDED"))
     assert "Traceback" not in result.stderr
     bad_json = await run_cli(
-        [
-            "write",
-            "--tenant",
-            "a",
-            "--tier",
-            "semantic",
-            "--kind",
-            "fact",
-            "--content",
-            "x",
-            "--entities",
-            "{not json",
-        ]
+        ["write", *"--tenant a --tier semantic --kind fact --content x --entities".split(), "{not json"]
     )
     assert bad_json.code == 2
     assert "--entities: not valid JSON" in bad_json.stderr

@@ -2,7 +2,9 @@
 
 The graph takes a 1-D string tensor and tokenizes in-graph (e.g. USE-multilingual v3, whose
 SentencePiece tokenizer is an onnxruntime-extensions custom op). Requests that Triton's dynamic
-batcher hands over together run as ONE session call. Texts longer than `max_chars` are cut
+batcher hands over together run as ONE session call, or one call per text when `batch_invariant`
+is "true": a dynamically quantized graph scales activations per batch, so a text's vector would
+otherwise depend on the texts it happens to be batched with. Texts longer than `max_chars` are cut
 (on a word boundary when one is near, else on a character boundary) and flagged, never rejected.
 This file runs inside the python-backend stub: it imports only numpy, onnxruntime and Triton's utils.
 """
@@ -58,6 +60,7 @@ class TritonPythonModel:
         config = json.loads(args["model_config"])
         params = {key: value["string_value"] for key, value in config["parameters"].items()}
         self.max_chars = int(params["max_chars"])
+        self.batch_invariant = params["batch_invariant"] == "true"
         self.session = _session(
             params["onnx_path"],
             int(params["intra_op_threads"]),
@@ -82,8 +85,10 @@ class TritonPythonModel:
                 texts.append(text)
                 flags.append(cut)
             sizes.append(len(raw))
-        vectors = self.session.run(None, {self.input_name: np.array(texts, dtype=object)})[0]
-        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        groups = [[text] for text in texts] if self.batch_invariant else [texts]
+        vectors = np.concatenate(
+            [self.session.run(None, {self.input_name: np.array(g, dtype=object)})[0] for g in groups]
+        ).astype(np.float32)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         vectors /= np.maximum(norms, 1e-12)
         truncated = np.array(flags, dtype=np.bool_).reshape(-1, 1)

@@ -46,8 +46,12 @@ class TritonPythonModel:
         options.intra_op_num_threads = int(params["intra_op_threads"])
         providers = ["CPUExecutionProvider"]
         if args["model_instance_kind"] == "GPU":
-            providers.insert(0, ("CUDAExecutionProvider", {"device_id": int(args["model_instance_device_id"])}))
-        self.session = ort.InferenceSession(os.path.join(model_dir, "model.onnx"), options, providers=providers)
+            providers.insert(
+                0, ("CUDAExecutionProvider", {"device_id": int(args["model_instance_device_id"])})
+            )
+        self.session = ort.InferenceSession(
+            os.path.join(model_dir, "model.onnx"), options, providers=providers
+        )
         self.input_names = {i.name for i in self.session.get_inputs()}
 
     def _score(self, query, passages):
