@@ -122,13 +122,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--rounds", type=int, default=50, help="scale of every measurement")
     parser.add_argument(
-        "--batched-graph", action="store_true", help="embed with batch_invariant=False (one call per batch)"
+        "--batch-invariant", action="store_true", help="one graph call per text (identical vectors, slower)"
     )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="embedder-bench-") as tmp:
         work_dir = Path(tmp)
         cross_encoder = build_random_cross_encoder(work_dir / "cross-encoder", hidden=384)
-        embed = EmbedModelOptions(batch_invariant=not args.batched_graph)
+        embed = EmbedModelOptions(batch_invariant=args.batch_invariant)
         options = RepositoryOptions(embed, RerankModelOptions(cross_encoder))
         models = build_repository(work_dir / "models", options)
         with TritonServer(TritonOptions(work_dir / "models", tuple(models), TritonPorts.free())) as server:

@@ -83,7 +83,7 @@ async def test_large_inputs_are_split_into_max_batch_requests(
     assert result.vectors.shape == (len(texts), 512)
     assert [call.items for call in infers(calls)] == [TEST_MAX_BATCH, TEST_MAX_BATCH, 3]
     alone = await embedder.embed([texts[-1], texts[0]], timeout_s=TIMEOUT_S)
-    # batch_invariant (the default): a text's vector does not depend on the texts batched with it.
+    # batch_invariant (as the fixture configures it): a text's vector does not depend on its batch.
     np.testing.assert_allclose(alone.vectors, result.vectors[[-1, 0]], atol=1e-6)
 
 
