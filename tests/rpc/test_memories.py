@@ -10,6 +10,7 @@ import pytest
 
 from hindsight.client import HindsightClient, memory_input
 from hindsight.v1 import memory_pb2 as pb
+from hindsight_server.app import RunningServer
 
 
 async def test_write_then_get_round_trips_every_field(client: HindsightClient, tenant: str) -> None:
@@ -190,3 +191,17 @@ async def test_tenants_are_isolated(client: HindsightClient, tenant: str) -> Non
     with pytest.raises(grpc.aio.AioRpcError):
         await client.delete(other, written.memory.id)
     assert (await client.get(tenant, written.memory.id)).status == pb.STATUS_ACTIVE
+
+
+async def test_health_and_reflection_are_served(server: RunningServer) -> None:
+    from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+        request = reflection_pb2.ServerReflectionRequest(list_services="")
+        responses = [r async for r in stub.ServerReflectionInfo(iter([request]))]
+    services = {s.name for s in responses[0].list_services_response.service}
+    assert {"hindsight.v1.MemoryService", "grpc.health.v1.Health"} <= services
+    async with HindsightClient(f"127.0.0.1:{server.port}") as client:
+        assert await client.health() == "SERVING"
+        assert await client.health("hindsight.v1.MemoryService") == "SERVING"
