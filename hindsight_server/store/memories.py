@@ -289,14 +289,7 @@ class MemoryStore:
         query = sql.param(tsquery)
         visibility.apply(sql)
         sql.where(f"lexical @@ {query}::tsquery")
-        async with translate_errors():
-            rows = await self._pool.fetch(
-                f"""SELECT {MEMORY_COLUMNS}, ts_rank(lexical, {query}::tsquery) AS channel_score
-                    FROM memories WHERE {sql.clause}
-                    ORDER BY channel_score DESC, created_at DESC LIMIT {sql.param(limit)}""",
-                *sql.args,
-            )
-        return _hits(rows)
+        return await self._ranked(sql, f"ts_rank(lexical, {query}::tsquery)", limit)
 
     async def structured_channel(
         self, visibility: Visibility, entities: Entities, limit: int
@@ -305,22 +298,14 @@ class MemoryStore:
         the newest memories inside the time window."""
         sql = _Sql()
         visibility.apply(sql)
+        score = "0"
         if entities:
             pairs = sql.param(
                 [json.dumps({key: value}, ensure_ascii=False) for key, value in entities.items()]
             )
             sql.where(f"entities @> ANY({pairs}::jsonb[])")
             score = f"(SELECT count(*) FROM unnest({pairs}::jsonb[]) AS wanted WHERE entities @> wanted)"
-        else:
-            score = "0"
-        async with translate_errors():
-            rows = await self._pool.fetch(
-                f"""SELECT {MEMORY_COLUMNS}, {score} AS channel_score
-                    FROM memories WHERE {sql.clause}
-                    ORDER BY channel_score DESC, created_at DESC LIMIT {sql.param(limit)}""",
-                *sql.args,
-            )
-        return _hits(rows)
+        return await self._ranked(sql, score, limit)
 
     async def vector_channel(
         self, visibility: Visibility, query: FloatVector, limit: int
@@ -349,11 +334,15 @@ class MemoryStore:
         visibility.apply(sql)
         sql.where(f"session_id = {sql.param(session_id)}")
         sql.where("tier IN ('working', 'episodic')")
+        return await self._ranked(sql, "extract(epoch FROM created_at)", limit)
+
+    async def _ranked(self, sql: _Sql, score: str, limit: int) -> list[ChannelHit]:
+        """A channel's rows: the best `score` first, the newest first among equals."""
         async with translate_errors():
             rows = await self._pool.fetch(
-                f"""SELECT {MEMORY_COLUMNS}, extract(epoch FROM created_at) AS channel_score
+                f"""SELECT {MEMORY_COLUMNS}, {score} AS channel_score
                     FROM memories WHERE {sql.clause}
-                    ORDER BY created_at DESC LIMIT {sql.param(limit)}""",
+                    ORDER BY channel_score DESC, created_at DESC LIMIT {sql.param(limit)}""",
                 *sql.args,
             )
         return _hits(rows)
