@@ -285,6 +285,40 @@ def cmd_bench_write(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ks(text: str) -> list[int]:
+    try:
+        ks = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected numbers like 1,5,10,25, not {text!r}") from exc
+    if not ks or ks[0] < 1 or ks[-1] > 100:
+        raise argparse.ArgumentTypeError("each k must be between 1 and 100")
+    return ks
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from hindsight_server.bench.evaluate import EvalFileError, evaluate, load_eval_file, report
+    from hindsight_server.bench.private_stack import private_stack
+
+    try:
+        conversations = load_eval_file(Path(args.file))
+    except EvalFileError as exc:
+        print(f"hindsight eval: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+    async def run() -> dict[str, Any]:
+        async with contextlib.AsyncExitStack() as stack:
+            target = args.target or await stack.enter_async_context(private_stack(inference=args.embeddings))
+            return await evaluate(target, conversations, args.k)
+
+    try:
+        result = asyncio.run(run())
+    except grpc.aio.AioRpcError as error:
+        print(f"error: {error.code().name}: {error.details()}", file=sys.stderr)
+        return EXIT_RPC_ERROR
+    print(report(result, args.json))
+    return 0
+
+
 # ---------------------------------------------------------------------------------------------- parser
 
 
@@ -368,6 +402,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     delete = client_command("delete", cmd_delete, "soft-delete a memory")
     delete.add_argument("id")
+
+    evaluation = commands.add_parser("eval", help="recall@k on a memory-eval v1 file, through the gRPC API")
+    evaluation.add_argument("file")
+    evaluation.add_argument("--k", type=_ks, default=[1, 5, 10, 25], help="cut-offs (default 1,5,10,25)")
+    evaluation.add_argument("--target", help="HOST:PORT of a running server (default: a private stack)")
+    evaluation.add_argument("--embeddings", action=argparse.BooleanOptionalAction, default=True)
+    evaluation.add_argument("--json", action="store_true")
+    evaluation.set_defaults(handler=cmd_eval)
 
     bench = commands.add_parser("bench", help="benchmarks that print p50/p95/p99 figures")
     benches = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")

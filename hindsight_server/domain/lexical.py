@@ -57,6 +57,11 @@ def document_terms(text: str) -> list[tuple[str, int]]:
     return [(term, min(pos, _MAX_POSITION)) for term, pos in terms]
 
 
+def document_length(text: str) -> int:
+    """A stored text's length in terms, as BM25 counts it."""
+    return len(document_terms(text))
+
+
 def query_terms(text: str) -> list[str]:
     """Distinct search terms of a query: content words, CJK bigrams (a lone CJK character as itself)."""
     seen: dict[str, None] = {}
@@ -87,3 +92,8 @@ def tsvector_literal(text: str) -> str:
 def tsquery_literal(terms: list[str]) -> str:
     """An OR query over the terms; empty when there is nothing to search for."""
     return " | ".join(_quote(term) for term in terms)
+
+
+def term_literal(term: str) -> str:
+    """One term as a tsquery literal, matched verbatim."""
+    return _quote(term)

@@ -64,6 +64,16 @@ class RecallPolicy:
     max_candidates: int = 50
     rrf_k: int = 60
     recency_half_life: timedelta = timedelta(days=30)
+    # BM25 for the lexical channel. Terms in more than common_term_share of a tenant's memories are
+    # dropped from the query (like stopwords; they match everything and rank nothing); df counting
+    # stops at df_count_cap so a huge tenant's common term costs a bounded index scan.
+    # Similarity mixes normalised BM25 and cosine: this share for BM25.
+    lexical_weight: float = 0.5
+    bm25_k1: float = 1.2
+    bm25_b: float = 0.75
+    max_query_terms: int = 64
+    common_term_share: float = 0.3
+    df_count_cap: int = 2_000
     # Nothing is returned for injection when every final score is below this.
     min_score: float = 0.5
     min_similarity: float = 0.65

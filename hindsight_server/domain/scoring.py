@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
-from hindsight_server.domain.model import Channel, ChannelHit, Entities, JsonValue, ScoreWeights, Tier
+from hindsight_server.domain.model import Entities, JsonValue, ScoreWeights, Tier
 
 # DESIGN: working > episodic > semantic. The current conversation outranks older memory at equal relevance.
 TIER_PRIORITY: Mapping[Tier, float] = {Tier.WORKING: 1.0, Tier.EPISODIC: 0.6, Tier.SEMANTIC: 0.3}
@@ -31,14 +31,38 @@ def entity_match(wanted: Entities, stored: Entities) -> float:
     return matched / len(wanted)
 
 
-def similarity(channels: Mapping[Channel, ChannelHit], lexical_top: float) -> float:
-    """How well the memory matches the query's meaning: the vector channel's cosine when it saw the
-    memory, else its lexical rank relative to the best lexical hit."""
-    if Channel.VECTOR in channels:
-        return max(0.0, min(1.0, channels[Channel.VECTOR].score))
-    if Channel.LEXICAL in channels and lexical_top > 0:
-        return min(1.0, channels[Channel.LEXICAL].score / lexical_top)
-    return 0.0
+def _min_max(values: Sequence[float | None]) -> list[float]:
+    """Cosines have an offset (unrelated texts are rarely at 0): spread them over [0, 1]."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return [0.0] * len(values)
+    low, high = min(present), max(present)
+    span = high - low
+    return [0.0 if v is None else (1.0 if span == 0 else (v - low) / span) for v in values]
+
+
+def _to_best(values: Sequence[float | None]) -> list[float]:
+    """BM25 is 0 without a match: relative to the best, so a weak match stays above none."""
+    best = max((v for v in values if v is not None), default=0.0)
+    return [0.0 if v is None or best <= 0 else v / best for v in values]
+
+
+def hybrid_similarity(
+    lexical: Sequence[float | None], dense: Sequence[float | None], lexical_weight: float
+) -> list[float]:
+    """How well each candidate matches the query, in [0, 1]: its BM25 score relative to the best and its
+    cosine min-max normalised over the candidates (the two scales are not comparable), then mixed.
+    None: the signal is missing for that candidate (no lexical match, no embedding yet)."""
+    lexical_norm = _to_best(lexical)
+    dense_norm = _min_max(dense)
+    if all(d is None for d in dense):
+        return lexical_norm
+    if all(lex is None for lex in lexical):
+        return dense_norm
+    return [
+        lexical_weight * lx + (1 - lexical_weight) * dn
+        for lx, dn in zip(lexical_norm, dense_norm, strict=True)
+    ]
 
 
 def weighted(

@@ -14,10 +14,9 @@ from dataclasses import dataclass
 from hindsight_server.domain import scoring
 from hindsight_server.domain.errors import HindsightError, InferenceUnavailable
 from hindsight_server.domain.fusion import FusedCandidate, reciprocal_rank_fusion
-from hindsight_server.domain.lexical import query_terms, tsquery_literal
+from hindsight_server.domain.lexical import query_terms
 from hindsight_server.domain.model import (
     Channel,
-    ChannelHit,
     ChannelResult,
     RankedMemory,
     RecallQuery,
@@ -28,7 +27,7 @@ from hindsight_server.domain.packing import PackItem, pack
 from hindsight_server.domain.policy import Limits, RecallPolicy
 from hindsight_server.domain.validation import validate_recall
 from hindsight_server.inference.tier import InferenceTier, QueryVector
-from hindsight_server.store.memories import MemoryStore, Visibility
+from hindsight_server.store.memories import Bm25, ChannelRows, FloatVector, MemoryStore, Visibility
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +37,7 @@ class RecallSettings:
     query_timeout_s: float = 0.25
 
 
-ChannelRun = Callable[[], Awaitable[list[ChannelHit]]]
+ChannelRun = Callable[[], Awaitable[ChannelRows]]
 
 
 class RecallPipeline:
@@ -64,12 +63,12 @@ class RecallPipeline:
         )
         query_vector = self._start_query_embedding(query)
         try:
-            results = await _run_channels(self._channels(query, visibility, query_vector))
+            results, vectors = await _run_channels(self._channels(query, visibility, query_vector))
         finally:
             if query_vector is not None and not query_vector.done():
                 query_vector.cancel()  # the recall failed before the vector channel used it
         candidates = reciprocal_rank_fusion(results, k=policy.rrf_k, limit=policy.max_candidates)
-        ranked = self._rank(query, candidates, results)
+        ranked = self._rank(query, candidates, vectors, _embedded(query_vector))
         kept = [hit for hit in ranked if hit.score.final >= query.min_score][: query.top_k]
         packed = pack(
             [PackItem(hit.memory, hit.score.similarity >= policy.min_similarity) for hit in kept],
@@ -79,6 +78,7 @@ class RecallPipeline:
             RankedMemory(hit.memory, hit.channels, hit.score, packed=hit.memory.id in packed.packed_ids)
             for hit in kept
         ]
+        embedded = _embedded(query_vector)
         return RecallResult(
             hits=hits,
             injection_text=packed.text,
@@ -89,7 +89,7 @@ class RecallPipeline:
             channel_results=results,
             weights=query.weights,
             profile=query.profile,
-            query_truncated=_truncated(query_vector),
+            query_truncated=embedded is not None and embedded.truncated,
         )
 
     def _start_query_embedding(self, query: RecallQuery) -> asyncio.Task[QueryVector] | None:
@@ -101,19 +101,20 @@ class RecallPipeline:
     def _channels(
         self, query: RecallQuery, visibility: Visibility, query_vector: asyncio.Task[QueryVector] | None
     ) -> dict[Channel, ChannelRun]:
-        limit = self._settings.policy.channel_limit
+        policy = self._settings.policy
+        limit = policy.channel_limit
         channels: dict[Channel, ChannelRun] = {}
         if query_vector is not None:
 
-            async def vector() -> list[ChannelHit]:
+            async def vector() -> ChannelRows:
                 embedded = await query_vector
                 return await self._store.vector_channel(visibility, embedded.vector, limit)
 
             channels[Channel.VECTOR] = vector
-        terms = query_terms(query.text)
+        terms = query_terms(query.text)[-policy.max_query_terms :]  # a long dialogue: its latest words
         if terms:
-            tsquery = tsquery_literal(terms)
-            channels[Channel.LEXICAL] = lambda: self._store.lexical_channel(visibility, tsquery, limit)
+            bm25 = Bm25(policy.bm25_k1, policy.bm25_b, policy.common_term_share, policy.df_count_cap)
+            channels[Channel.LEXICAL] = lambda: self._store.lexical_channel(visibility, terms, limit, bm25)
         if query.entities or not query.window.is_open:
             channels[Channel.STRUCTURED] = lambda: self._store.structured_channel(
                 visibility, query.entities, limit
@@ -125,16 +126,24 @@ class RecallPipeline:
         return channels
 
     def _rank(
-        self, query: RecallQuery, candidates: Sequence[FusedCandidate], results: Sequence[ChannelResult]
+        self,
+        query: RecallQuery,
+        candidates: Sequence[FusedCandidate],
+        vectors: dict[str, FloatVector],
+        query_vector: QueryVector | None,
     ) -> list[RankedMemory]:
         policy = self._settings.policy
-        lexical_top = max(
-            (hit.score for r in results if r.channel is Channel.LEXICAL for hit in r.hits), default=0.0
-        )
+        lexical = [_channel_score(c, Channel.LEXICAL) for c in candidates]
+        dense: list[float | None] = [None] * len(candidates)
+        if query_vector is not None:
+            dense = [
+                float(vectors[c.memory.id] @ query_vector.vector) if c.memory.id in vectors else None
+                for c in candidates
+            ]
+        similarities = scoring.hybrid_similarity(lexical, dense, policy.lexical_weight)
         ranked = []
-        for candidate in candidates:
+        for candidate, similarity in zip(candidates, similarities, strict=True):
             memory = candidate.memory
-            similarity = scoring.similarity(candidate.channels, lexical_top)
             recency = scoring.recency(memory.created_at, query.now, policy.recency_half_life)
             tier_priority = scoring.TIER_PRIORITY[memory.tier]
             entity_match = scoring.entity_match(query.entities, memory.entities)
@@ -158,20 +167,30 @@ class RecallPipeline:
         return sorted(ranked, key=lambda hit: (-hit.score.final, -hit.score.fusion, hit.memory.id))
 
 
-def _truncated(query_vector: asyncio.Task[QueryVector] | None) -> bool:
-    if query_vector is None or not query_vector.done() or query_vector.exception() is not None:
-        return False
-    return query_vector.result().truncated
+def _channel_score(candidate: FusedCandidate, channel: Channel) -> float | None:
+    hit = candidate.channels.get(channel)
+    return None if hit is None else hit.score
 
 
-async def _run_channels(channels: dict[Channel, ChannelRun]) -> list[ChannelResult]:
+def _embedded(query_vector: asyncio.Task[QueryVector] | None) -> QueryVector | None:
+    if query_vector is None or not query_vector.done() or query_vector.cancelled():
+        return None
+    return None if query_vector.exception() is not None else query_vector.result()
+
+
+async def _run_channels(
+    channels: dict[Channel, ChannelRun],
+) -> tuple[list[ChannelResult], dict[str, FloatVector]]:
+    vectors: dict[str, FloatVector] = {}
+
     async def timed(channel: Channel, run: ChannelRun) -> ChannelResult:
         started = time.perf_counter()
         try:
-            hits = await run()
+            rows = await run()
         except InferenceUnavailable as exc:  # degrade: the other channels still answer
             return ChannelResult(channel, [], (time.perf_counter() - started) * 1000, error=str(exc))
-        return ChannelResult(channel, hits, elapsed_ms=(time.perf_counter() - started) * 1000)
+        vectors.update(rows.vectors)
+        return ChannelResult(channel, rows.hits, elapsed_ms=(time.perf_counter() - started) * 1000)
 
     try:
         async with asyncio.TaskGroup() as group:
@@ -182,4 +201,4 @@ async def _run_channels(channels: dict[Channel, ChannelRun]) -> list[ChannelResu
         if known is None:
             raise
         raise known.exceptions[0] from None
-    return [task.result() for task in tasks]
+    return [task.result() for task in tasks], vectors

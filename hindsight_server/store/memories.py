@@ -15,7 +15,7 @@ import numpy.typing as npt
 from pgvector import Vector
 
 from hindsight_server.domain.errors import Aborted, FailedPrecondition, NotFound
-from hindsight_server.domain.lexical import tsvector_literal
+from hindsight_server.domain.lexical import document_length, term_literal, tsvector_literal
 from hindsight_server.domain.lifecycle import is_mutable
 from hindsight_server.domain.model import (
     ChannelHit,
@@ -71,6 +71,14 @@ class _Sql:
 
 
 @dataclass(frozen=True, slots=True)
+class Bm25:
+    k1: float
+    b: float
+    common_term_share: float
+    df_count_cap: int
+
+
+@dataclass(frozen=True, slots=True)
 class Visibility:
     """Which memories a recall channel may see; shared by every channel so they agree."""
 
@@ -109,11 +117,26 @@ class Visibility:
             sql.where(f"coalesce(valid_from, created_at) < {sql.param(self.window.end)}")
 
 
-def _hits(rows: Sequence[asyncpg.Record]) -> list[ChannelHit]:
-    return [
-        ChannelHit(memory=memory_from_row(row), rank=rank, score=float(row["channel_score"]))
+@dataclass(frozen=True, slots=True)
+class ChannelRows:
+    """A channel's hits, and the embeddings of those that have one (to score every candidate by
+    similarity, not only those the vector channel found)."""
+
+    hits: list[ChannelHit]
+    vectors: dict[str, FloatVector]
+
+
+def _channel_rows(rows: Sequence[asyncpg.Record]) -> ChannelRows:
+    hits = [
+        ChannelHit(memory=memory_from_row(row), rank=rank, score=float(row["channel_score"] or 0.0))
         for rank, row in enumerate(rows, start=1)
     ]
+    vectors = {
+        hit.memory.id: row["embedding"].to_numpy()
+        for hit, row in zip(hits, rows, strict=True)
+        if row["embedding"] is not None
+    }
+    return ChannelRows(hits, vectors)
 
 
 class MemoryStore:
@@ -161,12 +184,12 @@ class MemoryStore:
                         SELECT u.id, u.tenant_id, u.subject, u.agent_id, u.session_id, u.tier, u.kind,
                                u.intent, u.entities::jsonb, u.content, u.confidence, u.status, u.valid_from,
                                u.valid_to, u.created_at, u.updated_at, u.expires_at, u.idempotency_key,
-                               u.embedding_state, u.lexical::tsvector, u.embedding
+                               u.embedding_state, u.lexical::tsvector, u.lexical_terms, u.embedding
                         FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
                                     $7::text[], $8::text[], $9::text[], $10::text[], $11::float8[],
                                     $12::text[], $13::timestamptz[], $14::timestamptz[], $15::timestamptz[],
                                     $16::timestamptz[], $17::timestamptz[], $18::text[], $19::text[],
-                                    $20::text[], $21::vector[])
+                                    $20::text[], $21::int[], $22::vector[])
                              AS u({_INSERT_COLUMNS})
                         ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL
                         DO NOTHING
@@ -174,6 +197,7 @@ class MemoryStore:
                     *columns,
                 )
             }
+            await _count_documents(connection, [m for m in memories if m.id in inserted])
             replayed_keys = [m.idempotency_key for m in memories if m.id not in inserted]
             existing: dict[str, Memory] = {}
             if replayed_keys:
@@ -206,16 +230,26 @@ class MemoryStore:
             assignments.append(f"{_PATCHABLE_COLUMNS[path]} = {sql.param(value)}{cast}")
         if "content" in patch.mask:
             assignments.append(f"lexical = {sql.param(tsvector_literal(patch.content))}::tsvector")
+            assignments.append(f"lexical_terms = {sql.param(document_length(patch.content))}")
             assignments.append(f"embedding_state = {sql.param(embedding_state.value)}, embedding = NULL")
         version_check = ""
         if patch.expected_version is not None:
-            version_check = f"AND version = {sql.param(patch.expected_version)}"
+            version_check = f"AND m.version = {sql.param(patch.expected_version)}"
         async with translate_errors():
+            # One statement: the row, and the tenant's BM25 length total when the content changed.
             row = await self._pool.fetchrow(
-                f"""UPDATE memories SET {", ".join(assignments)}
-                    WHERE tenant_id = {tenant} AND id = {memory_id}
-                      AND status IN ('active', 'pending') {version_check}
-                    RETURNING {MEMORY_COLUMNS}""",
+                f"""WITH previous AS (
+                        SELECT id, lexical_terms FROM memories
+                        WHERE tenant_id = {tenant} AND id = {memory_id} FOR UPDATE),
+                    changed AS (
+                        UPDATE memories m SET {", ".join(assignments)} FROM previous p
+                        WHERE m.id = p.id AND m.status IN ('active', 'pending') {version_check}
+                        RETURNING m.*, p.lexical_terms AS previous_terms),
+                    adjusted AS (
+                        UPDATE lexical_stats s SET terms = s.terms + c.lexical_terms - c.previous_terms
+                        FROM changed c
+                        WHERE s.tenant_id = c.tenant_id AND c.lexical_terms <> c.previous_terms)
+                    SELECT {MEMORY_COLUMNS} FROM changed""",
                 *sql.args,
             )
         if row is not None:
@@ -284,16 +318,51 @@ class MemoryStore:
 
     # --------------------------------------------------------------------------------- recall channels
 
-    async def lexical_channel(self, visibility: Visibility, tsquery: str, limit: int) -> list[ChannelHit]:
+    async def lexical_channel(
+        self, visibility: Visibility, terms: Sequence[str], limit: int, bm25: Bm25
+    ) -> ChannelRows:
+        """Okapi BM25 over the tenant's memories. Document frequencies are counted per query term on
+        the GIN index (bounded by bm25.df_count_cap); terms in more than bm25.common_term_share of the
+        tenant's memories are dropped; N and the average length come from lexical_stats."""
         sql = _Sql()
-        query = sql.param(tsquery)
+        tenant = sql.param(visibility.tenant_id)
+        words = sql.param(list(terms))
+        literals = sql.param([term_literal(t) for t in terms])
+        cap, share = sql.param(bm25.df_count_cap), sql.param(bm25.common_term_share)
+        k1, b = sql.param(bm25.k1), sql.param(bm25.b)
         visibility.apply(sql)
-        sql.where(f"lexical @@ {query}::tsquery")
-        return await self._ranked(sql, f"ts_rank(lexical, {query}::tsquery)", limit)
+        sql.where("lexical @@ (SELECT query FROM wanted)")
+        async with translate_errors():
+            rows = await self._pool.fetch(
+                f"""WITH stats AS (
+                        SELECT greatest(documents, 1)::float8 AS n,
+                               greatest(terms::float8 / greatest(documents, 1), 1) AS avgdl
+                        FROM lexical_stats WHERE tenant_id = {tenant}),
+                    counted AS (
+                        SELECT t.term, t.literal, (
+                            SELECT count(*) FROM (
+                                SELECT 1 FROM memories d
+                                WHERE d.tenant_id = {tenant} AND d.lexical @@ t.literal::tsquery
+                                LIMIT {cap}) AS hits)::float8 AS df
+                        FROM unnest({words}::text[], {literals}::text[]) AS t(term, literal)),
+                    weighted AS (
+                        SELECT c.term, c.literal, ln(1 + (s.n - c.df + 0.5) / (c.df + 0.5)) AS idf
+                        FROM counted c, stats s
+                        WHERE c.df > 0 AND (c.df <= {share} * s.n OR s.n < 20)),
+                    wanted AS (SELECT string_agg(literal, ' | ')::tsquery AS query FROM weighted)
+                    SELECT {MEMORY_COLUMNS}, embedding, (
+                        SELECT sum(w.idf * cardinality(u.positions) * ({k1} + 1)
+                                   / (cardinality(u.positions)
+                                      + {k1} * (1 - {b} + {b} * memories.lexical_terms / s.avgdl)))
+                        FROM unnest(memories.lexical) AS u(lexeme, positions, weights)
+                        JOIN weighted w ON w.term = u.lexeme, stats s) AS channel_score
+                    FROM memories WHERE {sql.clause}
+                    ORDER BY channel_score DESC, created_at DESC LIMIT {sql.param(limit)}""",
+                *sql.args,
+            )
+        return _channel_rows(rows)
 
-    async def structured_channel(
-        self, visibility: Visibility, entities: Entities, limit: int
-    ) -> list[ChannelHit]:
+    async def structured_channel(self, visibility: Visibility, entities: Entities, limit: int) -> ChannelRows:
         """Memories carrying any of the wanted entity values (most matches first), or, with no entities,
         the newest memories inside the time window."""
         sql = _Sql()
@@ -307,9 +376,7 @@ class MemoryStore:
             score = f"(SELECT count(*) FROM unnest({pairs}::jsonb[]) AS wanted WHERE entities @> wanted)"
         return await self._ranked(sql, score, limit)
 
-    async def vector_channel(
-        self, visibility: Visibility, query: FloatVector, limit: int
-    ) -> list[ChannelHit]:
+    async def vector_channel(self, visibility: Visibility, query: FloatVector, limit: int) -> ChannelRows:
         """Nearest memories by cosine similarity, tenant-filtered. The pool's connections run HNSW with
         `hnsw.iterative_scan = relaxed_order`, so a selective filter keeps scanning instead of silently
         returning fewer rows; the outer ORDER BY restores exact order."""
@@ -320,15 +387,15 @@ class MemoryStore:
         async with translate_errors():
             rows = await self._pool.fetch(
                 f"""WITH nearest AS MATERIALIZED (
-                        SELECT {MEMORY_COLUMNS}, embedding <=> {vector} AS distance
+                        SELECT {MEMORY_COLUMNS}, embedding, embedding <=> {vector} AS distance
                         FROM memories WHERE {sql.clause}
                         ORDER BY embedding <=> {vector} LIMIT {sql.param(limit)})
                     SELECT *, 1 - distance AS channel_score FROM nearest ORDER BY distance""",
                 *sql.args,
             )
-        return _hits(rows)
+        return _channel_rows(rows)
 
-    async def session_channel(self, visibility: Visibility, session_id: str, limit: int) -> list[ChannelHit]:
+    async def session_channel(self, visibility: Visibility, session_id: str, limit: int) -> ChannelRows:
         """The session's working and episodic memory, newest first."""
         sql = _Sql()
         visibility.apply(sql)
@@ -336,22 +403,22 @@ class MemoryStore:
         sql.where("tier IN ('working', 'episodic')")
         return await self._ranked(sql, "extract(epoch FROM created_at)", limit)
 
-    async def _ranked(self, sql: _Sql, score: str, limit: int) -> list[ChannelHit]:
+    async def _ranked(self, sql: _Sql, score: str, limit: int) -> ChannelRows:
         """A channel's rows: the best `score` first, the newest first among equals."""
         async with translate_errors():
             rows = await self._pool.fetch(
-                f"""SELECT {MEMORY_COLUMNS}, {score} AS channel_score
+                f"""SELECT {MEMORY_COLUMNS}, embedding, {score} AS channel_score
                     FROM memories WHERE {sql.clause}
                     ORDER BY channel_score DESC, created_at DESC LIMIT {sql.param(limit)}""",
                 *sql.args,
             )
-        return _hits(rows)
+        return _channel_rows(rows)
 
 
 _INSERT_COLUMNS = (
     "id, tenant_id, subject, agent_id, session_id, tier, kind, intent, entities, content, confidence, "
     "status, valid_from, valid_to, created_at, updated_at, expires_at, idempotency_key, embedding_state, "
-    "lexical, embedding"
+    "lexical, lexical_terms, embedding"
 )
 
 
@@ -380,6 +447,20 @@ class EmbeddingClaim:
             )
 
 
+async def _count_documents(connection: asyncpg.Connection, inserted: Sequence[Memory]) -> None:
+    """Adds the new rows to their tenant's BM25 totals, in the inserting transaction."""
+    if not inserted:
+        return
+    await connection.execute(
+        """INSERT INTO lexical_stats AS s (tenant_id, documents, terms) VALUES ($1, $2, $3)
+           ON CONFLICT (tenant_id) DO UPDATE
+           SET documents = s.documents + EXCLUDED.documents, terms = s.terms + EXCLUDED.terms""",
+        inserted[0].tenant_id,
+        len(inserted),
+        sum(document_length(m.content) for m in inserted),
+    )
+
+
 def _insert_values(memory: Memory) -> tuple[Any, ...]:
     return (
         memory.id,
@@ -402,6 +483,7 @@ def _insert_values(memory: Memory) -> tuple[Any, ...]:
         memory.idempotency_key or None,
         memory.embedding_state.value,
         tsvector_literal(memory.content),
+        document_length(memory.content),
     )
 
 

@@ -46,13 +46,24 @@ def test_weighted_score_normalises_weights() -> None:
     assert scoring.weighted(design, **parts) == pytest.approx(0.4 * 0.9 + 0.3 * 0.5 + 0.2 * 0.3 + 0.1 * 1.0)
 
 
-def test_similarity_prefers_the_vector_channel_and_falls_back_to_relative_lexical_rank() -> None:
-    m = memory()
-    vector = {Channel.VECTOR: ChannelHit(m, 1, 0.82), Channel.LEXICAL: ChannelHit(m, 1, 0.05)}
-    lexical = {Channel.LEXICAL: ChannelHit(m, 2, 0.05)}
-    assert scoring.similarity(vector, lexical_top=0.1) == pytest.approx(0.82)
-    assert scoring.similarity(lexical, lexical_top=0.1) == pytest.approx(0.5)
-    assert scoring.similarity({Channel.SESSION: ChannelHit(m, 1, 9.0)}, lexical_top=0.1) == 0.0
+@pytest.mark.parametrize(
+    ("lexical", "dense", "expected"),
+    [
+        # BM25 relative to the best, cosine min-max over the candidates, mixed half and half
+        ([4.0, 2.0, None], [0.2, 0.6, 0.4], [0.5, 0.75, 0.25]),
+        # no inference tier: BM25 alone
+        ([4.0, 2.0, None], [None, None, None], [1.0, 0.5, 0.0]),
+        # no lexical match at all: cosine alone
+        ([None, None], [0.3, 0.5], [0.0, 1.0]),
+        # one candidate: it is the best on every signal it has
+        ([3.0], [0.4], [1.0]),
+        ([], [], []),
+    ],
+)
+def test_hybrid_similarity(
+    lexical: list[float | None], dense: list[float | None], expected: list[float]
+) -> None:
+    assert scoring.hybrid_similarity(lexical, dense, lexical_weight=0.5) == pytest.approx(expected)
 
 
 def test_rrf_rewards_agreement_between_channels_and_dedupes() -> None:
