@@ -49,7 +49,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
-from datetime import date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from enum import Enum
 from typing import Literal, TypeAlias
 
@@ -97,7 +97,7 @@ def parse_time(text: str, now: datetime) -> TimeExpression | None:
 # Resolution against now
 
 _DAY = timedelta(days=1)
-Unit: TypeAlias = Literal["day", "week", "month", "year"]
+_Unit: TypeAlias = Literal["day", "week", "month", "year"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +165,7 @@ def _year(clock: _Now, year: int) -> _Resolved:
     return clock.days(date(year, 1, 1), date(year + 1, 1, 1))
 
 
-def _unit_back(clock: _Now, count: int, unit: Unit) -> _Resolved:
+def _unit_back(clock: _Now, count: int, unit: _Unit) -> _Resolved:
     """The whole calendar unit `count` units back: a day, an ISO week, a month, a year."""
     if unit == "day":
         return _day(clock, -count)
@@ -176,7 +176,7 @@ def _unit_back(clock: _Now, count: int, unit: Unit) -> _Resolved:
     return _year(clock, clock.today.year - count)
 
 
-def _few_back(clock: _Now, unit: Unit) -> _Resolved:
+def _few_back(clock: _Now, unit: _Unit) -> _Resolved:
     """'A few' units ago: days 2..7 back, or 2..4 weeks, months or years back. Always vague."""
     today = clock.today
     if unit == "day":
@@ -194,7 +194,7 @@ def _half_year_back(clock: _Now) -> _Resolved:
     return clock.days(_month_start(clock.today, -7), _month_start(clock.today, -4))
 
 
-def _past(clock: _Now, count: int | None, unit: Unit) -> _Resolved:
+def _past(clock: _Now, count: int | None, unit: _Unit) -> _Resolved:
     """Since midnight `count` units ago, up to now; `count` None ("the past few days") is vague."""
     vague = count is None
     count = count if count is not None else (7 if unit == "day" else 4)
@@ -215,7 +215,9 @@ def _before_now(clock: _Now) -> _Resolved:
 
 
 def _last_hour(clock: _Now) -> _Resolved:
-    return _Resolved(clock.moment - timedelta(hours=1), clock.moment, vague=True)
+    # In UTC: an hour of elapsed time, even across a DST change.
+    start = (clock.moment.astimezone(UTC) - timedelta(hours=1)).astimezone(clock.moment.tzinfo)
+    return _Resolved(start, clock.moment, vague=True)
 
 
 def _weekday(clock: _Now, weekday: int, week_offset: int | None) -> _Resolved:
@@ -534,7 +536,7 @@ def _count(word: str) -> int | None:
     return _zh_int(word)
 
 
-def _unit(word: str) -> Unit:
+def _unit(word: str) -> _Unit:
     key = _key(word).rstrip("s")
     if key in ("天", "日", "day"):
         return "day"
@@ -587,7 +589,7 @@ def _words(words: Iterable[str]) -> str:
 
 
 def _preceded_by_numeral(match: re.Match[str]) -> bool:
-    """A weekday or weekend after 一/两/每/这..: "一周一次", "每周三" are frequencies, not dates."""
+    """A weekday or weekend after 一/两/每(个)/这..: "一周一次", "每个星期五" are frequencies, not dates."""
     before = match.string[match.start() - 1 : match.start()]
     return bool(before) and before in _ZH_NUMERALS_BEFORE
 
@@ -661,10 +663,10 @@ def _zh_ago(match: re.Match[str], clock: _Now) -> _Resolved | None:
     unit = _unit(match["unit"])
     if match["n"] == "半":
         return _half_year_back(clock) if unit == "year" else None
-    if match["n"] in _FEW:
-        return _few_back(clock, unit)
     count = _count(match["n"])
-    return _unit_back(clock, count, unit) if count is not None else None
+    if match["n"] in _FEW or count is None:  # 几天前, and 两三天前 / 三五天前 (not one number)
+        return _few_back(clock, unit)
+    return _unit_back(clock, count, unit)
 
 
 def _zh_few_ago(match: re.Match[str], clock: _Now) -> _Resolved:
@@ -674,9 +676,9 @@ def _zh_few_ago(match: re.Match[str], clock: _Now) -> _Resolved:
 def _zh_past(match: re.Match[str], clock: _Now) -> _Resolved | None:
     """最近三天, 过去两周, 近一年: a hard range up to now."""
     unit = _unit(match["unit"])
-    if match["n"] in _FEW:
-        return _past(clock, None, unit)
     count = _count(match["n"])
+    if match["n"] in _FEW or count is None:  # 最近几天, 最近两三天
+        return _past(clock, None, unit)
     return _past(clock, count, unit) if count else None
 
 
@@ -784,15 +786,15 @@ def _en_month(match: re.Match[str], clock: _Now) -> _Resolved | None:
 
 
 def _en_date(match: re.Match[str], clock: _Now) -> _Resolved | None:
-    """ "May 8", "May 8th, 2023", "8 May 2023", "the 8th of May"; without a year the latest one."""
-    pick = _year_or_none(match["year"]) if match["year"] else _Pick.LATEST
+    """ "May 8", "May 8th, 2023", "8 May 2023", "the 8th of May", "May 8 last year"; no year: the latest."""
+    pick = _pick(match, clock, _EN_REL)
     if pick is None:
         return None
     return _annual(clock, _date_of(_EN_MONTHS[_key(match["month"])], int(match["day"])), pick)
 
 
 def _en_day_first_date(match: re.Match[str], clock: _Now) -> _Resolved | None:
-    plain = not (match["the"] or match["ordinal"] or match["of"] or match["year"])
+    plain = not (match["the"] or match["ordinal"] or match["of"] or match["year"] or match["rel_year"])
     if plain and _key(match["month"]) in _EN_MONTH_WORDS:
         return None  # "5 may be enough": "8 May" needs "8th", "of" or a year
     return _en_date(match, clock)
@@ -831,7 +833,7 @@ def _en(pattern: str, resolve: _Handler) -> _Rule:
 _ZH_NUM = "[0-9]{1,3}|[零〇一二两三四五六七八九十]{1,3}"
 _ZH_MONTH_NUM = "[0-9]{1,2}|[一二三四五六七八九十]{1,3}"
 _ZH_REL_RE = "上上|上|这|本|下下|下"
-_ZH_NUMERALS_BEFORE = "0-9零〇一二两三四五六七八九十几每这那"  # a character class body
+_ZH_NUMERALS_BEFORE = "0-9零〇一二两三四五六七八九十几每个这那"  # a character class body
 _ZH_WEEK = "周|星期|礼拜"
 _ZH_UNIT = "天|日|周|个?星期|个?礼拜|个月|年"
 _ZH_YEAR_PREFIX = (
@@ -879,7 +881,7 @@ _RULES: tuple[_Rule, ...] = (
     _en(r"\b(?P<rel>last|this|next)\s+(?P<unit>week|month|year)\b", _en_calendar_unit),
     _en(r"\bthe\s+(?P<unit>week|month|year)\s+(?P<dir>before\s+last|after\s+next)\b", _en_calendar_unit),
     _en(rf"\b(?:(?P<rel>this\s+past|last|this|next|past)\s+)?(?P<day>{_words(_EN_WEEKDAYS)})\b", _en_weekday),
-    _en(r"\b(?:(?P<rel>last|this|next|past)\s+|the\s+)?weekend\b", _en_weekend),
+    _en(r"\b(?:(?P<rel>this\s+past|last|this|next|past)\s+|the\s+)?weekend\b", _en_weekend),
     _en(rf"\b(?P<n>half\s+a|{_EN_FEW}|{_EN_NUM})\s+(?P<unit>day|week|month|year)s?\s+ago\b", _en_ago),
     _en(
         rf"\b(?:(?P<the>the|these|this)\s+)?(?P<kw>last|past)\s+(?:(?P<n>{_EN_FEW}|{_EN_NUM})\s+)?"
@@ -897,12 +899,12 @@ _RULES: tuple[_Rule, ...] = (
         r"\b(?:just\s+now|a\s+moment\s+ago|moments\s+ago|a\s+(?:few\s+)?minutes?\s+ago)\b", _last_hour_handler
     ),
     _en(
-        rf"\b(?P<month>{_EN_MONTH_RE})\.?\s+(?P<day>[0-9]{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(?P<year>[0-9]{{4}})\b)?",
+        rf"\b(?P<month>{_EN_MONTH_RE})\.?\s+(?P<day>[0-9]{{1,2}})(?:st|nd|rd|th)?\b{_EN_YEAR_SUFFIX}",
         _en_date,
     ),
     _en(
         rf"\b(?P<the>the\s+)?(?P<day>[0-9]{{1,2}})(?P<ordinal>st|nd|rd|th)?(?P<of>\s+of)?\s+(?P<month>{_EN_MONTH_RE})\b"
-        r"\.?(?:,?\s+(?P<year>[0-9]{4})\b)?",
+        rf"\.?{_EN_YEAR_SUFFIX}",
         _en_day_first_date,
     ),
     _en(
@@ -915,8 +917,7 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _en(r"\b(?:in|during)\s+(?P<year>[0-9]{4})\b", _en_year),
     _en(
-        rf"\b(?:(?P<rel>last|this|next)\s+)?(?P<name>{_EN_HOLIDAY_NAMES})\b"
-        r"(?:\s+(?P<year>[0-9]{4})\b)?",
+        rf"\b(?:(?P<rel>last|this|next)\s+)?(?P<name>{_EN_HOLIDAY_NAMES})\b{_EN_YEAR_SUFFIX}",
         _en_holiday,
     ),
     _en(

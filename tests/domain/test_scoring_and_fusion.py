@@ -43,7 +43,18 @@ def test_weighted_score_normalises_weights() -> None:
     design = ScoreWeights(0.4, 0.3, 0.2, 0.1)
     parts = {"similarity": 0.9, "recency": 0.5, "tier_priority": 0.3, "entity_match": 1.0}
     assert scoring.weighted(doubled, **parts) == pytest.approx(scoring.weighted(design, **parts))
-    assert scoring.weighted(design, **parts) == pytest.approx(0.4 * 0.9 + 0.3 * 0.5 + 0.2 * 0.3 + 0.1 * 1.0)
+    assert scoring.weighted(design, **parts) == pytest.approx(0.9 * (0.4 + 0.3 * 0.5 + 0.2 * 0.3 + 0.1 * 1.0))
+
+
+def test_weighted_score_never_lifts_an_unrelated_memory() -> None:
+    design = ScoreWeights(0.4, 0.3, 0.2, 0.1)
+    unrelated_but_fresh = scoring.weighted(
+        design, similarity=0.0, recency=1.0, tier_priority=1.0, entity_match=1.0
+    )
+    related_but_old = scoring.weighted(
+        design, similarity=0.6, recency=0.0, tier_priority=0.3, entity_match=0.0
+    )
+    assert unrelated_but_fresh == 0.0 < related_but_old
 
 
 @pytest.mark.parametrize(
