@@ -19,6 +19,7 @@ from hindsight_server.config import Settings
 from hindsight_server.domain.clock import Clock, system_clock
 from hindsight_server.domain.errors import HindsightError
 from hindsight_server.inference.tier import DimensionMismatch, InferenceTier
+from hindsight_server.pipelines.access import AccessTracker
 from hindsight_server.pipelines.backfill import BackfillSettings, EmbeddingBackfill
 from hindsight_server.pipelines.read import ReadPipeline
 from hindsight_server.pipelines.recall import RecallPipeline, RecallSettings
@@ -44,6 +45,7 @@ class RunningServer:
     health: HealthServicer
     grace_s: float
     inference: InferenceTier | None = None
+    access: AccessTracker | None = None
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
@@ -56,6 +58,9 @@ class RunningServer:
             task.cancel()
         await asyncio.gather(*self.background, return_exceptions=True)
         await self.server.stop(self.grace_s)
+        if self.access is not None:
+            with contextlib.suppress(HindsightError):
+                await self.access.flush()  # what the last calls recalled
         await self.pool.close()
         if self.inference is not None:
             await self.inference.close()
@@ -160,8 +165,9 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
         inference,
     )
     reads = ReadPipeline(store, settings.limits)
+    access = AccessTracker(store, clock, settings.recall.access_flush_s)
     recalls = RecallPipeline(
-        store, RecallSettings(settings.limits, settings.recall, config.query_timeout_s), inference
+        store, RecallSettings(settings.limits, settings.recall, config.query_timeout_s), inference, access
     )
     servicer = MemoryServicer(writes, reads, recalls, settings.limits, settings.recall, clock)
     health = HealthServicer()
@@ -169,8 +175,9 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
     port = server.add_insecure_port(f"{settings.server.host}:{settings.server.port}")
     await server.start()
     await set_serving(health, True)
-    running = RunningServer(server, port, pool, health, settings.server.grace_s, inference)
+    running = RunningServer(server, port, pool, health, settings.server.grace_s, inference, access)
     running.spawn(_watch_database(store, health, db.health_interval_s), "watch-database")
+    running.spawn(access.run_forever(), "access-tracking")
     if inference is not None:
         backfill = EmbeddingBackfill(
             store,

@@ -64,6 +64,7 @@ class RecallPolicy:
     max_candidates: int = 50
     rrf_k: int = 60
     recency_half_life: timedelta = timedelta(days=30)
+    access_flush_s: float = 1.0  # how often recalled memories' access counters are written
     # BM25 for the lexical channel. Terms in more than common_term_share of a tenant's memories are
     # dropped from the query (like stopwords; they match everything and rank nothing); df counting
     # stops at df_count_cap so a huge tenant's common term costs a bounded index scan.

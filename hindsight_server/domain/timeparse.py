@@ -13,8 +13,8 @@ Rules for the ambiguous cases (the tests pin each one):
 * "N天前" / "N days ago" is that calendar day; "N周前" / "N weeks ago" the ISO week N weeks back (so
   "两周前" == "上上周"); "N个月前" / "N months ago" the calendar month; "N年前" / "N years ago" the year.
 * "半年前" / "half a year ago": the three calendar months around six months back.
-* "几天前", "前几天", "a few days ago", "the other day": days 2..7 back (vague). "A few" weeks, months and
-  years: 2..4 of them back (vague).
+* "几天前", "前几天", "两三天前", "a few days ago", "the other day": days 2..7 back (vague). "A few"
+  weeks, months and years: 2..4 of them back (vague). "a couple of" is two.
 * "最近", "这几天", "recently", "lately", "these days": since midnight seven days ago, up to now (vague).
   "最近三天" / "the past 3 days": since midnight N days ago, up to now (not vague); "the last week" with
   "the" is such a range, "last week" without it is the previous ISO week.
@@ -36,12 +36,17 @@ Rules for the ambiguous cases (the tests pin each one):
 * English words must stand alone ("May" never matches in "Mayor" or "maybe"). The month names that are
   also ordinary words (May, March) and all abbreviations need context: "in/last/this/next May", a day
   ("May 8") or a year ("May 2023"). Numeric dates are taken only year first (2023-05-08, 2023/5/8);
-  05/08/2023 is ambiguous between countries and is skipped. A bare year needs "in"/"during".
-* Chinese: a weekday or weekend after a numeral or 每 is a frequency ("一周一次", "每周三"), not a date;
+  05/08/2023 is ambiguous between countries and is skipped. An English year needs "in"/"during" (a
+  bare 2022 may be a count); a Chinese one needs 年 ("2022年", not "2022年代").
+* Chinese: a weekday or weekend after a numeral or 每(个) is a frequency ("一周一次", "每周三"), not a date;
   "这周围", "1990年代", "二月河" are not times; "3天" without 前 is a duration, and "三天后" (after some
   event) is not resolved. A leading "on/in/during/over" joins an English phrase ("on Wednesday").
+* Numbers: Chinese 一..九十九 and 两 (十一, 二十, 三十一), digits (full-width too), English one..twelve,
+  a/an, a couple (of).
 * Overlapping candidates: the longest wins, then the leftmost. `parse_time` returns the first
   expression that is not vague, else the first vague one.
+* Not covered: clock times ("3点", "at 5pm"), hours ago, future offsets ("三天后", "in 3 days"),
+  traditional characters (上週), ranges between two dates ("从5月到7月" gives both months).
 """
 
 from __future__ import annotations

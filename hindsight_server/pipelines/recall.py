@@ -27,6 +27,7 @@ from hindsight_server.domain.packing import PackItem, pack
 from hindsight_server.domain.policy import Limits, RecallPolicy
 from hindsight_server.domain.validation import validate_recall
 from hindsight_server.inference.tier import InferenceTier, QueryVector
+from hindsight_server.pipelines.access import AccessTracker
 from hindsight_server.store.memories import Bm25, ChannelRows, FloatVector, MemoryStore, Visibility
 
 
@@ -42,11 +43,16 @@ ChannelRun = Callable[[], Awaitable[ChannelRows]]
 
 class RecallPipeline:
     def __init__(
-        self, store: MemoryStore, settings: RecallSettings, inference: InferenceTier | None = None
+        self,
+        store: MemoryStore,
+        settings: RecallSettings,
+        inference: InferenceTier | None = None,
+        access: AccessTracker | None = None,
     ) -> None:
         self._store = store
         self._settings = settings
         self._inference = inference
+        self._access = access
 
     async def recall(self, query: RecallQuery) -> RecallResult:
         validate_recall(query, self._settings.limits)
@@ -78,6 +84,8 @@ class RecallPipeline:
             RankedMemory(hit.memory, hit.channels, hit.score, packed=hit.memory.id in packed.packed_ids)
             for hit in kept
         ]
+        if self._access is not None:
+            self._access.record(query.tenant_id, [hit.memory.id for hit in hits])
         embedded = _embedded(query_vector)
         return RecallResult(
             hits=hits,

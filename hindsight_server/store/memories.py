@@ -161,6 +161,22 @@ class MemoryStore:
             )
         return int(count)
 
+    async def record_access(self, accesses: Sequence[tuple[str, str, int, datetime]]) -> None:
+        """Adds (tenant, memory id, count, last access) to the access counters in one statement."""
+        async with translate_errors():
+            await self._pool.execute(
+                """UPDATE memories AS m
+                   SET access_count = m.access_count + a.count,
+                       last_accessed_at = greatest(m.last_accessed_at, a.at)
+                   FROM unnest($1::text[], $2::uuid[], $3::bigint[], $4::timestamptz[])
+                        AS a(tenant, id, count, at)
+                   WHERE m.tenant_id = a.tenant AND m.id = a.id""",
+                [a[0] for a in accesses],
+                [a[1] for a in accesses],
+                [a[2] for a in accesses],
+                [a[3] for a in accesses],
+            )
+
     async def ping(self) -> None:
         async with translate_errors():
             await self._pool.fetchval("SELECT 1")

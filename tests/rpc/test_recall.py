@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from hindsight.client import HindsightClient, memory_input
 from hindsight.v1 import memory_pb2 as pb
+from hindsight_server.app import RunningServer
 from tests.conftest import MovableClock
 
 
@@ -158,3 +159,19 @@ async def test_profiles_and_weights_change_the_ranking(client: HindsightClient, 
     support = await client.recall(tenant, "refund", profile="support", explain=True, min_score=0)
     assert support.explanation.profile == "support"
     assert support.explanation.weights.recency == 0.4
+
+
+async def test_recalled_memories_count_their_accesses(
+    client: HindsightClient, server: RunningServer, tenant: str
+) -> None:
+    seen = await client.write(tenant, "the blue notebook is in the drawer", tier="semantic", kind="fact")
+    unseen = await client.write(tenant, "groceries: milk and eggs", tier="semantic", kind="fact")
+    for _ in range(3):
+        found = await client.recall(tenant, "blue notebook", min_score=0)
+        assert [h.memory.id for h in found.hits] == [seen.memory.id]
+    assert server.access is not None
+    await server.access.flush()  # the background loop would do this within a second
+    after = await client.get(tenant, seen.memory.id)
+    assert after.access_count == 3
+    assert after.HasField("last_accessed_at")
+    assert (await client.get(tenant, unseen.memory.id)).access_count == 0

@@ -1,0 +1,59 @@
+"""Access tracking for forgetting: which memories recall returned, and when.
+
+Recording is an in-memory append; a background loop writes the coalesced counts in one statement per
+interval. Recall never waits on it, so tracking adds no database round trip to its critical path. Counts
+still buffered when a server dies are lost: they feed retention scoring, not correctness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import Iterable
+from datetime import datetime
+
+from hindsight_server.domain.clock import Clock
+from hindsight_server.domain.errors import HindsightError
+from hindsight_server.store.memories import MemoryStore
+
+log = logging.getLogger(__name__)
+
+
+class AccessTracker:
+    def __init__(self, store: MemoryStore, clock: Clock, flush_interval_s: float = 1.0) -> None:
+        self._store = store
+        self._clock = clock
+        self._interval_s = flush_interval_s
+        self._counts: Counter[tuple[str, str]] = Counter()
+        self._last_seen: dict[tuple[str, str], datetime] = {}
+
+    def record(self, tenant_id: str, memory_ids: Iterable[str], at: datetime | None = None) -> None:
+        at = at or self._clock()
+        for memory_id in memory_ids:
+            key = (tenant_id, memory_id)
+            self._counts[key] += 1
+            self._last_seen[key] = max(at, self._last_seen.get(key, at))
+
+    async def flush(self) -> int:
+        """Writes what was recorded since the last flush; returns how many memories were updated."""
+        if not self._counts:
+            return 0
+        counts, last_seen = self._counts, self._last_seen
+        self._counts, self._last_seen = Counter(), {}
+        try:
+            await self._store.record_access([(t, m, n, last_seen[(t, m)]) for (t, m), n in counts.items()])
+        except HindsightError:
+            # Keep them for the next flush rather than dropping them on a database hiccup.
+            for key, count in counts.items():
+                self.record(key[0], [key[1]] * count, last_seen[key])
+            raise
+        return len(counts)
+
+    async def run_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval_s)
+            try:
+                await self.flush()
+            except HindsightError as exc:
+                log.warning("access tracking paused: %s", exc)
