@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
-from hindsight_server.domain.model import Entities, JsonValue, ScoreWeights, Tier
+from hindsight_server.domain.model import Entities, JsonValue, ScoreWeights, Tier, TimeWindow
 
 # DESIGN: working > episodic > semantic. The current conversation outranks older memory at equal relevance.
 TIER_PRIORITY: Mapping[Tier, float] = {Tier.WORKING: 1.0, Tier.EPISODIC: 0.6, Tier.SEMANTIC: 0.3}
@@ -23,12 +23,17 @@ def _same(a: JsonValue, b: JsonValue) -> bool:
     return a == b
 
 
-def entity_match(wanted: Entities, stored: Entities) -> float:
-    """Share of the wanted entities the memory carries with the same value (0 when none are wanted)."""
-    if not wanted:
-        return 0.0
-    matched = sum(1 for key, value in wanted.items() if key in stored and _same(value, stored[key]))
-    return matched / len(wanted)
+def entity_match(
+    wanted: Entities, stored: Entities, window: TimeWindow | None = None, when: datetime | None = None
+) -> float:
+    """Share of the query's structure the memory matches: each wanted entity (same value), and the time
+    window the query named, if any (`when` inside it). 0 when the query wants nothing structured."""
+    checks = [key in stored and _same(value, stored[key]) for key, value in wanted.items()]
+    if window is not None and when is not None:
+        checks.append(
+            (window.start is None or when >= window.start) and (window.end is None or when < window.end)
+        )
+    return sum(checks) / len(checks) if checks else 0.0
 
 
 def _min_max(values: Sequence[float | None]) -> list[float]:

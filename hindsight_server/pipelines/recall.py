@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hindsight_server.domain import scoring
 from hindsight_server.domain.errors import HindsightError, InferenceUnavailable
@@ -25,6 +25,7 @@ from hindsight_server.domain.model import (
 )
 from hindsight_server.domain.packing import PackItem, pack
 from hindsight_server.domain.policy import Limits, RecallPolicy
+from hindsight_server.domain.timeparse import TimeExpression, parse_time
 from hindsight_server.domain.validation import validate_recall
 from hindsight_server.inference.tier import InferenceTier, QueryVector
 from hindsight_server.pipelines.access import AccessTracker
@@ -67,14 +68,16 @@ class RecallPipeline:
             as_of=query.as_of,
             window=query.window,
         )
+        spoken = _spoken_time(query)
         query_vector = self._start_query_embedding(query)
         try:
-            results, vectors = await _run_channels(self._channels(query, visibility, query_vector))
+            channels = self._channels(query, visibility, query_vector, spoken)
+            results, vectors = await _run_channels(channels)
         finally:
             if query_vector is not None and not query_vector.done():
                 query_vector.cancel()  # the recall failed before the vector channel used it
         candidates = reciprocal_rank_fusion(results, k=policy.rrf_k, limit=policy.max_candidates)
-        ranked = self._rank(query, candidates, vectors, _embedded(query_vector))
+        ranked = self._rank(query, candidates, vectors, _embedded(query_vector), spoken)
         kept = [hit for hit in ranked if hit.score.final >= query.min_score][: query.top_k]
         packed = pack(
             [PackItem(hit.memory, hit.score.similarity >= policy.min_similarity) for hit in kept],
@@ -93,7 +96,7 @@ class RecallPipeline:
             tokens_used=packed.tokens,
             channels_used=[r.channel for r in results if not r.error],
             channels_degraded=[r.channel for r in results if r.error],
-            window=query.window,
+            window=query.window if spoken is None else spoken.window,
             channel_results=results,
             weights=query.weights,
             profile=query.profile,
@@ -107,7 +110,11 @@ class RecallPipeline:
         return asyncio.ensure_future(self._inference.embed_query(query.text, self._settings.query_timeout_s))
 
     def _channels(
-        self, query: RecallQuery, visibility: Visibility, query_vector: asyncio.Task[QueryVector] | None
+        self,
+        query: RecallQuery,
+        visibility: Visibility,
+        query_vector: asyncio.Task[QueryVector] | None,
+        spoken: TimeExpression | None,
     ) -> dict[Channel, ChannelRun]:
         policy = self._settings.policy
         limit = policy.channel_limit
@@ -123,9 +130,12 @@ class RecallPipeline:
         if terms:
             bm25 = Bm25(policy.bm25_k1, policy.bm25_b, policy.common_term_share, policy.df_count_cap)
             channels[Channel.LEXICAL] = lambda: self._store.lexical_channel(visibility, terms, limit, bm25)
-        if query.entities or not query.window.is_open:
+        if query.entities or not query.window.is_open or spoken is not None:
+            # A time the query speaks of narrows this channel only: the others still search everywhere,
+            # so a memory filed a day off is not lost. An explicit time_range narrows every channel.
+            in_time = visibility if spoken is None else replace(visibility, window=spoken.window)
             channels[Channel.STRUCTURED] = lambda: self._store.structured_channel(
-                visibility, query.entities, limit
+                in_time, query.entities, limit
             )
         if query.session_id:
             channels[Channel.SESSION] = lambda: self._store.session_channel(
@@ -139,6 +149,7 @@ class RecallPipeline:
         candidates: Sequence[FusedCandidate],
         vectors: dict[str, FloatVector],
         query_vector: QueryVector | None,
+        spoken: TimeExpression | None,
     ) -> list[RankedMemory]:
         policy = self._settings.policy
         lexical = [_channel_score(c, Channel.LEXICAL) for c in candidates]
@@ -154,7 +165,12 @@ class RecallPipeline:
             memory = candidate.memory
             recency = scoring.recency(memory.created_at, query.now, policy.recency_half_life)
             tier_priority = scoring.TIER_PRIORITY[memory.tier]
-            entity_match = scoring.entity_match(query.entities, memory.entities)
+            entity_match = scoring.entity_match(
+                query.entities,
+                memory.entities,
+                None if spoken is None or spoken.vague else spoken.window,
+                memory.valid_from or memory.created_at,
+            )
             final = scoring.weighted(
                 query.weights,
                 similarity=similarity,
@@ -173,6 +189,11 @@ class RecallPipeline:
             )
             ranked.append(RankedMemory(memory, candidate.channels, breakdown))
         return sorted(ranked, key=lambda hit: (-hit.score.final, -hit.score.fusion, hit.memory.id))
+
+
+def _spoken_time(query: RecallQuery) -> TimeExpression | None:
+    """The time the query speaks of ("上周三", "last Friday"), unless the caller gave a time_range."""
+    return parse_time(query.text, query.now) if query.window.is_open else None
 
 
 def _channel_score(candidate: FusedCandidate, channel: Channel) -> float | None:

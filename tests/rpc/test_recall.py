@@ -175,3 +175,28 @@ async def test_recalled_memories_count_their_accesses(
     assert after.access_count == 3
     assert after.HasField("last_accessed_at")
     assert (await client.get(tenant, unseen.memory.id)).access_count == 0
+
+
+async def test_a_time_the_query_speaks_of_finds_and_favours_memories_of_that_time(
+    client: HindsightClient, tenant: str
+) -> None:
+    now = datetime(2025, 1, 15, 10, 30, tzinfo=UTC)  # a Wednesday
+    last_wednesday = datetime(2025, 1, 8, 15, tzinfo=UTC)
+    await client.write_batch(
+        tenant,
+        [
+            memory_input("订了A栋301会议室", tier="episodic", kind="event", occurred_at=last_wednesday),
+            memory_input("订了B栋会议室", tier="episodic", kind="event", occurred_at=now - timedelta(days=1)),
+            memory_input("用户喜欢靠窗", tier="semantic", kind="preference", occurred_at=last_wednesday),
+        ],
+    )
+    found = await client.recall(tenant, "上周三订的会议室是哪个？", now=now, explain=True, min_score=0)
+    assert found.hits[0].memory.content == "订了A栋301会议室"
+    assert found.hits[0].components.entity_match == 1.0  # inside the spoken window
+    assert found.time_range.start.ToDatetime(UTC) == datetime(2025, 1, 8, tzinfo=UTC)
+    assert found.time_range.end.ToDatetime(UTC) == datetime(2025, 1, 9, tzinfo=UTC)
+    structured = next(c for c in found.explanation.channels if c.channel == pb.CHANNEL_STRUCTURED)
+    # The spoken time narrows the structured channel only; the lexical channel still sees both rooms.
+    assert len(structured.memory_ids) == 2
+    lexical = next(c for c in found.explanation.channels if c.channel == pb.CHANNEL_LEXICAL)
+    assert len(lexical.memory_ids) == 2
