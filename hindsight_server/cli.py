@@ -285,6 +285,27 @@ def cmd_bench_write(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_recall(args: argparse.Namespace) -> int:
+    from hindsight_server.bench.private_stack import private_stack
+    from hindsight_server.bench.recall import report, run_recall_bench
+
+    async def run() -> str:
+        async with contextlib.AsyncExitStack() as stack:
+            target = args.target or await stack.enter_async_context(private_stack(inference=args.embeddings))
+            result = await run_recall_bench(
+                target,
+                memories=args.memories,
+                concurrency=args.concurrency,
+                seconds=args.seconds,
+                tenants=args.tenants,
+                connections=args.connections,
+            )
+        return report(result, args.json)
+
+    print(asyncio.run(run()))
+    return 0
+
+
 def _ks(text: str) -> list[int]:
     try:
         ks = sorted({int(part) for part in text.split(",") if part.strip()})
@@ -427,6 +448,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     write_bench.add_argument("--json", action="store_true")
     write_bench.set_defaults(handler=cmd_bench_write)
+
+    recall_bench = benches.add_parser("recall", help="Recall latency p50/p95/p99 and recalls/s under load")
+    recall_bench.add_argument("--target", help="HOST:PORT of a running server (default: a private stack)")
+    recall_bench.add_argument("--memories", type=int, default=100_000, help="synthetic memories to load")
+    recall_bench.add_argument("--concurrency", type=int, default=8, help="recalls in flight")
+    recall_bench.add_argument("--seconds", type=float, default=30.0, help="measured duration")
+    recall_bench.add_argument("--tenants", type=int, default=100)
+    recall_bench.add_argument("--connections", type=int, default=1, help="gRPC channels to spread calls on")
+    recall_bench.add_argument("--embeddings", action=argparse.BooleanOptionalAction, default=True)
+    recall_bench.add_argument("--json", action="store_true")
+    recall_bench.set_defaults(handler=cmd_bench_recall)
     return parser
 
 

@@ -253,6 +253,7 @@ class RankedMemory:
     channels: Mapping[Channel, ChannelHit]
     score: ScoreBreakdown
     packed: bool = False
+    directly_relevant: bool = False  # matched the query's words or meaning (not only its session)
 
 
 @dataclass(frozen=True, slots=True)

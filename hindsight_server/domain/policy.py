@@ -77,7 +77,9 @@ class RecallPolicy:
     df_count_cap: int = 2_000
     # Nothing is returned for injection when every final score is below this.
     min_score: float = 0.5
-    min_similarity: float = 0.65
+    # Cosine at which a memory counts as matching the query's meaning. DESIGN's 0.65 came from another
+    # model; calibrated for USE-multilingual v3 on the dev sets (BENCHMARKS.md).
+    min_similarity: float = 0.3
     profiles: dict[str, ScoreWeights] = field(default_factory=lambda: dict(DEFAULT_PROFILES))
 
 

@@ -36,6 +36,12 @@ def entity_match(
     return sum(checks) / len(checks) if checks else 0.0
 
 
+def matches_query(lexical: float | None, dense: float | None, min_similarity: float) -> bool:
+    """Absolute relevance, unlike the relative similarity: a BM25 match on a term that is not common in
+    the tenant, or a cosine at least min_similarity (calibrated for the embedding model)."""
+    return (lexical is not None and lexical > 0) or (dense is not None and dense >= min_similarity)
+
+
 def _min_max(values: Sequence[float | None]) -> list[float]:
     """Cosines have an offset (unrelated texts are rarely at 0): spread them over [0, 1]."""
     present = [v for v in values if v is not None]

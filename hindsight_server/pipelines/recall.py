@@ -80,13 +80,10 @@ class RecallPipeline:
         ranked = self._rank(query, candidates, vectors, _embedded(query_vector), spoken)
         kept = [hit for hit in ranked if hit.score.final >= query.min_score][: query.top_k]
         packed = pack(
-            [PackItem(hit.memory, hit.score.similarity >= policy.min_similarity) for hit in kept],
+            [PackItem(hit.memory, hit.directly_relevant) for hit in kept],
             query.token_budget,
         )
-        hits = [
-            RankedMemory(hit.memory, hit.channels, hit.score, packed=hit.memory.id in packed.packed_ids)
-            for hit in kept
-        ]
+        hits = [replace(hit, packed=hit.memory.id in packed.packed_ids) for hit in kept]
         if self._access is not None:
             self._access.record(query.tenant_id, [hit.memory.id for hit in hits])
         embedded = _embedded(query_vector)
@@ -161,16 +158,22 @@ class RecallPipeline:
             ]
         similarities = scoring.hybrid_similarity(lexical, dense, policy.lexical_weight)
         ranked = []
-        for candidate, similarity in zip(candidates, similarities, strict=True):
+        for candidate, similarity, lex, cos in zip(candidates, similarities, lexical, dense, strict=True):
             memory = candidate.memory
-            recency = scoring.recency(memory.created_at, query.now, policy.recency_half_life)
-            tier_priority = scoring.TIER_PRIORITY[memory.tier]
             entity_match = scoring.entity_match(
                 query.entities,
                 memory.entities,
                 None if spoken is None or spoken.vague else spoken.window,
                 memory.valid_from or memory.created_at,
             )
+            matches = scoring.matches_query(lex, cos, policy.min_similarity)
+            # Relevant: it matches the query's words or meaning, belongs to the ongoing session, or
+            # carries an entity the caller asked for. Nothing else is returned, however recent.
+            in_session = Channel.SESSION in candidate.channels
+            if not (matches or in_session or scoring.entity_match(query.entities, memory.entities) > 0):
+                continue
+            recency = scoring.recency(memory.created_at, query.now, policy.recency_half_life)
+            tier_priority = scoring.TIER_PRIORITY[memory.tier]
             final = scoring.weighted(
                 query.weights,
                 similarity=similarity,
@@ -187,7 +190,7 @@ class RecallPipeline:
                 rerank=0.0,
                 final=final,
             )
-            ranked.append(RankedMemory(memory, candidate.channels, breakdown))
+            ranked.append(RankedMemory(memory, candidate.channels, breakdown, directly_relevant=matches))
         return sorted(ranked, key=lambda hit: (-hit.score.final, -hit.score.fusion, hit.memory.id))
 
 
