@@ -329,7 +329,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     async def run() -> dict[str, Any]:
         async with contextlib.AsyncExitStack() as stack:
             target = args.target or await stack.enter_async_context(private_stack(inference=args.embeddings))
-            return await evaluate(target, conversations, args.k)
+            return await evaluate(target, conversations, args.k, min_score=None if args.thresholds else 0.0)
 
     try:
         result = asyncio.run(run())
@@ -429,6 +429,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--k", type=_ks, default=[1, 5, 10, 25], help="cut-offs (default 1,5,10,25)")
     evaluation.add_argument("--target", help="HOST:PORT of a running server (default: a private stack)")
     evaluation.add_argument("--embeddings", action=argparse.BooleanOptionalAction, default=True)
+    evaluation.add_argument(
+        "--thresholds", action="store_true", help="apply the server's min_score (default: rank only)"
+    )
     evaluation.add_argument("--json", action="store_true")
     evaluation.set_defaults(handler=cmd_eval)
 

@@ -182,8 +182,13 @@ async def _wait_embedded(
 
 
 async def evaluate(
-    target: str, conversations: Sequence[EvalConversation], ks: Sequence[int], concurrency: int = 4
+    target: str,
+    conversations: Sequence[EvalConversation],
+    ks: Sequence[int],
+    concurrency: int = 4,
+    min_score: float | None = 0.0,
 ) -> dict[str, Any]:
+    """min_score 0 (default) measures the ranking alone; None applies the server's threshold too."""
     scores = RecallScores(tuple(sorted(ks)))
     run = uuid.uuid4().hex[:8]
     semaphore = asyncio.Semaphore(concurrency)
@@ -198,7 +203,7 @@ async def evaluate(
             ) -> None:
                 async with semaphore:
                     response = await client.recall(
-                        tenant, query.question, top_k=max(ks), min_score=0.0, now=now
+                        tenant, query.question, top_k=max(ks), min_score=min_score, now=now
                     )
                 ranked = [item_of.get(hit.memory.id, "") for hit in response.hits]
                 scores.add(query.category, query.evidence, ranked)

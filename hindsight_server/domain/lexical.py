@@ -17,11 +17,15 @@ _TOKEN = re.compile(rf"(?P<cjk>[{_CJK_CHARS}]+)|(?P<word>[^\W_{_CJK_CHARS}]+)", 
 _MAX_TERM_CHARS = 64  # longer "words" are ids or noise, not something a person searches for
 _MAX_POSITION = 16_383  # PostgreSQL's limit for a tsvector position
 
+# Function words, including the pieces contractions split into ("didn't" -> "didn", "t"). Measured on
+# LoCoMo dev: BM25 R@5 46.6 -> 53.0 against a 60-word list.
 ENGLISH_STOPWORDS = frozenset(
     (
-        "a an and are as at be been but by did do does for from had has have he her him his i if in into "
-        "is it its me my of on or our she so than that the their them then there these they this to was "
-        "we were what when where which who whom why will with you your"
+        "a an the and or but if of to in on at by for with about from as into than then so is are was "
+        "were be been being am do does did doing have has had having i me my mine we us our you your he "
+        "him his she her hers it its they them their this that these those what which who whom whose when "
+        "where why how there here not no yes can could would should will shall may might must just also "
+        "very really too s t d ll m re ve don didn doesn isn wasn aren weren won wouldn couldn shouldn"
     ).split()
 )
 
@@ -55,6 +59,11 @@ def document_terms(text: str) -> list[tuple[str, int]]:
             if index + 1 < len(token):
                 terms.append((token[index : index + 2], position))
     return [(term, min(pos, _MAX_POSITION)) for term, pos in terms]
+
+
+def distinct_terms(text: str) -> set[str]:
+    """The terms a stored text contributes one document frequency to."""
+    return {term for term, _ in document_terms(text)}
 
 
 def document_length(text: str) -> int:

@@ -7,10 +7,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from hindsight_server.domain.language import language
 from hindsight_server.domain.model import Kind, Memory
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]")
-_LETTER = re.compile(r"[^\W\d_]")
 
 _KIND_ZH = {
     Kind.FACT: "事实",
@@ -29,11 +29,6 @@ def estimate_tokens(text: str) -> int:
     """A tokenizer-free estimate that errs high: one token per CJK character, one per ~4 other chars."""
     cjk = len(_CJK.findall(text))
     return cjk + math.ceil((len(text) - cjk) / 4)
-
-
-def language(text: str) -> str:
-    letters = len(_LETTER.findall(text))
-    return "zh" if letters and len(_CJK.findall(text)) / letters >= 0.3 else "en"
 
 
 def render_line(memory: Memory) -> str:

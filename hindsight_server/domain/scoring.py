@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
@@ -42,38 +43,40 @@ def matches_query(lexical: float | None, dense: float | None, min_similarity: fl
     return (lexical is not None and lexical > 0) or (dense is not None and dense >= min_similarity)
 
 
-def _min_max(values: Sequence[float | None]) -> list[float]:
-    """Cosines have an offset (unrelated texts are rarely at 0): spread them over [0, 1]."""
-    present = [v for v in values if v is not None]
-    if not present:
-        return [0.0] * len(values)
-    low, high = min(present), max(present)
-    span = high - low
-    return [0.0 if v is None else (1.0 if span == 0 else (v - low) / span) for v in values]
+def _standardised(values: Sequence[float]) -> list[float]:
+    mean = sum(values) / len(values)
+    spread = (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5
+    return [0.0 if spread == 0 else (v - mean) / spread for v in values]
 
 
-def _to_best(values: Sequence[float | None]) -> list[float]:
-    """BM25 is 0 without a match: relative to the best, so a weak match stays above none."""
-    best = max((v for v in values if v is not None), default=0.0)
-    return [0.0 if v is None or best <= 0 else v / best for v in values]
+def _unit_range(values: Sequence[float]) -> list[float]:
+    """A logistic squash: order kept, the average candidate at 0.5, and the weakest above 0 so
+    recency and tier can still reorder it (a min-max would pin it to 0 and gate it out)."""
+    return [1.0 / (1.0 + math.exp(-v)) for v in values]
 
 
 def hybrid_similarity(
     lexical: Sequence[float | None], dense: Sequence[float | None], lexical_weight: float
 ) -> list[float]:
-    """How well each candidate matches the query, in [0, 1]: its BM25 score relative to the best and its
-    cosine min-max normalised over the candidates (the two scales are not comparable), then mixed.
-    None: the signal is missing for that candidate (no lexical match, no embedding yet)."""
-    lexical_norm = _to_best(lexical)
-    dense_norm = _min_max(dense)
-    if all(d is None for d in dense):
-        return lexical_norm
-    if all(lex is None for lex in lexical):
-        return dense_norm
-    return [
-        lexical_weight * lx + (1 - lexical_weight) * dn
-        for lx, dn in zip(lexical_norm, dense_norm, strict=True)
-    ]
+    """How well each candidate matches the query, in [0, 1] over the candidates.
+
+    BM25 and cosine live on scales that cannot be compared, so each is standardised (z-score) over the
+    candidates, then mixed: lexical_weight * z(BM25) + (1 - lexical_weight) * z(cosine), and the mix
+    squashed into (0, 1). A candidate without a lexical match has BM25 0; one without an embedding yet
+    takes the lowest cosine. Measured against relative/min-max normalisation and against reciprocal
+    rank fusion on LoCoMo and MADial dev (BENCHMARKS.md)."""
+    if not lexical:
+        return []
+    bm25 = _standardised([0.0 if v is None else v for v in lexical])
+    present = [v for v in dense if v is not None]
+    if not present:
+        return _unit_range(bm25)
+    cosine = _standardised([min(present) if v is None else v for v in dense])
+    if all(v is None for v in lexical):
+        return _unit_range(cosine)
+    return _unit_range(
+        [lexical_weight * b + (1 - lexical_weight) * c for b, c in zip(bm25, cosine, strict=True)]
+    )
 
 
 def weighted(

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from hindsight_server.domain import scoring
 from hindsight_server.domain.errors import HindsightError, InferenceUnavailable
 from hindsight_server.domain.fusion import FusedCandidate, reciprocal_rank_fusion
+from hindsight_server.domain.language import language
 from hindsight_server.domain.lexical import query_terms
 from hindsight_server.domain.model import (
     Channel,
@@ -125,7 +126,7 @@ class RecallPipeline:
             channels[Channel.VECTOR] = vector
         terms = query_terms(query.text)[-policy.max_query_terms :]  # a long dialogue: its latest words
         if terms:
-            bm25 = Bm25(policy.bm25_k1, policy.bm25_b, policy.common_term_share, policy.df_count_cap)
+            bm25 = Bm25(policy.bm25_k1, policy.bm25_b, policy.common_term_share, policy.bm25_match_terms)
             channels[Channel.LEXICAL] = lambda: self._store.lexical_channel(visibility, terms, limit, bm25)
         if query.entities or not query.window.is_open or spoken is not None:
             # A time the query speaks of narrows this channel only: the others still search everywhere,
@@ -156,7 +157,8 @@ class RecallPipeline:
                 float(vectors[c.memory.id] @ query_vector.vector) if c.memory.id in vectors else None
                 for c in candidates
             ]
-        similarities = scoring.hybrid_similarity(lexical, dense, policy.lexical_weight)
+        lexical_weight = policy.lexical_weight.get(language(query.text), 0.5)
+        similarities = scoring.hybrid_similarity(lexical, dense, lexical_weight)
         ranked = []
         for candidate, similarity, lex, cos in zip(candidates, similarities, lexical, dense, strict=True):
             memory = candidate.memory

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections import Counter
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -15,7 +16,7 @@ import numpy.typing as npt
 from pgvector import Vector
 
 from hindsight_server.domain.errors import Aborted, FailedPrecondition, NotFound
-from hindsight_server.domain.lexical import document_length, term_literal, tsvector_literal
+from hindsight_server.domain.lexical import distinct_terms, document_length, term_literal, tsvector_literal
 from hindsight_server.domain.lifecycle import is_mutable
 from hindsight_server.domain.model import (
     ChannelHit,
@@ -75,7 +76,7 @@ class Bm25:
     k1: float
     b: float
     common_term_share: float
-    df_count_cap: int
+    match_terms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,23 +252,27 @@ class MemoryStore:
         version_check = ""
         if patch.expected_version is not None:
             version_check = f"AND m.version = {sql.param(patch.expected_version)}"
-        async with translate_errors():
-            # One statement: the row, and the tenant's BM25 length total when the content changed.
-            row = await self._pool.fetchrow(
+        async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
+            # The row, and the tenant's BM25 length total when the content changed; then its terms' df.
+            row = await connection.fetchrow(
                 f"""WITH previous AS (
-                        SELECT id, lexical_terms FROM memories
-                        WHERE tenant_id = {tenant} AND id = {memory_id} FOR UPDATE),
+                        SELECT id, lexical_terms, tsvector_to_array(lexical) AS previous_lexemes
+                        FROM memories WHERE tenant_id = {tenant} AND id = {memory_id} FOR UPDATE),
                     changed AS (
                         UPDATE memories m SET {", ".join(assignments)} FROM previous p
                         WHERE m.id = p.id AND m.status IN ('active', 'pending') {version_check}
-                        RETURNING m.*, p.lexical_terms AS previous_terms),
+                        RETURNING m.*, p.lexical_terms AS previous_terms, p.previous_lexemes),
                     adjusted AS (
                         UPDATE lexical_stats s SET terms = s.terms + c.lexical_terms - c.previous_terms
                         FROM changed c
                         WHERE s.tenant_id = c.tenant_id AND c.lexical_terms <> c.previous_terms)
-                    SELECT {MEMORY_COLUMNS} FROM changed""",
+                    SELECT {MEMORY_COLUMNS}, previous_lexemes FROM changed""",
                 *sql.args,
             )
+            if row is not None and "content" in patch.mask:
+                before, after = set(row["previous_lexemes"]), distinct_terms(patch.content)
+                changes = {t: -1 for t in before - after} | {t: 1 for t in after - before}
+                await _adjust_df(connection, patch.tenant_id, changes)
         if row is not None:
             return memory_from_row(row)
         current = await self.get(patch.tenant_id, patch.memory_id)  # NotFound when it does not exist
@@ -337,14 +342,15 @@ class MemoryStore:
     async def lexical_channel(
         self, visibility: Visibility, terms: Sequence[str], limit: int, bm25: Bm25
     ) -> ChannelRows:
-        """Okapi BM25 over the tenant's memories. Document frequencies are counted per query term on
-        the GIN index (bounded by bm25.df_count_cap); terms in more than bm25.common_term_share of the
-        tenant's memories are dropped; N and the average length come from lexical_stats."""
+        """Okapi BM25 over the tenant's memories, from per-tenant statistics kept by the writes
+        (lexical_stats, lexical_df). Terms in more than bm25.common_term_share of the tenant's memories
+        are dropped (they match everything and rank nothing); candidates are the memories holding one of
+        the bm25.match_terms rarest query terms, then scored on every query term."""
         sql = _Sql()
         tenant = sql.param(visibility.tenant_id)
         words = sql.param(list(terms))
         literals = sql.param([term_literal(t) for t in terms])
-        cap, share = sql.param(bm25.df_count_cap), sql.param(bm25.common_term_share)
+        share, rarest = sql.param(bm25.common_term_share), sql.param(bm25.match_terms)
         k1, b = sql.param(bm25.k1), sql.param(bm25.b)
         visibility.apply(sql)
         sql.where("lexical @@ (SELECT query FROM wanted)")
@@ -354,18 +360,14 @@ class MemoryStore:
                         SELECT greatest(documents, 1)::float8 AS n,
                                greatest(terms::float8 / greatest(documents, 1), 1) AS avgdl
                         FROM lexical_stats WHERE tenant_id = {tenant}),
-                    counted AS (
-                        SELECT t.term, t.literal, (
-                            SELECT count(*) FROM (
-                                SELECT 1 FROM memories d
-                                WHERE d.tenant_id = {tenant} AND d.lexical @@ t.literal::tsquery
-                                LIMIT {cap}) AS hits)::float8 AS df
-                        FROM unnest({words}::text[], {literals}::text[]) AS t(term, literal)),
                     weighted AS (
-                        SELECT c.term, c.literal, ln(1 + (s.n - c.df + 0.5) / (c.df + 0.5)) AS idf
-                        FROM counted c, stats s
-                        WHERE c.df > 0 AND (c.df <= {share} * s.n OR s.n < 20)),
-                    wanted AS (SELECT string_agg(literal, ' | ')::tsquery AS query FROM weighted)
+                        SELECT t.term, t.literal, d.df, ln(1 + (s.n - d.df + 0.5) / (d.df + 0.5)) AS idf
+                        FROM unnest({words}::text[], {literals}::text[]) AS t(term, literal)
+                        JOIN lexical_df d ON d.tenant_id = {tenant} AND d.term = t.term, stats s
+                        WHERE d.df > 0 AND (d.df <= {share} * s.n OR s.n < 20)),
+                    wanted AS (
+                        SELECT string_agg(literal, ' | ')::tsquery AS query
+                        FROM (SELECT literal FROM weighted ORDER BY df LIMIT {rarest}) AS rare)
                     SELECT {MEMORY_COLUMNS}, embedding, (
                         SELECT sum(w.idf * cardinality(u.positions) * ({k1} + 1)
                                    / (cardinality(u.positions)
@@ -464,16 +466,35 @@ class EmbeddingClaim:
 
 
 async def _count_documents(connection: asyncpg.Connection, inserted: Sequence[Memory]) -> None:
-    """Adds the new rows to their tenant's BM25 totals, in the inserting transaction."""
+    """Adds the new rows to their tenant's BM25 statistics, in the inserting transaction."""
     if not inserted:
         return
+    tenant_id = inserted[0].tenant_id
     await connection.execute(
         """INSERT INTO lexical_stats AS s (tenant_id, documents, terms) VALUES ($1, $2, $3)
            ON CONFLICT (tenant_id) DO UPDATE
            SET documents = s.documents + EXCLUDED.documents, terms = s.terms + EXCLUDED.terms""",
-        inserted[0].tenant_id,
+        tenant_id,
         len(inserted),
         sum(document_length(m.content) for m in inserted),
+    )
+    await _adjust_df(connection, tenant_id, Counter(t for m in inserted for t in distinct_terms(m.content)))
+
+
+async def _adjust_df(connection: asyncpg.Connection, tenant_id: str, changes: Mapping[str, int]) -> None:
+    """Applies document-frequency changes. Rows are locked in term order, so concurrent writers of one
+    tenant wait for each other instead of deadlocking."""
+    terms = sorted(term for term, change in changes.items() if change)
+    if not terms:
+        return
+    await connection.execute(
+        """INSERT INTO lexical_df AS d (tenant_id, term, df)
+           SELECT $1, c.term, c.change FROM unnest($2::text[], $3::bigint[]) AS c(term, change)
+           ORDER BY c.term
+           ON CONFLICT (tenant_id, term) DO UPDATE SET df = d.df + EXCLUDED.df""",
+        tenant_id,
+        terms,
+        [changes[term] for term in terms],
     )
 
 

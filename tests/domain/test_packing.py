@@ -2,8 +2,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from hindsight_server.domain.language import language
 from hindsight_server.domain.model import Kind
-from hindsight_server.domain.packing import PackItem, estimate_tokens, language, pack, render_line
+from hindsight_server.domain.packing import PackItem, estimate_tokens, pack, render_line
 from tests.domain.builders import memory
 
 PREF_ZH = memory(id="zh", content="用户偏好CSV格式导出", confidence=0.92)
