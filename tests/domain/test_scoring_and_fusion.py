@@ -58,8 +58,8 @@ def test_weighted_score_never_lifts_an_unrelated_memory() -> None:
     assert unrelated_but_fresh == 0.0 < related_but_old
 
 
-def _squash(z: float) -> float:
-    return 1 / (1 + math.exp(-z))
+def _behind(deviations: float) -> float:
+    return math.exp(-deviations)
 
 
 Z = 1.5**0.5  # the z-score of the extremes of three evenly spread values
@@ -68,14 +68,14 @@ Z = 1.5**0.5  # the z-score of the extremes of three evenly spread values
 @pytest.mark.parametrize(
     ("lexical", "dense", "expected"),
     [
-        # each signal standardised over the candidates, mixed half and half, squashed into (0, 1)
-        ([4.0, 2.0, None], [0.2, 0.6, 0.4], [_squash(0), _squash(Z / 2), _squash(-Z / 2)]),
+        # each signal standardised over the candidates, mixed half and half, relative to the best
+        ([4.0, 2.0, None], [0.2, 0.6, 0.4], [_behind(Z / 2), 1.0, _behind(Z)]),
         # no inference tier: BM25 alone (no lexical match counts as BM25 0)
-        ([4.0, 2.0, None], [None, None, None], [_squash(Z), 0.5, _squash(-Z)]),
+        ([4.0, 2.0, None], [None, None, None], [1.0, _behind(Z), _behind(2 * Z)]),
         # no lexical match at all: cosine alone
-        ([None, None], [0.3, 0.5], [_squash(-1), _squash(1)]),
-        # one candidate: average by definition
-        ([3.0], [0.4], [0.5]),
+        ([None, None], [0.3, 0.5], [_behind(2), 1.0]),
+        # one candidate: the best by definition
+        ([3.0], [0.4], [1.0]),
         ([], [], []),
     ],
 )
@@ -87,7 +87,7 @@ def test_hybrid_similarity(
 
 def test_hybrid_similarity_keeps_the_order_of_the_mix() -> None:
     similarities = scoring.hybrid_similarity([5.0, 1.0, None, 3.0], [0.5, 0.6, 0.1, None], lexical_weight=0.3)
-    assert all(0 < s < 1 for s in similarities)
+    assert all(0 < s <= 1 for s in similarities)
     assert similarities[0] > similarities[1] > similarities[3] > similarities[2]
 
 
