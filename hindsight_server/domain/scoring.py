@@ -66,8 +66,8 @@ def hybrid_similarity(
     BM25 and cosine live on scales that cannot be compared, so each is standardised (z-score) over the
     candidates, then mixed: lexical_weight * z(BM25) + (1 - lexical_weight) * z(cosine), and the mix
     mapped into (0, 1] relative to the best. A candidate without a lexical match has BM25 0; one
-    without an embedding yet takes the lowest cosine. Measured against relative/min-max normalisation and against reciprocal
-    rank fusion on LoCoMo and MADial dev (BENCHMARKS.md)."""
+    without an embedding yet takes the lowest cosine. Chosen by measurement against min-max and
+    relative normalisation and against reciprocal rank fusion on LoCoMo and MADial dev (BENCHMARKS.md)."""
     if not lexical:
         return []
     bm25 = _standardised([0.0 if v is None else v for v in lexical])
