@@ -50,6 +50,7 @@ class Channel(StrEnum):
     VECTOR = "vector"
     LEXICAL = "lexical"
     SESSION = "session"
+    CONTEXT = "context"
 
 
 @dataclass(frozen=True, slots=True)

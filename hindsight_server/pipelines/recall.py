@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
 from hindsight_server.domain import scoring
@@ -78,7 +78,9 @@ class RecallPipeline:
             if query_vector is not None and not query_vector.done():
                 query_vector.cancel()  # the recall failed before the vector channel used it
         candidates = reciprocal_rank_fusion(results, k=policy.rrf_k, limit=policy.max_candidates)
-        ranked = self._rank(query, candidates, vectors, _embedded(query_vector), spoken)
+        ranked = await self._rank(
+            query, visibility, candidates, vectors, _embedded(query_vector), spoken, results
+        )
         kept = [hit for hit in ranked if hit.score.final >= query.min_score][: query.top_k]
         packed = pack(
             [PackItem(hit.memory, hit.directly_relevant) for hit in kept],
@@ -141,26 +143,62 @@ class RecallPipeline:
             )
         return channels
 
-    def _rank(
+    async def _rank(
         self,
         query: RecallQuery,
-        candidates: Sequence[FusedCandidate],
+        visibility: Visibility,
+        candidates: list[FusedCandidate],
         vectors: dict[str, FloatVector],
         query_vector: QueryVector | None,
         spoken: TimeExpression | None,
+        results: list[ChannelResult],
     ) -> list[RankedMemory]:
+        """Scores the fused candidates (and the turns around the strong ones) and drops the irrelevant.
+        Appends the context channel's result to `results` when it ran."""
         policy = self._settings.policy
-        lexical = [_channel_score(c, Channel.LEXICAL) for c in candidates]
-        dense: list[float | None] = [None] * len(candidates)
-        if query_vector is not None:
-            dense = [
-                float(vectors[c.memory.id] @ query_vector.vector) if c.memory.id in vectors else None
-                for c in candidates
-            ]
         lexical_weight = policy.lexical_weight.get(language(query.text), 0.5)
-        similarities = scoring.hybrid_similarity(lexical, dense, lexical_weight)
+
+        def signals() -> tuple[list[float | None], list[float | None]]:
+            lexical = [_channel_score(c, Channel.LEXICAL) for c in candidates]
+            dense = [_cosine(c, vectors, query_vector) for c in candidates]
+            return lexical, dense
+
+        lexical, dense = signals()
+        matching = [
+            scoring.matches_query(lx, cs, policy.min_similarity)
+            for lx, cs in zip(lexical, dense, strict=True)
+        ]
+        around: dict[str, tuple[str | None, str | None]] = {}
+        context_of: set[str] = set()
+        if policy.context_weight > 0:
+            mix = scoring.hybrid_mix(lexical, dense, lexical_weight)
+            strong = sorted((i for i, m in enumerate(matching) if m), key=lambda i: -mix[i])[
+                : policy.context_candidates
+            ]
+            if strong:
+                started = time.perf_counter()
+                rows, around = await self._store.adjacent_turns(
+                    visibility, [candidates[i].memory.id for i in strong]
+                )
+                known = {c.memory.id for c in candidates}
+                added = [hit for hit in rows.hits if hit.memory.id not in known]
+                vectors.update(rows.vectors)
+                candidates.extend(FusedCandidate(hit.memory, {Channel.CONTEXT: hit}, 0.0) for hit in added)
+                results.append(ChannelResult(Channel.CONTEXT, added, (time.perf_counter() - started) * 1000))
+                context_of = {n for pair in around.values() for n in pair if n}
+                lexical, dense = signals()
+                matching += [False] * len(added)
+        position = {c.memory.id: i for i, c in enumerate(candidates)}
+        neighbours = [
+            [position[n] for n in around.get(c.memory.id, (None, None)) if n in position] for c in candidates
+        ]
+        mix = scoring.with_context(
+            scoring.hybrid_mix(lexical, dense, lexical_weight), neighbours, policy.context_weight
+        )
+        similarities = scoring.relative_to_best(mix)
+
         ranked = []
-        for candidate, similarity, lex, cos in zip(candidates, similarities, lexical, dense, strict=True):
+        for index, (candidate, similarity) in enumerate(zip(candidates, similarities, strict=True)):
             memory = candidate.memory
             entity_match = scoring.entity_match(
                 query.entities,
@@ -168,11 +206,15 @@ class RecallPipeline:
                 None if spoken is None or spoken.vague else spoken.window,
                 memory.valid_from or memory.created_at,
             )
-            matches = scoring.matches_query(lex, cos, policy.min_similarity)
-            # Relevant: it matches the query's words or meaning, belongs to the ongoing session, or
-            # carries an entity the caller asked for. Nothing else is returned, however recent.
-            in_session = Channel.SESSION in candidate.channels
-            if not (matches or in_session or scoring.entity_match(query.entities, memory.entities) > 0):
+            # Relevant: it matches the query's words or meaning, sits next to a turn that does, belongs
+            # to the ongoing session, or carries an entity the caller asked for. Nothing else is
+            # returned, however recent.
+            if not (
+                matching[index]
+                or memory.id in context_of
+                or Channel.SESSION in candidate.channels
+                or scoring.entity_match(query.entities, memory.entities) > 0
+            ):
                 continue
             recency = scoring.recency(memory.created_at, query.now, policy.recency_half_life)
             tier_priority = scoring.TIER_PRIORITY[memory.tier]
@@ -192,8 +234,17 @@ class RecallPipeline:
                 rerank=0.0,
                 final=final,
             )
-            ranked.append(RankedMemory(memory, candidate.channels, breakdown, directly_relevant=matches))
+            ranked.append(
+                RankedMemory(memory, candidate.channels, breakdown, directly_relevant=matching[index])
+            )
         return sorted(ranked, key=lambda hit: (-hit.score.final, -hit.score.fusion, hit.memory.id))
+
+
+def _cosine(
+    candidate: FusedCandidate, vectors: dict[str, FloatVector], query: QueryVector | None
+) -> float | None:
+    vector = vectors.get(candidate.memory.id)
+    return None if query is None or vector is None else float(vector @ query.vector)
 
 
 def _spoken_time(query: RecallQuery) -> TimeExpression | None:

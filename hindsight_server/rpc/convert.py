@@ -69,6 +69,7 @@ _CHANNEL = {
     Channel.VECTOR: pb.CHANNEL_VECTOR,
     Channel.LEXICAL: pb.CHANNEL_LEXICAL,
     Channel.SESSION: pb.CHANNEL_SESSION,
+    Channel.CONTEXT: pb.CHANNEL_CONTEXT,
 }
 
 # Timestamp bounds PostgreSQL and Python both represent.

@@ -413,6 +413,48 @@ class MemoryStore:
             )
         return _channel_rows(rows)
 
+    async def adjacent_turns(
+        self, visibility: Visibility, memory_ids: Sequence[str]
+    ) -> tuple[ChannelRows, dict[str, tuple[str | None, str | None]]]:
+        """The memories recorded right before and right after each given one in its session (by
+        created_at, then id), and for each given id its (previous, next) ids. One round trip."""
+        sql = _Sql()
+        ids = sql.param(list(memory_ids))
+        visibility.apply(sql)
+        async with translate_errors():
+            rows = await self._pool.fetch(
+                f"""SELECT around.of_id, around.side, n.* FROM (
+                        SELECT c.id AS of_id, 'previous' AS side, (
+                            SELECT p.id FROM memories p
+                            WHERE p.tenant_id = m.tenant_id AND p.session_id = m.session_id
+                              AND (p.created_at, p.id) < (m.created_at, m.id)
+                            ORDER BY p.created_at DESC, p.id DESC LIMIT 1) AS neighbour_id
+                        FROM unnest({ids}::uuid[]) AS c(id) JOIN memories m ON m.id = c.id
+                        WHERE m.session_id <> ''
+                        UNION ALL
+                        SELECT c.id, 'next', (
+                            SELECT q.id FROM memories q
+                            WHERE q.tenant_id = m.tenant_id AND q.session_id = m.session_id
+                              AND (q.created_at, q.id) > (m.created_at, m.id)
+                            ORDER BY q.created_at, q.id LIMIT 1)
+                        FROM unnest({ids}::uuid[]) AS c(id) JOIN memories m ON m.id = c.id
+                        WHERE m.session_id <> '') AS around
+                    CROSS JOIN LATERAL (
+                        SELECT {MEMORY_COLUMNS}, embedding, 0.0 AS channel_score FROM memories
+                        WHERE id = around.neighbour_id AND {sql.clause}) AS n""",
+                *sql.args,
+            )
+        adjacency: dict[str, tuple[str | None, str | None]] = {}
+        for row in rows:
+            previous, following = adjacency.get(str(row["of_id"]), (None, None))
+            if row["side"] == "previous":
+                previous = str(row["id"])
+            else:
+                following = str(row["id"])
+            adjacency[str(row["of_id"])] = (previous, following)
+        unique = list({str(row["id"]): row for row in rows}.values())
+        return _channel_rows(unique), adjacency
+
     async def session_channel(self, visibility: Visibility, session_id: str, limit: int) -> ChannelRows:
         """The session's working and episodic memory, newest first."""
         sql = _Sql()

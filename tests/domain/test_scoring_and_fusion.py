@@ -107,3 +107,17 @@ def test_rrf_limits_the_candidates() -> None:
     hits = [ChannelHit(memory(id=str(i)), i + 1, 1.0) for i in range(10)]
     fused = reciprocal_rank_fusion([ChannelResult(Channel.LEXICAL, hits, 1.0)], k=60, limit=3)
     assert [f.memory.id for f in fused] == ["0", "1", "2"]
+
+
+@pytest.mark.parametrize(
+    ("mix", "neighbours", "expected"),
+    [
+        ([2.0, 0.0, -1.0], [[1], [0, 2], [1]], [2.0 + 0.5 * 0.0, 0.0 + 0.5 * 2.0, -1.0 + 0.5 * 0.0]),
+        ([1.0, -1.0], [[], []], [1.0 - 0.5, -1.0 - 0.5]),  # no known neighbour: borrows the lowest score
+        ([], [], []),
+    ],
+)
+def test_with_context_adds_the_best_neighbour(
+    mix: list[float], neighbours: list[list[int]], expected: list[float]
+) -> None:
+    assert scoring.with_context(mix, neighbours, weight=0.5) == pytest.approx(expected)
