@@ -11,6 +11,9 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
+import numpy as np
+import numpy.typing as npt
+
 from hindsight_server.domain import scoring
 from hindsight_server.domain.errors import HindsightError, InferenceUnavailable
 from hindsight_server.domain.fusion import FusedCandidate, reciprocal_rank_fusion
@@ -26,11 +29,14 @@ from hindsight_server.domain.model import (
 )
 from hindsight_server.domain.packing import PackItem, pack
 from hindsight_server.domain.policy import Limits, RecallPolicy
+from hindsight_server.domain.query import QueryFocus, focus
 from hindsight_server.domain.timeparse import TimeExpression, parse_time
 from hindsight_server.domain.validation import validate_recall
-from hindsight_server.inference.tier import InferenceTier, QueryVector
+from hindsight_server.inference.tier import InferenceTier
 from hindsight_server.pipelines.access import AccessTracker
 from hindsight_server.store.memories import Bm25, ChannelRows, FloatVector, MemoryStore, Visibility
+
+FloatMatrix = npt.NDArray[np.float32]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +47,21 @@ class RecallSettings:
 
 
 ChannelRun = Callable[[], Awaitable[ChannelRows]]
+
+
+@dataclass(frozen=True, slots=True)
+class QueryVectors:
+    main: FloatVector  # the (focused) query's embedding: what the vector channel searches with
+    turns: FloatMatrix | None  # a dialogue's user turns, one row each
+    truncated: bool
+
+    def cosine(self, vector: FloatVector) -> float:
+        """Similarity to the query, plus to its best-matching turn for a dialogue (MADial dev: dense
+        R@5 +1.6 over the joined turns alone)."""
+        similarity = float(vector @ self.main)
+        if self.turns is not None:
+            similarity += float(np.max(self.turns @ vector))
+        return similarity
 
 
 class RecallPipeline:
@@ -59,6 +80,8 @@ class RecallPipeline:
     async def recall(self, query: RecallQuery) -> RecallResult:
         validate_recall(query, self._settings.limits)
         policy = self._settings.policy
+        focused = focus(query.text)
+        query = replace(query, text=focused.text)
         visibility = Visibility(
             tenant_id=query.tenant_id,
             now=query.now,
@@ -70,7 +93,7 @@ class RecallPipeline:
             window=query.window,
         )
         spoken = _spoken_time(query)
-        query_vector = self._start_query_embedding(query)
+        query_vector = self._start_query_embedding(focused)
         try:
             channels = self._channels(query, visibility, query_vector, spoken)
             results, vectors = await _run_channels(channels)
@@ -103,17 +126,26 @@ class RecallPipeline:
             query_truncated=embedded is not None and embedded.truncated,
         )
 
-    def _start_query_embedding(self, query: RecallQuery) -> asyncio.Task[QueryVector] | None:
-        """Starts embedding the query at once, so it overlaps the database channels."""
+    def _start_query_embedding(self, focused: QueryFocus) -> asyncio.Task[QueryVectors] | None:
+        """Starts embedding the query (and a dialogue's user turns) at once, so it overlaps the
+        database channels."""
         if self._inference is None:
             return None
-        return asyncio.ensure_future(self._inference.embed_query(query.text, self._settings.query_timeout_s))
+        return asyncio.ensure_future(self._embed(self._inference, focused))
+
+    async def _embed(self, inference: InferenceTier, focused: QueryFocus) -> QueryVectors:
+        timeout_s = self._settings.query_timeout_s
+        embedded = await asyncio.gather(
+            *(inference.embed_query(t, timeout_s) for t in (focused.text, *focused.turns))
+        )
+        turns = np.stack([e.vector for e in embedded[1:]]) if len(embedded) > 1 else None
+        return QueryVectors(embedded[0].vector, turns, any(e.truncated for e in embedded))
 
     def _channels(
         self,
         query: RecallQuery,
         visibility: Visibility,
-        query_vector: asyncio.Task[QueryVector] | None,
+        query_vector: asyncio.Task[QueryVectors] | None,
         spoken: TimeExpression | None,
     ) -> dict[Channel, ChannelRun]:
         policy = self._settings.policy
@@ -123,7 +155,7 @@ class RecallPipeline:
 
             async def vector() -> ChannelRows:
                 embedded = await query_vector
-                return await self._store.vector_channel(visibility, embedded.vector, limit)
+                return await self._store.vector_channel(visibility, embedded.main, limit)
 
             channels[Channel.VECTOR] = vector
         terms = query_terms(query.text)[-policy.max_query_terms :]  # a long dialogue: its latest words
@@ -149,7 +181,7 @@ class RecallPipeline:
         visibility: Visibility,
         candidates: list[FusedCandidate],
         vectors: dict[str, FloatVector],
-        query_vector: QueryVector | None,
+        query_vector: QueryVectors | None,
         spoken: TimeExpression | None,
         results: list[ChannelResult],
     ) -> list[RankedMemory]:
@@ -241,10 +273,10 @@ class RecallPipeline:
 
 
 def _cosine(
-    candidate: FusedCandidate, vectors: dict[str, FloatVector], query: QueryVector | None
+    candidate: FusedCandidate, vectors: dict[str, FloatVector], query: QueryVectors | None
 ) -> float | None:
     vector = vectors.get(candidate.memory.id)
-    return None if query is None or vector is None else float(vector @ query.vector)
+    return None if query is None or vector is None else query.cosine(vector)
 
 
 def _spoken_time(query: RecallQuery) -> TimeExpression | None:
@@ -257,7 +289,7 @@ def _channel_score(candidate: FusedCandidate, channel: Channel) -> float | None:
     return None if hit is None else hit.score
 
 
-def _embedded(query_vector: asyncio.Task[QueryVector] | None) -> QueryVector | None:
+def _embedded(query_vector: asyncio.Task[QueryVectors] | None) -> QueryVectors | None:
     if query_vector is None or not query_vector.done() or query_vector.cancelled():
         return None
     return None if query_vector.exception() is not None else query_vector.result()
