@@ -14,7 +14,7 @@ import asyncpg
 import grpc
 from grpc_health.v1._async import HealthServicer
 
-from embedder.client import TritonEmbedder
+from embedder.client import TritonEmbedder, TritonReranker
 from hindsight_server.config import Settings
 from hindsight_server.domain.clock import Clock, system_clock
 from hindsight_server.domain.errors import HindsightError
@@ -108,6 +108,7 @@ async def _connect_inference(settings: Settings) -> InferenceTier | None:
             cache_ttl_s=config.query_cache_ttl_s,
         ),
         expected_dimension=settings.embedding.dimension,
+        reranker=TritonReranker(config.url, model=config.rerank_model) if config.rerank_model else None,
     )
     try:
         await tier.refresh()
@@ -167,7 +168,10 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
     reads = ReadPipeline(store, settings.limits)
     access = AccessTracker(store, clock, settings.recall.access_flush_s)
     recalls = RecallPipeline(
-        store, RecallSettings(settings.limits, settings.recall, config.query_timeout_s), inference, access
+        store,
+        RecallSettings(settings.limits, settings.recall, config.query_timeout_s, config.rerank_timeout_s),
+        inference,
+        access,
     )
     servicer = MemoryServicer(writes, reads, recalls, settings.limits, settings.recall, clock)
     health = HealthServicer()

@@ -49,6 +49,9 @@ class InferenceSettings(_Section):
     # uses the lexical, structured and session channels.
     url: str = ""
     embed_model: str = "embed"
+    # Used when the tier serves it (`hindsight up` with stack.rerank_model_dir); empty: never rerank.
+    rerank_model: str = "rerank"
+    rerank_timeout_s: float = Field(0.3, gt=0)  # past this, recall answers without the rerank
     # A write waits this long (plus per_item for each memory of a batch) for its embedding, then commits
     # with the embedding pending for the background worker.
     inline_budget_s: float = Field(0.1, ge=0)

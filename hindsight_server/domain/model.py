@@ -269,3 +269,4 @@ class RecallResult:
     weights: ScoreWeights
     profile: str
     query_truncated: bool = False
+    reranked: bool = False  # the inference tier's cross-encoder rescored the best candidates

@@ -82,6 +82,10 @@ class RecallPolicy:
     # question in the next turn; LoCoMo dev R@5 +4 in the measurements).
     context_weight: float = 0.5
     context_candidates: int = 20
+    # With a cross-encoder in the inference tier, the rerank_candidates best are rescored and their
+    # similarity becomes (1 - rerank_weight) x similarity + rerank_weight x sigmoid(logit).
+    rerank_candidates: int = 20
+    rerank_weight: float = 0.7
     # Returned memories need at least this final score (similarity is relative to the candidates,
     # 0.5 for an average one; the absolute "is anything relevant" gate is min_similarity / a BM25 match).
     # DESIGN's 0.5 assumed an absolute similarity; calibrated on the dev sets (BENCHMARKS.md).

@@ -103,6 +103,11 @@ def hybrid_similarity(
     return relative_to_best(hybrid_mix(lexical, dense, lexical_weight))
 
 
+def reranked(similarity: float, logit: float, weight: float) -> float:
+    """Blends a cross-encoder's logit (squashed to a probability) into the similarity."""
+    return (1 - weight) * similarity + weight / (1 + math.exp(-logit))
+
+
 def weighted(
     weights: ScoreWeights, *, similarity: float, recency: float, tier_priority: float, entity_match: float
 ) -> float:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from embedder.client import TritonEmbedder
+from embedder.client import TritonEmbedder, TritonReranker
 from embedder.errors import InferenceError
 from hindsight_server.domain.errors import InferenceUnavailable
 
@@ -39,15 +39,24 @@ class QueryVector:
 
 
 class InferenceTier:
-    def __init__(self, embedder: TritonEmbedder, expected_dimension: int) -> None:
+    def __init__(
+        self, embedder: TritonEmbedder, expected_dimension: int, reranker: TritonReranker | None = None
+    ) -> None:
         self._embedder = embedder
+        self._reranker = reranker
         self._expected_dimension = expected_dimension
         self._available = False
+        self._can_rerank = False
         self.problem = "not checked yet"
 
     @property
     def available(self) -> bool:
         return self._available
+
+    @property
+    def can_rerank(self) -> bool:
+        """The tier serves a cross-encoder and it answered the last probe."""
+        return self._available and self._can_rerank
 
     async def refresh(self, timeout_s: float = 2.0) -> bool:
         """Probes the tier; on (re)connection reads the model's dimension and checks it. Never raises
@@ -71,6 +80,7 @@ class InferenceTier:
                     f"model the database was built with, or HINDSIGHT_EMBEDDING__DIMENSION for a new one"
                 )
         self._mark(True, "")
+        self._can_rerank = self._reranker is not None and await self._reranker.ready(timeout_s=timeout_s)
         return True
 
     def _mark(self, available: bool, problem: str) -> None:
@@ -99,6 +109,16 @@ class InferenceTier:
             raise self._failed(exc) from exc
         return QueryVector(result.vector, result.truncated)
 
+    async def rerank(self, query: str, passages: Sequence[str], timeout_s: float) -> list[float]:
+        """Cross-encoder logits, one per passage; InferenceUnavailable when it cannot answer in time."""
+        if self._reranker is None or not self.can_rerank:
+            raise InferenceUnavailable("the inference tier has no cross-encoder ready")
+        try:
+            return await self._reranker.rerank(query, passages, timeout_s=timeout_s)
+        except InferenceError as exc:
+            self._can_rerank = False  # until the next probe
+            raise InferenceUnavailable(f"reranker: {exc}") from exc
+
     def _failed(self, error: InferenceError) -> InferenceUnavailable:
         # Until the next probe (refresh) calls skip the tier at once instead of each waiting for a deadline.
         self._mark(False, str(error))
@@ -106,3 +126,5 @@ class InferenceTier:
 
     async def close(self) -> None:
         await self._embedder.close()
+        if self._reranker is not None:
+            await self._reranker.close()

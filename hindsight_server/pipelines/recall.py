@@ -7,6 +7,7 @@ identically whichever channel finds a memory.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -44,6 +45,7 @@ class RecallSettings:
     limits: Limits
     policy: RecallPolicy
     query_timeout_s: float = 0.25
+    rerank_timeout_s: float = 0.3
 
 
 ChannelRun = Callable[[], Awaitable[ChannelRows]]
@@ -104,6 +106,7 @@ class RecallPipeline:
         ranked = await self._rank(
             query, visibility, candidates, vectors, _embedded(query_vector), spoken, results
         )
+        ranked, was_reranked = await self._rerank(query, ranked)
         kept = [hit for hit in ranked if hit.score.final >= query.min_score][: query.top_k]
         packed = pack(
             [PackItem(hit.memory, hit.directly_relevant) for hit in kept],
@@ -124,7 +127,38 @@ class RecallPipeline:
             weights=query.weights,
             profile=query.profile,
             query_truncated=embedded is not None and embedded.truncated,
+            reranked=was_reranked,
         )
+
+    async def _rerank(
+        self, query: RecallQuery, ranked: list[RankedMemory]
+    ) -> tuple[list[RankedMemory], bool]:
+        """Rescores the best candidates with the tier's cross-encoder, when it has one and answers in time."""
+        policy = self._settings.policy
+        if self._inference is None or not self._inference.can_rerank or not ranked:
+            return ranked, False
+        head, tail = ranked[: policy.rerank_candidates], ranked[policy.rerank_candidates :]
+        try:
+            logits = await self._inference.rerank(
+                query.text, [hit.memory.content for hit in head], self._settings.rerank_timeout_s
+            )
+        except InferenceUnavailable:
+            return ranked, False  # answer without it rather than late
+        rescored = []
+        for hit, logit in zip(head, logits, strict=True):
+            s = hit.score
+            similarity = scoring.reranked(s.similarity, logit, policy.rerank_weight)
+            final = scoring.weighted(
+                query.weights,
+                similarity=similarity,
+                recency=s.recency,
+                tier_priority=s.tier_priority,
+                entity_match=s.entity_match,
+            )
+            rerank = 1 / (1 + math.exp(-logit))
+            rescored.append(replace(hit, score=replace(s, similarity=similarity, rerank=rerank, final=final)))
+        merged = rescored + tail
+        return sorted(merged, key=lambda hit: (-hit.score.final, -hit.score.fusion, hit.memory.id)), True
 
     def _start_query_embedding(self, focused: QueryFocus) -> asyncio.Task[QueryVectors] | None:
         """Starts embedding the query (and a dialogue's user turns) at once, so it overlaps the

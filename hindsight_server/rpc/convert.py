@@ -346,6 +346,7 @@ def recall_result_to_proto(result: RecallResult, explain: bool) -> pb.RecallResp
         channels_used=_channels_out(result.channels_used),
         channels_degraded=_channels_out(result.channels_degraded),
         query_truncated=result.query_truncated,
+        reranked=result.reranked,
     )
     _window_out(response.time_range, result.window)
     if explain:

@@ -2,7 +2,11 @@ import pytest
 
 from hindsight_server.domain.query import QueryFocus, focus
 
-DIALOGUE = '<Bart>:"我今天拿到了数学考试的满分！"\n<Assistant>:"哇，那真是太棒了！"\n<Bart>: "你觉得我应该怎么庆祝一下呢？"\n'
+DIALOGUE = (
+    '<Bart>:"我今天拿到了数学考试的满分！"\n'
+    '<Assistant>:"哇，那真是太棒了！"\n'
+    '<Bart>: "你觉得我应该怎么庆祝一下呢？"\n'
+)
 
 
 @pytest.mark.parametrize(

@@ -171,3 +171,34 @@ async def test_an_unreachable_tier_does_not_stop_start_up(
 
 async def _inference_health_is(client: HindsightClient, status: str) -> bool:
     return await client.health("hindsight.inference") == status
+
+
+async def test_the_cross_encoder_rescores_the_best_candidates(
+    tier_client: HindsightClient, tenant: str
+) -> None:
+    await tier_client.write_batch(
+        tenant,
+        [memory_input(f"project apollo status note {i}", tier="semantic", kind="fact") for i in range(6)],
+    )
+    found = await tier_client.recall(tenant, "apollo status", top_k=6, min_score=0)
+    assert found.reranked  # the fixture's tier serves a (random) cross-encoder
+    assert all(0 < hit.components.rerank < 1 for hit in found.hits)
+    finals = [hit.score for hit in found.hits]
+    assert finals == sorted(finals, reverse=True)
+
+
+async def test_a_slow_cross_encoder_is_skipped_not_waited_for(
+    make_settings: Callable[..., Settings], triton_server: TritonServer, tenant: str
+) -> None:
+    running = await start_server(
+        make_settings(inference__url=triton_server.grpc_url, inference__rerank_timeout_s=0.000001)
+    )
+    try:
+        async with HindsightClient(f"127.0.0.1:{running.port}") as client:
+            await client.write(tenant, "apollo launch window moved", tier="semantic", kind="fact")
+            found = await client.recall(tenant, "apollo launch", min_score=0)
+            assert not found.reranked
+            assert [hit.memory.content for hit in found.hits] == ["apollo launch window moved"]
+            assert found.hits[0].components.rerank == 0
+    finally:
+        await running.stop()
