@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hindsight_server.domain import scoring
+from hindsight_server.domain.bm25 import Bm25
 from hindsight_server.domain.errors import HindsightError, InferenceUnavailable
 from hindsight_server.domain.fusion import FusedCandidate, reciprocal_rank_fusion
 from hindsight_server.domain.language import language
@@ -35,7 +36,7 @@ from hindsight_server.domain.timeparse import TimeExpression, parse_time
 from hindsight_server.domain.validation import validate_recall
 from hindsight_server.inference.tier import InferenceTier
 from hindsight_server.pipelines.access import AccessTracker
-from hindsight_server.store.memories import Bm25, ChannelRows, FloatVector, MemoryStore, Visibility
+from hindsight_server.store.memories import ChannelRows, FloatVector, MemoryStore, Visibility
 
 FloatMatrix = npt.NDArray[np.float32]
 
@@ -194,7 +195,13 @@ class RecallPipeline:
             channels[Channel.VECTOR] = vector
         terms = query_terms(query.text)[-policy.max_query_terms :]  # a long dialogue: its latest words
         if terms:
-            bm25 = Bm25(policy.bm25_k1, policy.bm25_b, policy.common_term_share, policy.bm25_match_terms)
+            bm25 = Bm25(
+                policy.bm25_k1,
+                policy.bm25_b,
+                policy.common_term_share,
+                policy.bm25_match_terms,
+                policy.bm25_match_rows,
+            )
             channels[Channel.LEXICAL] = lambda: self._store.lexical_channel(visibility, terms, limit, bm25)
         if query.entities or not query.window.is_open or spoken is not None:
             # A time the query speaks of narrows this channel only: the others still search everywhere,

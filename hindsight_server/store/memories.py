@@ -15,8 +15,9 @@ import numpy as np
 import numpy.typing as npt
 from pgvector import Vector
 
+from hindsight_server.domain.bm25 import Bm25, plan_bm25_query
 from hindsight_server.domain.errors import Aborted, FailedPrecondition, NotFound
-from hindsight_server.domain.lexical import distinct_terms, document_length, term_literal, tsvector_literal
+from hindsight_server.domain.lexical import distinct_terms, document_length, tsquery_literal, tsvector_literal
 from hindsight_server.domain.lifecycle import is_mutable
 from hindsight_server.domain.model import (
     ChannelHit,
@@ -69,14 +70,6 @@ class _Sql:
     @property
     def clause(self) -> str:
         return " AND ".join(self.conditions) if self.conditions else "TRUE"
-
-
-@dataclass(frozen=True, slots=True)
-class Bm25:
-    k1: float
-    b: float
-    common_term_share: float
-    match_terms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -343,37 +336,41 @@ class MemoryStore:
         self, visibility: Visibility, terms: Sequence[str], limit: int, bm25: Bm25
     ) -> ChannelRows:
         """Okapi BM25 over the tenant's memories, from per-tenant statistics kept by the writes
-        (lexical_stats, lexical_df). Terms in more than bm25.common_term_share of the tenant's memories
-        are dropped (they match everything and rank nothing); candidates are the memories holding one of
-        the bm25.match_terms rarest query terms, then scored on every query term."""
+        (lexical_stats, lexical_df). Two round trips: the terms' statistics, then the scoring query
+        with a literal tsquery, so the planner sees how selective it is and uses the GIN index."""
+        async with translate_errors():
+            stats = await self._pool.fetch(
+                """SELECT s.documents, s.terms AS total, d.term, d.df
+                   FROM lexical_stats s LEFT JOIN lexical_df d
+                     ON d.tenant_id = s.tenant_id AND d.term = ANY($2::text[])
+                   WHERE s.tenant_id = $1""",
+                visibility.tenant_id,
+                list(terms),
+            )
+        if not stats:
+            return ChannelRows([], {})
+        documents, total = stats[0]["documents"], stats[0]["total"]
+        plan = plan_bm25_query(
+            {row["term"]: row["df"] for row in stats if row["term"] is not None}, documents, bm25
+        )
+        if not plan.match:
+            return ChannelRows([], {})
         sql = _Sql()
-        tenant = sql.param(visibility.tenant_id)
-        words = sql.param(list(terms))
-        literals = sql.param([term_literal(t) for t in terms])
-        share, rarest = sql.param(bm25.common_term_share), sql.param(bm25.match_terms)
+        query = sql.param(tsquery_literal(list(plan.match)))
+        weighted_terms, idfs = sql.param(list(plan.idf)), sql.param(list(plan.idf.values()))
         k1, b = sql.param(bm25.k1), sql.param(bm25.b)
+        avgdl = sql.param(max(total / max(documents, 1), 1.0))
         visibility.apply(sql)
-        sql.where("lexical @@ (SELECT query FROM wanted)")
+        sql.where(f"lexical @@ {query}::tsquery")
         async with translate_errors():
             rows = await self._pool.fetch(
-                f"""WITH stats AS (
-                        SELECT greatest(documents, 1)::float8 AS n,
-                               greatest(terms::float8 / greatest(documents, 1), 1) AS avgdl
-                        FROM lexical_stats WHERE tenant_id = {tenant}),
-                    weighted AS (
-                        SELECT t.term, t.literal, d.df, ln(1 + (s.n - d.df + 0.5) / (d.df + 0.5)) AS idf
-                        FROM unnest({words}::text[], {literals}::text[]) AS t(term, literal)
-                        JOIN lexical_df d ON d.tenant_id = {tenant} AND d.term = t.term, stats s
-                        WHERE d.df > 0 AND (d.df <= {share} * s.n OR s.n < 20)),
-                    wanted AS (
-                        SELECT string_agg(literal, ' | ')::tsquery AS query
-                        FROM (SELECT literal FROM weighted ORDER BY df LIMIT {rarest}) AS rare)
-                    SELECT {MEMORY_COLUMNS}, embedding, (
+                f"""SELECT {MEMORY_COLUMNS}, embedding, (
                         SELECT sum(w.idf * cardinality(u.positions) * ({k1} + 1)
                                    / (cardinality(u.positions)
-                                      + {k1} * (1 - {b} + {b} * memories.lexical_terms / s.avgdl)))
+                                      + {k1} * (1 - {b} + {b} * memories.lexical_terms / {avgdl})))
                         FROM unnest(memories.lexical) AS u(lexeme, positions, weights)
-                        JOIN weighted w ON w.term = u.lexeme, stats s) AS channel_score
+                        JOIN unnest({weighted_terms}::text[], {idfs}::float8[]) AS w(term, idf)
+                          ON w.term = u.lexeme) AS channel_score
                     FROM memories WHERE {sql.clause}
                     ORDER BY channel_score DESC, created_at DESC LIMIT {sql.param(limit)}""",
                 *sql.args,
@@ -427,6 +424,7 @@ class MemoryStore:
                         SELECT c.id AS of_id, 'previous' AS side, (
                             SELECT p.id FROM memories p
                             WHERE p.tenant_id = m.tenant_id AND p.session_id = m.session_id
+                              AND p.session_id <> ''  -- lets the planner use the partial session index
                               AND (p.created_at, p.id) < (m.created_at, m.id)
                             ORDER BY p.created_at DESC, p.id DESC LIMIT 1) AS neighbour_id
                         FROM unnest({ids}::uuid[]) AS c(id) JOIN memories m ON m.id = c.id
@@ -435,6 +433,7 @@ class MemoryStore:
                         SELECT c.id, 'next', (
                             SELECT q.id FROM memories q
                             WHERE q.tenant_id = m.tenant_id AND q.session_id = m.session_id
+                              AND q.session_id <> ''
                               AND (q.created_at, q.id) > (m.created_at, m.id)
                             ORDER BY q.created_at, q.id LIMIT 1)
                         FROM unnest({ids}::uuid[]) AS c(id) JOIN memories m ON m.id = c.id

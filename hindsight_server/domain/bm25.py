@@ -1,0 +1,48 @@
+"""Okapi BM25's query plan: which terms count, with which weight, and which ones select candidates.
+
+The statistics come from the store; the choices are here so they can be tested without a database.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Bm25:
+    k1: float
+    b: float
+    # Terms in more than this share of a tenant's memories are dropped, like stopwords: they match
+    # everything and rank nothing (unless the tenant is tiny).
+    common_term_share: float
+    # Candidates are the memories holding one of the rarest terms: at most match_terms of them, and
+    # no more once their document frequencies add up to match_rows, so the rows scored stay bounded.
+    match_terms: int
+    match_rows: int
+
+
+@dataclass(frozen=True, slots=True)
+class Bm25Plan:
+    idf: Mapping[str, float]  # every term that scores
+    match: tuple[str, ...]  # the terms whose memories become candidates, rarest first
+
+
+def idf(documents: int, df: int) -> float:
+    """BM25's idf, never negative (the +1 inside the log)."""
+    return math.log(1 + (documents - df + 0.5) / (df + 0.5))
+
+
+def plan_bm25_query(dfs: Mapping[str, int], documents: int, bm25: Bm25) -> Bm25Plan:
+    limit = bm25.common_term_share * documents
+    usable = {term: df for term, df in dfs.items() if df > 0 and (df <= limit or documents < 20)}
+    rarest = sorted(usable, key=lambda term: (usable[term], term))[: bm25.match_terms]
+    match: list[str] = []
+    rows = 0
+    for term in rarest:
+        if match and rows + usable[term] > bm25.match_rows:
+            break
+        match.append(term)
+        rows += usable[term]
+    return Bm25Plan({term: idf(documents, df) for term, df in usable.items()}, tuple(match))
