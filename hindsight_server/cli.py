@@ -265,44 +265,50 @@ def cmd_delete(args: argparse.Namespace) -> int:
     return _client_call(args, call)
 
 
-def cmd_bench_write(args: argparse.Namespace) -> int:
+def _on_stack(args: argparse.Namespace, work: Callable[[str], Awaitable[str]]) -> str:
+    """Runs work against --target, or against a private embedded stack started for it."""
     from hindsight_server.bench.private_stack import private_stack
-    from hindsight_server.bench.write import report, run_write_bench
 
     async def run() -> str:
         async with contextlib.AsyncExitStack() as stack:
             target = args.target or await stack.enter_async_context(private_stack(inference=args.embeddings))
-            result = await run_write_bench(
-                target,
-                singles=args.singles,
-                batches=args.batches,
-                batch_size=args.batch_size,
-                concurrency=args.concurrency,
-            )
+            return await work(target)
+
+    return asyncio.run(run())
+
+
+def cmd_bench_write(args: argparse.Namespace) -> int:
+    from hindsight_server.bench.write import report, run_write_bench
+
+    async def work(target: str) -> str:
+        result = await run_write_bench(
+            target,
+            singles=args.singles,
+            batches=args.batches,
+            batch_size=args.batch_size,
+            concurrency=args.concurrency,
+        )
         return report(result, args.json)
 
-    print(asyncio.run(run()))
+    print(_on_stack(args, work))
     return 0
 
 
 def cmd_bench_recall(args: argparse.Namespace) -> int:
-    from hindsight_server.bench.private_stack import private_stack
     from hindsight_server.bench.recall import report, run_recall_bench
 
-    async def run() -> str:
-        async with contextlib.AsyncExitStack() as stack:
-            target = args.target or await stack.enter_async_context(private_stack(inference=args.embeddings))
-            result = await run_recall_bench(
-                target,
-                memories=args.memories,
-                concurrency=args.concurrency,
-                seconds=args.seconds,
-                tenants=args.tenants,
-                connections=args.connections,
-            )
+    async def work(target: str) -> str:
+        result = await run_recall_bench(
+            target,
+            memories=args.memories,
+            concurrency=args.concurrency,
+            seconds=args.seconds,
+            tenants=args.tenants,
+            connections=args.connections,
+        )
         return report(result, args.json)
 
-    print(asyncio.run(run()))
+    print(_on_stack(args, work))
     return 0
 
 
@@ -318,7 +324,6 @@ def _ks(text: str) -> list[int]:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from hindsight_server.bench.evaluate import EvalFileError, evaluate, load_eval_file, report
-    from hindsight_server.bench.private_stack import private_stack
 
     try:
         conversations = load_eval_file(Path(args.file))
@@ -326,17 +331,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"hindsight eval: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
-    async def run() -> dict[str, Any]:
-        async with contextlib.AsyncExitStack() as stack:
-            target = args.target or await stack.enter_async_context(private_stack(inference=args.embeddings))
-            return await evaluate(target, conversations, args.k, min_score=None if args.thresholds else 0.0)
+    async def work(target: str) -> str:
+        result = await evaluate(target, conversations, args.k, min_score=None if args.thresholds else 0.0)
+        return report(result, args.json)
 
     try:
-        result = asyncio.run(run())
+        print(_on_stack(args, work))
     except grpc.aio.AioRpcError as error:
         print(f"error: {error.code().name}: {error.details()}", file=sys.stderr)
         return EXIT_RPC_ERROR
-    print(report(result, args.json))
     return 0
 
 

@@ -72,6 +72,15 @@ class _Sql:
         return " AND ".join(self.conditions) if self.conditions else "TRUE"
 
 
+def _where_subject_tier_kind(sql: _Sql, subject: str, tiers: Sequence[Tier], kinds: Sequence[Kind]) -> None:
+    if subject:
+        sql.where(f"subject = {sql.param(subject)}")
+    if tiers:
+        sql.where(f"tier = ANY({sql.param([t.value for t in tiers])}::text[])")
+    if kinds:
+        sql.where(f"kind = ANY({sql.param([k.value for k in kinds])}::text[])")
+
+
 @dataclass(frozen=True, slots=True)
 class Visibility:
     """Which memories a recall channel may see; shared by every channel so they agree."""
@@ -99,12 +108,7 @@ class Visibility:
             statuses = ["active", "superseded"] if self.include_superseded else ["active"]
             sql.where(f"status = ANY({sql.param(statuses)}::text[])")
             sql.where(f"(expires_at IS NULL OR expires_at > {sql.param(self.now)})")
-        if self.subject:
-            sql.where(f"subject = {sql.param(self.subject)}")
-        if self.tiers:
-            sql.where(f"tier = ANY({sql.param([t.value for t in self.tiers])}::text[])")
-        if self.kinds:
-            sql.where(f"kind = ANY({sql.param([k.value for k in self.kinds])}::text[])")
+        _where_subject_tier_kind(sql, self.subject, self.tiers, self.kinds)
         if self.window.start is not None:
             sql.where(f"coalesce(valid_from, created_at) >= {sql.param(self.window.start)}")
         if self.window.end is not None:
@@ -305,14 +309,9 @@ class MemoryStore:
     async def page(self, query: ListQuery) -> Page:
         sql = _Sql()
         sql.where(f"tenant_id = {sql.param(query.tenant_id)}")
-        if query.subject:
-            sql.where(f"subject = {sql.param(query.subject)}")
+        _where_subject_tier_kind(sql, query.subject, query.tiers, query.kinds)
         if query.session_id:
             sql.where(f"session_id = {sql.param(query.session_id)}")
-        if query.tiers:
-            sql.where(f"tier = ANY({sql.param([t.value for t in query.tiers])}::text[])")
-        if query.kinds:
-            sql.where(f"kind = ANY({sql.param([k.value for k in query.kinds])}::text[])")
         sql.where(f"status = ANY({sql.param([s.value for s in query.statuses])}::text[])")
         if query.after is not None:
             created_at = sql.param(query.after.created_at)
