@@ -101,8 +101,3 @@ def tsvector_literal(text: str) -> str:
 def tsquery_literal(terms: list[str]) -> str:
     """An OR query over the terms; empty when there is nothing to search for."""
     return " | ".join(_quote(term) for term in terms)
-
-
-def term_literal(term: str) -> str:
-    """One term as a tsquery literal, matched verbatim."""
-    return _quote(term)

@@ -90,19 +90,6 @@ def hybrid_mix(
     return [lexical_weight * b + (1 - lexical_weight) * c for b, c in zip(bm25, cosine, strict=True)]
 
 
-def hybrid_similarity(
-    lexical: Sequence[float | None], dense: Sequence[float | None], lexical_weight: float
-) -> list[float]:
-    """How well each candidate matches the query, in [0, 1] over the candidates.
-
-    BM25 and cosine live on scales that cannot be compared, so each is standardised (z-score) over the
-    candidates, then mixed: lexical_weight * z(BM25) + (1 - lexical_weight) * z(cosine), and the mix
-    mapped into (0, 1] relative to the best. A candidate without a lexical match has BM25 0; one
-    without an embedding yet takes the lowest cosine. Chosen by measurement against min-max and
-    relative normalisation and against reciprocal rank fusion on LoCoMo and MADial dev (BENCHMARKS.md)."""
-    return relative_to_best(hybrid_mix(lexical, dense, lexical_weight))
-
-
 def reranked(similarity: float, logit: float, weight: float) -> float:
     """Blends a cross-encoder's logit (squashed to a probability) into the similarity."""
     return (1 - weight) * similarity + weight / (1 + math.exp(-logit))

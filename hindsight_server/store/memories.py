@@ -152,13 +152,6 @@ class MemoryStore:
             )
             yield EmbeddingClaim(connection, [PendingEmbedding(str(r["id"]), r["content"]) for r in rows])
 
-    async def pending_embeddings(self) -> int:
-        async with translate_errors():
-            count = await self._pool.fetchval(
-                "SELECT count(*) FROM memories WHERE embedding_state = 'pending'"
-            )
-        return int(count)
-
     async def record_access(self, accesses: Sequence[tuple[str, str, int, datetime]]) -> None:
         """Adds (tenant, memory id, count, last access) to the access counters in one statement."""
         async with translate_errors():

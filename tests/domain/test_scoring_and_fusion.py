@@ -79,14 +79,16 @@ Z = 1.5**0.5  # the z-score of the extremes of three evenly spread values
         ([], [], []),
     ],
 )
-def test_hybrid_similarity(
+def test_similarity_from_the_hybrid_mix(
     lexical: list[float | None], dense: list[float | None], expected: list[float]
 ) -> None:
-    assert scoring.hybrid_similarity(lexical, dense, lexical_weight=0.5) == pytest.approx(expected)
+    similarities = scoring.relative_to_best(scoring.hybrid_mix(lexical, dense, lexical_weight=0.5))
+    assert similarities == pytest.approx(expected)
 
 
 def test_hybrid_similarity_keeps_the_order_of_the_mix() -> None:
-    similarities = scoring.hybrid_similarity([5.0, 1.0, None, 3.0], [0.5, 0.6, 0.1, None], lexical_weight=0.3)
+    mix = scoring.hybrid_mix([5.0, 1.0, None, 3.0], [0.5, 0.6, 0.1, None], lexical_weight=0.3)
+    similarities = scoring.relative_to_best(mix)
     assert all(0 < s <= 1 for s in similarities)
     assert similarities[0] > similarities[1] > similarities[3] > similarities[2]
 
