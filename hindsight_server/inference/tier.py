@@ -6,6 +6,7 @@ embedder's errors into domain errors, so pipelines degrade instead of failing.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -114,7 +115,11 @@ class InferenceTier:
         if self._reranker is None or not self.can_rerank:
             raise InferenceUnavailable("the inference tier has no cross-encoder ready")
         try:
-            return await self._reranker.rerank(query, passages, timeout_s=timeout_s)
+            # The gRPC deadline bounds the call on the wire; this bounds it here, whatever the transport.
+            async with asyncio.timeout(timeout_s):
+                return await self._reranker.rerank(query, passages, timeout_s=timeout_s)
+        except TimeoutError as exc:
+            raise InferenceUnavailable(f"reranker: no answer within {timeout_s * 1000:.0f} ms") from exc
         except InferenceError as exc:
             self._can_rerank = False  # until the next probe
             raise InferenceUnavailable(f"reranker: {exc}") from exc
