@@ -203,7 +203,9 @@ class RecallPipeline:
                 policy.bm25_match_rows,
             )
             channels[Channel.LEXICAL] = lambda: self._store.lexical_channel(visibility, terms, limit, bm25)
-        if query.entities or not query.window.is_open or spoken is not None:
+        # A vague time ("上次", "recently") only prefers recent memories, which the final score does;
+        # as a filter it would add the newest memories whatever they are about (gated out later).
+        if query.entities or not query.window.is_open or (spoken is not None and not spoken.vague):
             # A time the query speaks of narrows this channel only: the others still search everywhere,
             # so a memory filed a day off is not lost. An explicit time_range narrows every channel.
             in_time = visibility if spoken is None else replace(visibility, window=spoken.window)
