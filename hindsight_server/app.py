@@ -145,6 +145,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
             max_size=db.pool_max,
             statement_timeout_ms=db.statement_timeout_ms,
             connect_timeout_s=db.connect_timeout_s,
+            hnsw_ef_search=db.hnsw_ef_search,
         )
     except HindsightError as exc:
         if inference is not None:

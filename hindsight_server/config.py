@@ -37,6 +37,8 @@ class DatabaseSettings(_Section):
     statement_timeout_ms: int = Field(5_000, ge=100)
     connect_timeout_s: float = Field(5.0, gt=0)
     health_interval_s: float = Field(2.0, gt=0)  # how often readiness re-checks the database
+    # HNSW candidate list per vector search: recall of the index against its cost.
+    hnsw_ef_search: int = Field(100, ge=1, le=1000)
 
 
 class EmbeddingSettings(_Section):

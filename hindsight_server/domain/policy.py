@@ -77,7 +77,7 @@ class RecallPolicy:
     max_query_terms: int = 64
     common_term_share: float = 0.3
     bm25_match_terms: int = 8
-    bm25_match_rows: int = 1_000
+    bm25_match_rows: int = 300
     # The turns right before and after the context_candidates strongest matches join the candidates,
     # and each candidate gains context_weight x its best neighbour's score (conversations answer a
     # question in the next turn; LoCoMo dev R@5 +4 in the measurements).
