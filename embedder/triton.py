@@ -92,7 +92,11 @@ class _Distribution:
         stub = self.server_dir / "python_backend_stubs" / version / "triton_python_backend_stub"
         backend = self.server_dir / "backends" / "python"
         for source in (stub, backend / "libtriton_python.so", backend / "triton_python_backend_utils.py"):
-            shutil.copy2(source, python_dir / source.name)
+            # Copy then rename: a stub of a server still shutting down keeps running its old inode,
+            # where writing over the busy executable would fail (ETXTBSY).
+            staged = python_dir / f".{source.name}.new"
+            shutil.copy2(source, staged)
+            os.replace(staged, python_dir / source.name)
         return python_dir.parent
 
 
