@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 _CJK_CHARS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
 _TOKEN = re.compile(rf"(?P<cjk>[{_CJK_CHARS}]+)|(?P<word>[^\W_{_CJK_CHARS}]+)", re.UNICODE)
@@ -61,16 +62,6 @@ def document_terms(text: str) -> list[tuple[str, int]]:
     return [(term, min(pos, _MAX_POSITION)) for term, pos in terms]
 
 
-def distinct_terms(text: str) -> set[str]:
-    """The terms a stored text contributes one document frequency to."""
-    return {term for term, _ in document_terms(text)}
-
-
-def document_length(text: str) -> int:
-    """A stored text's length in terms, as BM25 counts it."""
-    return len(document_terms(text))
-
-
 def query_terms(text: str) -> list[str]:
     """Distinct search terms of a query: content words, CJK bigrams (a lone CJK character as itself)."""
     seen: dict[str, None] = {}
@@ -90,12 +81,22 @@ def _quote(term: str) -> str:
     return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-def tsvector_literal(text: str) -> str:
-    """A tsvector literal (`'term':1,4 ...`) PostgreSQL stores as is, whatever its locale."""
+@dataclass(frozen=True, slots=True)
+class LexicalDocument:
+    """A stored text's lexical form, computed once per write: what the index and BM25 need."""
+
+    tsvector: str  # a tsvector literal (`'term':1,4 ...`) PostgreSQL stores as is, whatever its locale
+    length: int  # terms, as BM25 counts a document's length
+    distinct: frozenset[str]  # the terms it adds one document frequency to
+
+
+def analyse(text: str) -> LexicalDocument:
+    terms = document_terms(text)
     positions: dict[str, list[int]] = {}
-    for term, position in document_terms(text):
+    for term, position in terms:
         positions.setdefault(term, []).append(position)
-    return " ".join(f"{_quote(term)}:{','.join(map(str, pos[:256]))}" for term, pos in positions.items())
+    literal = " ".join(f"{_quote(term)}:{','.join(map(str, pos[:256]))}" for term, pos in positions.items())
+    return LexicalDocument(literal, len(terms), frozenset(positions))
 
 
 def tsquery_literal(terms: list[str]) -> str:

@@ -17,7 +17,7 @@ from pgvector import Vector
 
 from hindsight_server.domain.bm25 import Bm25, plan_bm25_query
 from hindsight_server.domain.errors import Aborted, FailedPrecondition, NotFound
-from hindsight_server.domain.lexical import distinct_terms, document_length, tsquery_literal, tsvector_literal
+from hindsight_server.domain.lexical import LexicalDocument, analyse, tsquery_literal
 from hindsight_server.domain.lifecycle import is_mutable
 from hindsight_server.domain.model import (
     ChannelHit,
@@ -180,7 +180,10 @@ class MemoryStore:
         """Inserts in one transaction: all or nothing. A memory whose idempotency key was already used
         is not inserted; the stored one is returned instead (created=False). `embeddings`, when given,
         is parallel to `memories` (None: not embedded yet)."""
-        columns: list[Any] = list(zip(*(_insert_values(m) for m in memories), strict=True))
+        lexical = [analyse(m.content) for m in memories]
+        columns: list[Any] = list(
+            zip(*(_insert_values(m, lx) for m, lx in zip(memories, lexical, strict=True)), strict=True)
+        )
         vectors = embeddings if embeddings is not None else [None] * len(memories)
         columns.append([None if v is None else Vector(v) for v in vectors])
         async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
@@ -204,7 +207,11 @@ class MemoryStore:
                     *columns,
                 )
             }
-            await _count_documents(connection, [m for m in memories if m.id in inserted])
+            await _count_documents(
+                connection,
+                memories[0].tenant_id,
+                [lx for m, lx in zip(memories, lexical, strict=True) if m.id in inserted],
+            )
             replayed_keys = [m.idempotency_key for m in memories if m.id not in inserted]
             existing: dict[str, Memory] = {}
             if replayed_keys:
@@ -236,8 +243,9 @@ class MemoryStore:
             cast = "::jsonb" if path == "entities" else ""
             assignments.append(f"{_PATCHABLE_COLUMNS[path]} = {sql.param(value)}{cast}")
         if "content" in patch.mask:
-            assignments.append(f"lexical = {sql.param(tsvector_literal(patch.content))}::tsvector")
-            assignments.append(f"lexical_terms = {sql.param(document_length(patch.content))}")
+            lexical = analyse(patch.content)
+            assignments.append(f"lexical = {sql.param(lexical.tsvector)}::tsvector")
+            assignments.append(f"lexical_terms = {sql.param(lexical.length)}")
             assignments.append(f"embedding_state = {sql.param(embedding_state.value)}, embedding = NULL")
         version_check = ""
         if patch.expected_version is not None:
@@ -260,7 +268,7 @@ class MemoryStore:
                 *sql.args,
             )
             if row is not None and "content" in patch.mask:
-                before, after = set(row["previous_lexemes"]), distinct_terms(patch.content)
+                before, after = set(row["previous_lexemes"]), analyse(patch.content).distinct
                 changes = {t: -1 for t in before - after} | {t: 1 for t in after - before}
                 await _adjust_df(connection, patch.tenant_id, changes)
         if row is not None:
@@ -498,20 +506,21 @@ class EmbeddingClaim:
             )
 
 
-async def _count_documents(connection: asyncpg.Connection, inserted: Sequence[Memory]) -> None:
+async def _count_documents(
+    connection: asyncpg.Connection, tenant_id: str, inserted: Sequence[LexicalDocument]
+) -> None:
     """Adds the new rows to their tenant's BM25 statistics, in the inserting transaction."""
     if not inserted:
         return
-    tenant_id = inserted[0].tenant_id
     await connection.execute(
         """INSERT INTO lexical_stats AS s (tenant_id, documents, terms) VALUES ($1, $2, $3)
            ON CONFLICT (tenant_id) DO UPDATE
            SET documents = s.documents + EXCLUDED.documents, terms = s.terms + EXCLUDED.terms""",
         tenant_id,
         len(inserted),
-        sum(document_length(m.content) for m in inserted),
+        sum(document.length for document in inserted),
     )
-    await _adjust_df(connection, tenant_id, Counter(t for m in inserted for t in distinct_terms(m.content)))
+    await _adjust_df(connection, tenant_id, Counter(t for document in inserted for t in document.distinct))
 
 
 async def _adjust_df(connection: asyncpg.Connection, tenant_id: str, changes: Mapping[str, int]) -> None:
@@ -531,7 +540,7 @@ async def _adjust_df(connection: asyncpg.Connection, tenant_id: str, changes: Ma
     )
 
 
-def _insert_values(memory: Memory) -> tuple[Any, ...]:
+def _insert_values(memory: Memory, lexical: LexicalDocument) -> tuple[Any, ...]:
     return (
         memory.id,
         memory.tenant_id,
@@ -552,8 +561,8 @@ def _insert_values(memory: Memory) -> tuple[Any, ...]:
         memory.expires_at,
         memory.idempotency_key or None,
         memory.embedding_state.value,
-        tsvector_literal(memory.content),
-        document_length(memory.content),
+        lexical.tsvector,
+        lexical.length,
     )
 
 

@@ -1,6 +1,6 @@
 import pytest
 
-from hindsight_server.domain.lexical import document_terms, query_terms, tsquery_literal, tsvector_literal
+from hindsight_server.domain.lexical import analyse, document_terms, query_terms, tsquery_literal
 
 
 @pytest.mark.parametrize(
@@ -44,6 +44,10 @@ def test_tsquery_literal_quotes_terms(terms: list[str], expected: str) -> None:
     assert tsquery_literal(terms) == expected
 
 
-def test_tsvector_literal_groups_positions() -> None:
-    assert tsvector_literal("go go 走") == "'go':1,2 '走':3"
-    assert tsvector_literal("") == ""
+def test_analyse_gives_the_index_literal_the_length_and_the_distinct_terms() -> None:
+    document = analyse("go go 走")
+    assert document.tsvector == "'go':1,2 '走':3"
+    assert document.length == 3
+    assert document.distinct == {"go", "走"}
+    assert analyse("") == analyse("!!!")
+    assert analyse("").tsvector == "" and analyse("").length == 0
