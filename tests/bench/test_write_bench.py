@@ -1,0 +1,21 @@
+"""`hindsight bench write` measures real calls: a small run against the session's server."""
+
+from __future__ import annotations
+
+import json
+
+from hindsight_server.app import RunningServer
+from hindsight_server.bench.write import report, run_write_bench
+
+
+async def test_write_bench_times_every_call(server: RunningServer) -> None:
+    result = await run_write_bench(
+        f"127.0.0.1:{server.port}", singles=30, batches=4, batch_size=25, concurrency=2
+    )
+    assert result.write.count == 30 and result.get.count == 30 and result.batch.count == 4
+    for summary in (result.write, result.get, result.batch):
+        assert 0 < summary.p50_ms <= summary.p95_ms <= summary.p99_ms <= summary.max_ms
+    assert result.batch_memories_per_s > 0
+    assert result.embedded_inline == 0.0  # the session's server has no inference tier
+    assert json.loads(report(result, as_json=True))["batch_size"] == 25
+    assert "WriteBatch throughput" in report(result, as_json=False)
