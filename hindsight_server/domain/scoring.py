@@ -24,6 +24,11 @@ def _same(a: JsonValue, b: JsonValue) -> bool:
     return a == b
 
 
+def shares_an_entity(wanted: Entities, stored: Entities) -> bool:
+    """The memory carries at least one of the wanted entities with the same value."""
+    return any(key in stored and _same(value, stored[key]) for key, value in wanted.items())
+
+
 def entity_match(
     wanted: Entities, stored: Entities, window: TimeWindow | None = None, when: datetime | None = None
 ) -> float:

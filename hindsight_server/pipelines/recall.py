@@ -275,12 +275,6 @@ class RecallPipeline:
         ranked = []
         for index, (candidate, similarity) in enumerate(zip(candidates, similarities, strict=True)):
             memory = candidate.memory
-            entity_match = scoring.entity_match(
-                query.entities,
-                memory.entities,
-                None if spoken is None or spoken.vague else spoken.window,
-                memory.valid_from or memory.created_at,
-            )
             # Relevant: it matches the query's words or meaning, sits next to a turn that does, belongs
             # to the ongoing session, or carries an entity the caller asked for. Nothing else is
             # returned, however recent.
@@ -288,9 +282,15 @@ class RecallPipeline:
                 matching[index]
                 or memory.id in context_of
                 or Channel.SESSION in candidate.channels
-                or scoring.entity_match(query.entities, memory.entities) > 0
+                or scoring.shares_an_entity(query.entities, memory.entities)
             ):
                 continue
+            entity_match = scoring.entity_match(
+                query.entities,
+                memory.entities,
+                None if spoken is None or spoken.vague else spoken.window,
+                memory.valid_from or memory.created_at,
+            )
             recency = scoring.recency(memory.created_at, query.now, policy.recency_half_life)
             tier_priority = scoring.TIER_PRIORITY[memory.tier]
             final = scoring.weighted(

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from hindsight_server.domain.clock import Clock
-from hindsight_server.domain.errors import InferenceUnavailable, InvalidArgument
+from hindsight_server.domain.errors import InferenceUnavailable
 from hindsight_server.domain.ids import new_memory_id
 from hindsight_server.domain.lifecycle import default_expiry, initial_status
 from hindsight_server.domain.model import EmbeddingState, Memory, MemoryDraft, MemoryPatch, WriteOutcome
@@ -58,8 +58,6 @@ class WritePipeline:
         """All or nothing, in one transaction; results in request order."""
         now = self._clock()
         validate_batch(list(drafts), self._settings.limits, now)
-        if len({draft.tenant_id for draft in drafts}) != 1:
-            raise InvalidArgument("memories", "every memory of a batch belongs to the request's tenant")
         return await self._commit(drafts, now)
 
     async def _commit(self, drafts: Sequence[MemoryDraft], now: datetime) -> list[WriteOutcome]:

@@ -177,7 +177,8 @@ class MemoryStore:
     async def insert(
         self, memories: Sequence[Memory], embeddings: Sequence[FloatVector | None] | None = None
     ) -> list[WriteOutcome]:
-        """Inserts in one transaction: all or nothing. A memory whose idempotency key was already used
+        """Inserts one tenant's memories (a request has one tenant) in one transaction: all or nothing.
+        A memory whose idempotency key was already used
         is not inserted; the stored one is returned instead (created=False). `embeddings`, when given,
         is parallel to `memories` (None: not embedded yet)."""
         lexical = [analyse(m.content) for m in memories]

@@ -123,3 +123,15 @@ def test_with_context_adds_the_best_neighbour(
     mix: list[float], neighbours: list[list[int]], expected: list[float]
 ) -> None:
     assert scoring.with_context(mix, neighbours, weight=0.5) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("wanted", "stored", "shares"),
+    [
+        ({}, {"building": "A"}, False),
+        ({"building": "A"}, {"building": "a"}, True),
+        ({"b": 1}, {"b": 2}, False),
+    ],
+)
+def test_shares_an_entity(wanted: dict, stored: dict, shares: bool) -> None:
+    assert scoring.shares_an_entity(wanted, stored) is shares
