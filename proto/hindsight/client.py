@@ -33,6 +33,7 @@ __all__ = [
     "TierName",
     "kind_value",
     "memory_input",
+    "role_value",
     "status_value",
     "tier_value",
 ]
@@ -48,7 +49,10 @@ _SERVICE_CONFIG = json.dumps(
     {
         "methodConfig": [
             {
-                "name": [{"service": _SERVICE, "method": m} for m in ("Get", "List", "Recall")],
+                "name": [
+                    {"service": _SERVICE, "method": m}
+                    for m in ("Get", "List", "Recall", "Summarize", "History")
+                ],
                 "retryPolicy": {
                     "maxAttempts": 4,
                     "initialBackoff": "0.05s",
@@ -81,6 +85,10 @@ def kind_value(name: str) -> pb.Kind.ValueType:
 
 def status_value(name: str) -> pb.Status.ValueType:
     return pb.Status.ValueType(_enum_value(pb.Status, "STATUS", name))
+
+
+def role_value(name: str) -> pb.Role.ValueType:
+    return pb.Role.ValueType(_enum_value(pb.Role, "ROLE", name))
 
 
 def _struct(values: Mapping[str, Any]) -> struct_pb2.Struct:
@@ -316,6 +324,76 @@ class HindsightClient:
         _set_time(request, "as_of", as_of)
         _set_time(request, "now", now)
         response: pb.RecallResponse = await self._stub.Recall(request, **self._call_options(timeout_s))
+        return response
+
+    # --------------------------------------------------------------------------------------- sessions
+
+    async def append_turn(
+        self,
+        tenant_id: str,
+        session_id: str,
+        text: str,
+        *,
+        role: str = "user",
+        subject: str = "",
+        agent_id: str = "",
+        entities: Mapping[str, Any] | None = None,
+        occurred_at: datetime | None = None,
+        idempotency_key: str = "",
+        timeout_s: float | None = None,
+    ) -> pb.AppendTurnResponse:
+        request = pb.AppendTurnRequest(
+            tenant_id=tenant_id,
+            session_id=session_id,
+            text=text,
+            role=role_value(role),
+            subject=subject,
+            agent_id=agent_id,
+            idempotency_key=idempotency_key,
+        )
+        if entities:
+            request.entities.CopyFrom(_struct(entities))
+        _set_time(request, "occurred_at", occurred_at)
+        response: pb.AppendTurnResponse = await self._stub.AppendTurn(
+            request, **self._call_options(timeout_s)
+        )
+        return response
+
+    async def summarize(
+        self, tenant_id: str, session_id: str, *, timeout_s: float | None = None
+    ) -> pb.SessionSummary:
+        request = pb.SummarizeRequest(tenant_id=tenant_id, session_id=session_id)
+        response: pb.SessionSummary = await self._stub.Summarize(request, **self._call_options(timeout_s))
+        return response
+
+    async def end_session(
+        self, tenant_id: str, session_id: str, *, reason: str = "", timeout_s: float | None = None
+    ) -> pb.EndSessionResponse:
+        request = pb.EndSessionRequest(tenant_id=tenant_id, session_id=session_id, reason=reason)
+        response: pb.EndSessionResponse = await self._stub.EndSession(
+            request, **self._call_options(timeout_s)
+        )
+        return response
+
+    async def confirm_pending(
+        self, tenant_id: str, memory_id: str, *, timeout_s: float | None = None
+    ) -> pb.Memory:
+        request = pb.PendingDecisionRequest(tenant_id=tenant_id, id=memory_id)
+        response: pb.Memory = await self._stub.ConfirmPending(request, **self._call_options(timeout_s))
+        return response
+
+    async def reject_pending(
+        self, tenant_id: str, memory_id: str, *, timeout_s: float | None = None
+    ) -> pb.Memory:
+        request = pb.PendingDecisionRequest(tenant_id=tenant_id, id=memory_id)
+        response: pb.Memory = await self._stub.RejectPending(request, **self._call_options(timeout_s))
+        return response
+
+    async def history(
+        self, tenant_id: str, memory_id: str, *, timeout_s: float | None = None
+    ) -> pb.HistoryResponse:
+        request = pb.HistoryRequest(tenant_id=tenant_id, id=memory_id)
+        response: pb.HistoryResponse = await self._stub.History(request, **self._call_options(timeout_s))
         return response
 
     async def health(self, service: str = "", *, timeout_s: float | None = None) -> str:
