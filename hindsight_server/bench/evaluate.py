@@ -160,7 +160,8 @@ async def _load(client: HindsightClient, tenant: str, conversation: EvalConversa
             )
             for offset, item in enumerate(chunk)
         ]
-        response = await client.write_batch(tenant, inputs, timeout_s=120)
+        # Every item is its own record (evidence names items), so nothing merges: an import.
+        response = await client.write_batch(tenant, inputs, verbatim=True, timeout_s=120)
         for result in response.results:
             item_of[result.memory.id] = result.memory.idempotency_key
             if result.memory.embedding_state == pb.EMBEDDING_STATE_PENDING:

@@ -30,6 +30,7 @@ async def private_stack(
     port = _free_port()
     with tempfile.TemporaryDirectory(prefix="hindsight-bench-") as data_dir:
         env = {**os.environ, "HINDSIGHT_STACK__INFERENCE": "true" if inference else "false"}
+        env["HINDSIGHT_MCP__PORT"] = str(_free_port())  # never the port of a `make up` beside it
         if inference:
             env.update(
                 HINDSIGHT_STACK__TRITON_HTTP_PORT=str(_free_port()),

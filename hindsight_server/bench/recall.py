@@ -260,7 +260,7 @@ async def _write_batch(
     """Retried on transient errors: the idempotency keys make a retry safe."""
     for attempt in range(4):
         try:
-            return await client.write_batch(tenant_id, payload, timeout_s=120)
+            return await client.write_batch(tenant_id, payload, verbatim=True, timeout_s=120)
         except grpc.aio.AioRpcError as exc:
             if exc.code() not in _RETRYABLE or attempt == 3:
                 raise

@@ -75,7 +75,7 @@ async def run_write_bench(
             while not queue.empty():
                 payload = queue.get_nowait()
                 started = time.perf_counter()
-                response = await client.write_batch(tenant, payload)
+                response = await client.write_batch(tenant, payload, verbatim=True)
                 batch_s.append(time.perf_counter() - started)
                 states.extend(r.memory.embedding_state for r in response.results)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+CHINESE = "zh"
+ENGLISH = "en"
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]")
 _LETTER = re.compile(r"[^\W\d_]")
 
@@ -11,4 +13,4 @@ _LETTER = re.compile(r"[^\W\d_]")
 def language(text: str) -> str:
     """ "zh" when at least 30% of the letters are CJK characters, else "en"."""
     letters = len(_LETTER.findall(text))
-    return "zh" if letters and len(_CJK.findall(text)) / letters >= 0.3 else "en"
+    return CHINESE if letters and len(_CJK.findall(text)) / letters >= 0.3 else ENGLISH

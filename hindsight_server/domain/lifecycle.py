@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from hindsight_server.domain.model import Kind, Status, Tier
+from hindsight_server.domain.model import Kind, Memory, Status, Tier
 from hindsight_server.domain.policy import TtlPolicy, WritePolicy
 
 
@@ -24,8 +24,15 @@ def initial_status(confidence: float, policy: WritePolicy) -> Status:
     return Status.PENDING if confidence < policy.pending_below_confidence else Status.ACTIVE
 
 
+def resolves_conflicts(memory: Memory) -> bool:
+    """Whether a new memory is checked against its peers (merge / supersede). Working memory is the raw
+    conversation (two "好的" are two turns), and a pending memory is not believed yet, so it replaces
+    nothing."""
+    return memory.tier is not Tier.WORKING and memory.status is Status.ACTIVE
+
+
 def is_mutable(status: Status) -> bool:
     return status in (Status.ACTIVE, Status.PENDING)
 
 
-__all__ = ["default_expiry", "initial_status", "is_mutable"]
+__all__ = ["default_expiry", "initial_status", "is_mutable", "resolves_conflicts"]

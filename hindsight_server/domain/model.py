@@ -45,6 +45,15 @@ class EmbeddingState(StrEnum):
     DISABLED = "disabled"
 
 
+class VectorSpace(StrEnum):
+    """Which model a vector comes from. Every memory has a multilingual vector (zh + en, cross-lingual);
+    English memories also get an English model's, which ranks English far better (LoCoMo dev dense
+    R@5 50.1 against 22.8, BENCHMARKS.md). Vectors of different spaces are never compared."""
+
+    MULTILINGUAL = "multilingual"
+    ENGLISH = "english"
+
+
 class Channel(StrEnum):
     STRUCTURED = "structured"
     VECTOR = "vector"
@@ -100,13 +109,26 @@ class Memory:
     idempotency_key: str
     embedding_state: EmbeddingState
     version: int
+    seen_count: int = 1
+    last_seen_at: datetime | None = None
+    derived_from: tuple[str, ...] = ()
+    provenance: Entities = field(default_factory=dict)
+
+
+class Resolution(StrEnum):
+    CREATED = "created"
+    MERGED = "merged"  # a near-identical memory was there: it was seen again
+    SUPERSEDED = "superseded"  # the new memory replaced an older version
+    REPLAYED = "replayed"  # the idempotency key was used before: the stored memory is returned
 
 
 @dataclass(frozen=True, slots=True)
 class WriteOutcome:
     memory: Memory
-    created: bool  # False: an earlier write with the same idempotency key was returned
+    created: bool  # False: an earlier write (same idempotency key) or a merge target was returned
     embedding_truncated: bool = False
+    resolution: Resolution = Resolution.CREATED
+    reason: str = ""
 
 
 # The fields Update may change, by their names in the contract.

@@ -94,6 +94,10 @@ class RecallPolicy:
     # Cosine at which a memory counts as matching the query's meaning. DESIGN's 0.65 came from another
     # model; calibrated for USE-multilingual v3 on the dev sets (BENCHMARKS.md).
     min_similarity: float = 0.3
+    # The same two knobs when an English query searches the English model's vectors (bge-small-en:
+    # its cosines run higher, and it carries English meaning well enough to lean less on BM25).
+    english_lexical_weight: float = 0.23
+    english_min_similarity: float = 0.55
     profiles: dict[str, ScoreWeights] = field(default_factory=lambda: dict(DEFAULT_PROFILES))
 
 

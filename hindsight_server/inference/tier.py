@@ -1,14 +1,16 @@
 """The memory server's side of the inference tier (Triton, reached through `embedder.client`).
 
-Knows whether the tier answers now, checks the model's dimension against the table's, and turns the
-embedder's errors into domain errors, so pipelines degrade instead of failing.
+Knows whether the tier answers now, checks each model's dimension against the table's, and turns the
+embedder's errors into domain errors, so pipelines degrade instead of failing. The multilingual model
+is required for dense search at all; the English model (VectorSpace.ENGLISH) is optional: while it is
+configured but away, English queries use the multilingual vectors and English memories wait for theirs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,6 +19,7 @@ import numpy.typing as npt
 from embedder.client import TritonEmbedder, TritonReranker
 from embedder.errors import InferenceError
 from hindsight_server.domain.errors import InferenceUnavailable
+from hindsight_server.domain.model import VectorSpace
 
 log = logging.getLogger(__name__)
 
@@ -41,17 +44,35 @@ class QueryVector:
 
 class InferenceTier:
     def __init__(
-        self, embedder: TritonEmbedder, expected_dimension: int, reranker: TritonReranker | None = None
+        self,
+        embedders: Mapping[VectorSpace, TritonEmbedder],
+        expected_dimensions: Mapping[VectorSpace, int],
+        reranker: TritonReranker | None = None,
     ) -> None:
-        self._embedder = embedder
+        if VectorSpace.MULTILINGUAL not in embedders:
+            raise ValueError("the inference tier needs the multilingual embedder")
+        self._embedder = embedders[VectorSpace.MULTILINGUAL]
+        self._english = embedders.get(VectorSpace.ENGLISH)
         self._reranker = reranker
-        self._expected_dimension = expected_dimension
+        self._expected = dict(expected_dimensions)
         self._available = False
+        self._english_available = False
         self._can_rerank = False
         self.problem = "not checked yet"
 
     @property
     def available(self) -> bool:
+        """The multilingual model answers: writes can embed, recall can search densely."""
+        return self._available
+
+    @property
+    def english_configured(self) -> bool:
+        return self._english is not None
+
+    def serves(self, space: VectorSpace) -> bool:
+        """The space's model answered the last probe."""
+        if space is VectorSpace.ENGLISH:
+            return self._available and self._english_available
         return self._available
 
     @property
@@ -62,27 +83,48 @@ class InferenceTier:
     async def refresh(self, timeout_s: float = 2.0) -> bool:
         """Probes the tier; on (re)connection reads the model's dimension and checks it. Never raises
         for an unreachable tier; raises DimensionMismatch when the model cannot fit the table."""
-        if not await self._embedder.ready(timeout_s=timeout_s):
-            self._mark(False, f"model {self._embedder.model!r} at {self._embedder.url} is not ready")
+        problem = await self._probe(self._embedder, VectorSpace.MULTILINGUAL, self._available, timeout_s)
+        if problem:
+            self._mark(False, problem)
             return False
-        if not self._available:
-            try:
-                dimension = await self._embedder.connect(timeout_s=timeout_s)
-            except InferenceError as exc:
-                self._mark(False, str(exc))
-                return False
-            if dimension != self._expected_dimension:
-                self._mark(
-                    False, f"model dimension {dimension} != table dimension {self._expected_dimension}"
-                )
-                raise DimensionMismatch(
-                    f"the inference tier's {self._embedder.model!r} model makes {dimension}-dimensional "
-                    f"embeddings but the memories table stores {self._expected_dimension}: configure the "
-                    f"model the database was built with, or HINDSIGHT_EMBEDDING__DIMENSION for a new one"
-                )
         self._mark(True, "")
+        if self._english is not None:
+            english_problem = await self._probe(
+                self._english, VectorSpace.ENGLISH, self._english_available, timeout_s
+            )
+            if bool(english_problem) == self._english_available:
+                log.log(
+                    logging.WARNING if english_problem else logging.INFO,
+                    "English embedding model %s%s",
+                    "unavailable: " if english_problem else "available",
+                    english_problem,
+                )
+            self._english_available = not english_problem
         self._can_rerank = self._reranker is not None and await self._reranker.ready(timeout_s=timeout_s)
         return True
+
+    async def _probe(
+        self, embedder: TritonEmbedder, space: VectorSpace, connected: bool, timeout_s: float
+    ) -> str:
+        """Why the model cannot answer now ("" when it can); on (re)connection checks its dimension."""
+        if not await embedder.ready(timeout_s=timeout_s):
+            return f"model {embedder.model!r} at {embedder.url} is not ready"
+        if connected:
+            return ""
+        try:
+            dimension = await embedder.connect(timeout_s=timeout_s)
+        except InferenceError as exc:
+            return str(exc)
+        expected = self._expected[space]
+        if dimension != expected:
+            self._mark(False, f"model {embedder.model!r} dimension {dimension} != table dimension {expected}")
+            setting = "DIMENSION" if space is VectorSpace.MULTILINGUAL else "ENGLISH_DIMENSION"
+            raise DimensionMismatch(
+                f"the inference tier's {embedder.model!r} model makes {dimension}-dimensional embeddings "
+                f"but the memories table stores {expected}: configure the model the database was built "
+                f"with, or HINDSIGHT_EMBEDDING__{setting} for a new one"
+            )
+        return ""
 
     def _mark(self, available: bool, problem: str) -> None:
         if available != self._available:
@@ -92,22 +134,30 @@ class InferenceTier:
                 log.warning("inference tier unavailable: %s", problem)
         self._available, self.problem = available, problem
 
-    async def embed_documents(self, texts: Sequence[str], timeout_s: float) -> DocumentEmbeddings:
-        if not self._available:
-            raise InferenceUnavailable(f"inference tier unavailable: {self.problem}")
+    def _model(self, space: VectorSpace) -> TritonEmbedder:
+        if not self.serves(space):
+            problem = self.problem if not self._available else f"the {space.value} model is not ready"
+            raise InferenceUnavailable(f"inference tier unavailable: {problem}")
+        return self._english if space is VectorSpace.ENGLISH and self._english else self._embedder
+
+    async def embed_documents(
+        self, texts: Sequence[str], timeout_s: float, space: VectorSpace = VectorSpace.MULTILINGUAL
+    ) -> DocumentEmbeddings:
+        model = self._model(space)
         try:
-            result = await self._embedder.embed(texts, timeout_s=timeout_s)
+            result = await model.embed(texts, timeout_s=timeout_s)
         except InferenceError as exc:
-            raise self._failed(exc) from exc
+            raise self._failed(exc, space) from exc
         return DocumentEmbeddings(result.vectors, [bool(flag) for flag in result.truncated])
 
-    async def embed_query(self, text: str, timeout_s: float) -> QueryVector:
-        if not self._available:
-            raise InferenceUnavailable(f"inference tier unavailable: {self.problem}")
+    async def embed_query(
+        self, text: str, timeout_s: float, space: VectorSpace = VectorSpace.MULTILINGUAL
+    ) -> QueryVector:
+        model = self._model(space)
         try:
-            result = await self._embedder.embed_query(text, timeout_s=timeout_s)
+            result = await model.embed_query(text, timeout_s=timeout_s)
         except InferenceError as exc:
-            raise self._failed(exc) from exc
+            raise self._failed(exc, space) from exc
         return QueryVector(result.vector, result.truncated)
 
     async def rerank(self, query: str, passages: Sequence[str], timeout_s: float) -> list[float]:
@@ -124,12 +174,17 @@ class InferenceTier:
             self._can_rerank = False  # until the next probe
             raise InferenceUnavailable(f"reranker: {exc}") from exc
 
-    def _failed(self, error: InferenceError) -> InferenceUnavailable:
-        # Until the next probe (refresh) calls skip the tier at once instead of each waiting for a deadline.
-        self._mark(False, str(error))
+    def _failed(self, error: InferenceError, space: VectorSpace) -> InferenceUnavailable:
+        # Until the next probe (refresh) calls skip the model at once instead of each waiting for a deadline.
+        if space is VectorSpace.ENGLISH:
+            self._english_available = False
+        else:
+            self._mark(False, str(error))
         return InferenceUnavailable(f"inference tier: {error}")
 
     async def close(self) -> None:
         await self._embedder.close()
+        if self._english is not None:
+            await self._english.close()
         if self._reranker is not None:
             await self._reranker.close()

@@ -11,8 +11,9 @@ import logging
 from dataclasses import dataclass
 
 from hindsight_server.domain.errors import HindsightError, InferenceUnavailable
+from hindsight_server.domain.model import VectorSpace
 from hindsight_server.inference.tier import InferenceTier
-from hindsight_server.store.memories import MemoryStore
+from hindsight_server.store.memories import FloatVector, MemoryStore, PendingEmbedding
 
 log = logging.getLogger(__name__)
 
@@ -20,6 +21,9 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True)
 class BackfillSettings:
     batch: int = 256
+    # Texts per inference call, one call at a time: a recall's query embedding queues behind at most
+    # one chunk on the model instance, not behind the whole backlog.
+    chunk: int = 32
     idle_s: float = 0.5
     timeout_s: float = 10.0
 
@@ -32,16 +36,38 @@ class EmbeddingBackfill:
 
     async def run_once(self) -> int:
         """Embeds up to one batch of pending memories; returns how many (0 when the tier is away)."""
-        if not self._inference.available:
+        inference = self._inference
+        if not inference.available:
             return 0
-        async with self._store.claim_pending_embeddings(self._settings.batch) as claim:
+        # While a configured English model is away, English rows get their multilingual vector and wait
+        # for the English one; a server without an English model never asks for English vectors.
+        english_now = inference.serves(VectorSpace.ENGLISH)
+        async with self._store.claim_pending_embeddings(
+            self._settings.batch, english=inference.english_configured, english_now=english_now
+        ) as claim:
             if not claim.rows:
                 return 0
-            embedded = await self._inference.embed_documents(
-                [row.content for row in claim.rows], timeout_s=self._settings.timeout_s
-            )
-            await claim.complete(list(embedded.vectors))
+            vectors: dict[VectorSpace, dict[str, FloatVector]] = {}
+            for space in VectorSpace:
+                rows = [row for row in claim.rows if space in row.missing]
+                if rows and inference.serves(space):
+                    # InferenceUnavailable rolls the claim back: the rows stay pending for the next round.
+                    vectors[space] = await self._embed(inference, rows, space)
+            await claim.complete(vectors)
             return len(claim.rows)
+
+    async def _embed(
+        self, inference: InferenceTier, rows: list[PendingEmbedding], space: VectorSpace
+    ) -> dict[str, FloatVector]:
+        vectors: dict[str, FloatVector] = {}
+        size = self._settings.chunk
+        for start in range(0, len(rows), size):
+            chunk = rows[start : start + size]
+            embedded = await inference.embed_documents(
+                [row.content for row in chunk], timeout_s=self._settings.timeout_s, space=space
+            )
+            vectors.update((row.memory_id, v) for row, v in zip(chunk, embedded.vectors, strict=True))
+        return vectors
 
     async def run_forever(self) -> None:
         while True:

@@ -19,7 +19,7 @@ from hindsight_server.domain import scoring
 from hindsight_server.domain.bm25 import Bm25
 from hindsight_server.domain.errors import HindsightError, InferenceUnavailable
 from hindsight_server.domain.fusion import FusedCandidate, reciprocal_rank_fusion
-from hindsight_server.domain.language import language
+from hindsight_server.domain.language import ENGLISH, language
 from hindsight_server.domain.lexical import query_terms
 from hindsight_server.domain.model import (
     Channel,
@@ -28,6 +28,7 @@ from hindsight_server.domain.model import (
     RecallQuery,
     RecallResult,
     ScoreBreakdown,
+    VectorSpace,
 )
 from hindsight_server.domain.packing import PackItem, pack
 from hindsight_server.domain.policy import Limits, RecallPolicy
@@ -36,7 +37,7 @@ from hindsight_server.domain.timeparse import TimeExpression, parse_time
 from hindsight_server.domain.validation import validate_recall
 from hindsight_server.inference.tier import InferenceTier
 from hindsight_server.pipelines.access import AccessTracker
-from hindsight_server.store.memories import ChannelRows, FloatVector, MemoryStore, Visibility
+from hindsight_server.store.memories import ChannelRows, FloatVector, MemoryStore, Vectors, Visibility
 
 FloatMatrix = npt.NDArray[np.float32]
 
@@ -53,10 +54,9 @@ ChannelRun = Callable[[], Awaitable[ChannelRows]]
 
 
 @dataclass(frozen=True, slots=True)
-class QueryVectors:
+class SpaceQuery:
     main: FloatVector  # the (focused) query's embedding: what the vector channel searches with
     turns: FloatMatrix | None  # a dialogue's user turns, one row each
-    truncated: bool
 
     def cosine(self, vector: FloatVector) -> float:
         """Similarity to the query, plus to its best-matching turn for a dialogue (MADial dev: dense
@@ -65,6 +65,20 @@ class QueryVectors:
         if self.turns is not None:
             similarity += float(np.max(self.turns @ vector))
         return similarity
+
+
+@dataclass(frozen=True, slots=True)
+class QueryVectors:
+    by_space: dict[VectorSpace, SpaceQuery]  # the preferred space first
+    truncated: bool
+
+    def similarity(self, memory_id: str, vectors: Vectors) -> tuple[float, VectorSpace] | None:
+        """The cosine in the best space the memory has a vector in, and that space."""
+        for space, query in self.by_space.items():
+            vector = vectors.get(space, {}).get(memory_id)
+            if vector is not None:
+                return query.cosine(vector), space
+        return None
 
 
 class RecallPipeline:
@@ -96,16 +110,17 @@ class RecallPipeline:
             window=query.window,
         )
         spoken = _spoken_time(query)
-        query_vector = self._start_query_embedding(focused)
+        spaces = self._spaces_for(query.text)
+        query_vector = self._start_query_embedding(focused, spaces)
         try:
-            channels = self._channels(query, visibility, query_vector, spoken)
+            channels = self._channels(query, visibility, query_vector, spoken, spaces)
             results, vectors = await _run_channels(channels)
         finally:
             if query_vector is not None and not query_vector.done():
                 query_vector.cancel()  # the recall failed before the vector channel used it
         candidates = reciprocal_rank_fusion(results, k=policy.rrf_k, limit=policy.max_candidates)
         ranked = await self._rank(
-            query, visibility, candidates, vectors, _embedded(query_vector), spoken, results
+            query, visibility, candidates, vectors, _embedded(query_vector), spoken, results, spaces
         )
         ranked, was_reranked = await self._rerank(query, ranked)
         kept = [hit for hit in ranked if hit.score.final >= query.min_score][: query.top_k]
@@ -161,20 +176,39 @@ class RecallPipeline:
         merged = rescored + tail
         return sorted(merged, key=lambda hit: (-hit.score.final, -hit.score.fusion, hit.memory.id)), True
 
-    def _start_query_embedding(self, focused: QueryFocus) -> asyncio.Task[QueryVectors] | None:
+    def _spaces_for(self, text: str) -> tuple[VectorSpace, ...]:
+        """The vector spaces a query is compared in, preferred first. An English query is judged by the
+        English model where a memory has its vector, by the multilingual one elsewhere (Chinese
+        memories: found across languages); anything else (or the English model away) by the
+        multilingual model alone, which covers every memory."""
+        english = self._inference is not None and self._inference.serves(VectorSpace.ENGLISH)
+        if english and language(text) == ENGLISH:
+            return (VectorSpace.ENGLISH, VectorSpace.MULTILINGUAL)
+        return (VectorSpace.MULTILINGUAL,)
+
+    def _start_query_embedding(
+        self, focused: QueryFocus, spaces: tuple[VectorSpace, ...]
+    ) -> asyncio.Task[QueryVectors] | None:
         """Starts embedding the query (and a dialogue's user turns) at once, so it overlaps the
         database channels."""
         if self._inference is None:
             return None
-        return asyncio.ensure_future(self._embed(self._inference, focused))
+        return asyncio.ensure_future(self._embed(self._inference, focused, spaces))
 
-    async def _embed(self, inference: InferenceTier, focused: QueryFocus) -> QueryVectors:
+    async def _embed(
+        self, inference: InferenceTier, focused: QueryFocus, spaces: tuple[VectorSpace, ...]
+    ) -> QueryVectors:
         timeout_s = self._settings.query_timeout_s
+        texts = (focused.text, *focused.turns)
         embedded = await asyncio.gather(
-            *(inference.embed_query(t, timeout_s) for t in (focused.text, *focused.turns))
+            *(inference.embed_query(t, timeout_s, space) for space in spaces for t in texts)
         )
-        turns = np.stack([e.vector for e in embedded[1:]]) if len(embedded) > 1 else None
-        return QueryVectors(embedded[0].vector, turns, any(e.truncated for e in embedded))
+        by_space = {}
+        for index, space in enumerate(spaces):
+            mine = embedded[index * len(texts) : (index + 1) * len(texts)]
+            turns = np.stack([e.vector for e in mine[1:]]) if len(mine) > 1 else None
+            by_space[space] = SpaceQuery(mine[0].vector, turns)
+        return QueryVectors(by_space, any(e.truncated for e in embedded))
 
     def _channels(
         self,
@@ -182,7 +216,9 @@ class RecallPipeline:
         visibility: Visibility,
         query_vector: asyncio.Task[QueryVectors] | None,
         spoken: TimeExpression | None,
+        spaces: tuple[VectorSpace, ...],
     ) -> dict[Channel, ChannelRun]:
+        """Every channel reads the memories' vectors in the query's spaces, to score all candidates alike."""
         policy = self._settings.policy
         limit = policy.channel_limit
         channels: dict[Channel, ChannelRun] = {}
@@ -190,7 +226,13 @@ class RecallPipeline:
 
             async def vector() -> ChannelRows:
                 embedded = await query_vector
-                return await self._store.vector_channel(visibility, embedded.main, limit)
+                searches = await asyncio.gather(
+                    *(
+                        self._store.vector_channel(visibility, q.main, limit, space, spaces)
+                        for space, q in embedded.by_space.items()
+                    )
+                )
+                return _judged_by_best_space(searches, spaces)
 
             channels[Channel.VECTOR] = vector
         terms = query_terms(query.text)[-policy.max_query_terms :]  # a long dialogue: its latest words
@@ -202,7 +244,9 @@ class RecallPipeline:
                 policy.bm25_match_terms,
                 policy.bm25_match_rows,
             )
-            channels[Channel.LEXICAL] = lambda: self._store.lexical_channel(visibility, terms, limit, bm25)
+            channels[Channel.LEXICAL] = lambda: self._store.lexical_channel(
+                visibility, terms, limit, bm25, spaces
+            )
         # A vague time ("上次", "recently") only prefers recent memories, which the final score does;
         # as a filter it would add the newest memories whatever they are about (gated out later).
         if query.entities or not query.window.is_open or (spoken is not None and not spoken.vague):
@@ -210,11 +254,11 @@ class RecallPipeline:
             # so a memory filed a day off is not lost. An explicit time_range narrows every channel.
             in_time = visibility if spoken is None else replace(visibility, window=spoken.window)
             channels[Channel.STRUCTURED] = lambda: self._store.structured_channel(
-                in_time, query.entities, limit
+                in_time, query.entities, limit, spaces
             )
         if query.session_id:
             channels[Channel.SESSION] = lambda: self._store.session_channel(
-                visibility, query.session_id, limit
+                visibility, query.session_id, limit, spaces
             )
         return channels
 
@@ -223,25 +267,39 @@ class RecallPipeline:
         query: RecallQuery,
         visibility: Visibility,
         candidates: list[FusedCandidate],
-        vectors: dict[str, FloatVector],
+        vectors: Vectors,
         query_vector: QueryVectors | None,
         spoken: TimeExpression | None,
         results: list[ChannelResult],
+        spaces: tuple[VectorSpace, ...],
     ) -> list[RankedMemory]:
         """Scores the fused candidates (and the turns around the strong ones) and drops the irrelevant.
         Appends the context channel's result to `results` when it ran."""
         policy = self._settings.policy
-        lexical_weight = policy.lexical_weight.get(language(query.text), 0.5)
+        if spaces[0] is VectorSpace.ENGLISH:
+            lexical_weight = policy.english_lexical_weight
+        else:
+            lexical_weight = policy.lexical_weight.get(language(query.text), 0.5)
+        min_similarity = {
+            VectorSpace.MULTILINGUAL: policy.min_similarity,
+            VectorSpace.ENGLISH: policy.english_min_similarity,
+        }
 
-        def signals() -> tuple[list[float | None], list[float | None]]:
+        def signals() -> tuple[list[float | None], list[float | None], list[float]]:
             lexical = [_channel_score(c, Channel.LEXICAL) for c in candidates]
-            dense = [_cosine(c, vectors, query_vector) for c in candidates]
-            return lexical, dense
+            judged = [
+                None if query_vector is None else query_vector.similarity(c.memory.id, vectors)
+                for c in candidates
+            ]
+            dense = [None if j is None else j[0] for j in judged]
+            # A cosine counts as a match against its own model's calibration.
+            thresholds = [math.inf if j is None else min_similarity[j[1]] for j in judged]
+            return lexical, dense, thresholds
 
-        lexical, dense = signals()
+        lexical, dense, thresholds = signals()
         matching = [
-            scoring.matches_query(lx, cs, policy.min_similarity)
-            for lx, cs in zip(lexical, dense, strict=True)
+            scoring.matches_query(lx, cs, threshold)
+            for lx, cs, threshold in zip(lexical, dense, thresholds, strict=True)
         ]
         around: dict[str, tuple[str | None, str | None]] = {}
         context_of: set[str] = set()
@@ -253,15 +311,15 @@ class RecallPipeline:
             if strong:
                 started = time.perf_counter()
                 rows, around = await self._store.adjacent_turns(
-                    visibility, [candidates[i].memory.id for i in strong]
+                    visibility, [candidates[i].memory.id for i in strong], spaces
                 )
                 known = {c.memory.id for c in candidates}
                 added = [hit for hit in rows.hits if hit.memory.id not in known]
-                vectors.update(rows.vectors)
+                _merge_vectors(vectors, rows.vectors)
                 candidates.extend(FusedCandidate(hit.memory, {Channel.CONTEXT: hit}, 0.0) for hit in added)
                 results.append(ChannelResult(Channel.CONTEXT, added, (time.perf_counter() - started) * 1000))
                 context_of = {n for pair in around.values() for n in pair if n}
-                lexical, dense = signals()
+                lexical, dense, thresholds = signals()
                 matching += [False] * len(added)
         position = {c.memory.id: i for i, c in enumerate(candidates)}
         neighbours = [
@@ -315,11 +373,24 @@ class RecallPipeline:
         return sorted(ranked, key=lambda hit: (-hit.score.final, -hit.score.fusion, hit.memory.id))
 
 
-def _cosine(
-    candidate: FusedCandidate, vectors: dict[str, FloatVector], query: QueryVectors | None
-) -> float | None:
-    vector = vectors.get(candidate.memory.id)
-    return None if query is None or vector is None else query.cosine(vector)
+def _merge_vectors(into: Vectors, more: Vectors) -> None:
+    for space, by_id in more.items():
+        into.setdefault(space, {}).update(by_id)
+
+
+def _judged_by_best_space(searches: list[ChannelRows], spaces: tuple[VectorSpace, ...]) -> ChannelRows:
+    """One vector channel from a search per space (preferred first): a later space contributes only
+    memories the earlier ones have no vector for (an English query's Chinese memories), so each
+    memory is ranked by the best model that covers it."""
+    hits = list(searches[0].hits)
+    vectors: Vectors = {}
+    for rows in searches:
+        _merge_vectors(vectors, rows.vectors)
+    seen = {hit.memory.id for hit in hits}
+    for later, rows in enumerate(searches[1:], start=1):
+        covered = set().union(*(rows.vectors.get(space, {}) for space in spaces[:later]))
+        hits += [hit for hit in rows.hits if hit.memory.id not in covered and hit.memory.id not in seen]
+    return ChannelRows([replace(hit, rank=rank) for rank, hit in enumerate(hits, start=1)], vectors)
 
 
 def _spoken_time(query: RecallQuery) -> TimeExpression | None:
@@ -340,8 +411,8 @@ def _embedded(query_vector: asyncio.Task[QueryVectors] | None) -> QueryVectors |
 
 async def _run_channels(
     channels: dict[Channel, ChannelRun],
-) -> tuple[list[ChannelResult], dict[str, FloatVector]]:
-    vectors: dict[str, FloatVector] = {}
+) -> tuple[list[ChannelResult], Vectors]:
+    vectors: Vectors = {}
 
     async def timed(channel: Channel, run: ChannelRun) -> ChannelResult:
         started = time.perf_counter()
@@ -349,7 +420,7 @@ async def _run_channels(
             rows = await run()
         except InferenceUnavailable as exc:  # degrade: the other channels still answer
             return ChannelResult(channel, [], (time.perf_counter() - started) * 1000, error=str(exc))
-        vectors.update(rows.vectors)
+        _merge_vectors(vectors, rows.vectors)
         return ChannelResult(channel, rows.hits, elapsed_ms=(time.perf_counter() - started) * 1000)
 
     try:

@@ -1,25 +1,37 @@
 """The write path: validate -> decide status and expiry -> embed within a small budget -> commit
 (committed = acknowledged). An embedding that does not arrive in time is left pending for the
-background worker (pipelines/backfill.py): writes never wait on a sick inference tier.
+background worker (pipelines/backfill.py): writes never wait on a sick inference tier. English
+memories need a second, English-model vector; small writes get it inline, bulk batches from the worker.
 
 Also Update and soft Delete, which change stored memories.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from hindsight_server.domain.clock import Clock
+from hindsight_server.domain.conflicts import Action, ConflictPolicy, Existing, NewMemory, resolve
+from hindsight_server.domain.conflicts import Resolution as ConflictResolution
 from hindsight_server.domain.errors import InferenceUnavailable
 from hindsight_server.domain.ids import new_memory_id
-from hindsight_server.domain.lifecycle import default_expiry, initial_status
-from hindsight_server.domain.model import EmbeddingState, Memory, MemoryDraft, MemoryPatch, WriteOutcome
+from hindsight_server.domain.language import ENGLISH, language
+from hindsight_server.domain.lifecycle import default_expiry, initial_status, resolves_conflicts
+from hindsight_server.domain.model import (
+    EmbeddingState,
+    Memory,
+    MemoryDraft,
+    MemoryPatch,
+    VectorSpace,
+    WriteOutcome,
+)
 from hindsight_server.domain.policy import Limits, TtlPolicy, WritePolicy
 from hindsight_server.domain.validation import validate_batch, validate_draft, validate_patch, validate_tenant
 from hindsight_server.inference.tier import DocumentEmbeddings, InferenceTier
-from hindsight_server.store.memories import MemoryStore
+from hindsight_server.store.memories import FloatVector, MemoryStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +41,14 @@ class WriteSettings:
     policy: WritePolicy
     inline_budget_s: float = 0.1
     inline_budget_per_item_s: float = 0.002
+    english_inline_max_batch: int = 16
+    conflicts: ConflictPolicy = field(default_factory=ConflictPolicy)
+
+
+@dataclass(frozen=True, slots=True)
+class InlineEmbeddings:
+    multilingual: DocumentEmbeddings
+    english: dict[int, FloatVector]  # by position in the write; those that got one inline
 
 
 class WritePipeline:
@@ -49,37 +69,104 @@ class WritePipeline:
         return EmbeddingState.DISABLED if self._inference is None else EmbeddingState.PENDING
 
     async def write(self, draft: MemoryDraft) -> WriteOutcome:
+        """Stores one memory, or merges it into the same one said before, or supersedes an older version
+        of it (domain.conflicts)."""
         now = self._clock()
         validate_draft(draft, self._settings.limits, now)
-        (outcome,) = await self._commit([draft], now)
+        (outcome,) = await self.commit([self._new_memory(draft, now)], now, verbatim=False)
         return outcome
 
-    async def write_batch(self, drafts: Sequence[MemoryDraft]) -> list[WriteOutcome]:
-        """All or nothing, in one transaction; results in request order."""
+    async def write_batch(
+        self, drafts: Sequence[MemoryDraft], *, verbatim: bool = False
+    ) -> list[WriteOutcome]:
+        """All or nothing, in one transaction; results in request order. `verbatim` (imports of
+        history): every item is stored as given, without merging or superseding."""
         now = self._clock()
         validate_batch(list(drafts), self._settings.limits, now)
-        return await self._commit(drafts, now)
+        return await self.commit([self._new_memory(draft, now) for draft in drafts], now, verbatim=verbatim)
 
-    async def _commit(self, drafts: Sequence[MemoryDraft], now: datetime) -> list[WriteOutcome]:
-        memories = [self._new_memory(draft, now) for draft in drafts]
-        embedded = await self._embed_inline([m.content for m in memories])
+    async def commit(
+        self, memories: Sequence[Memory], now: datetime, *, verbatim: bool
+    ) -> list[WriteOutcome]:
+        """Embeds (within the inline budget) and stores memories built by this pipeline or by the
+        lifecycle (episodes, patterns); all or nothing."""
+        wants_english = [self._wants_english(m.content) for m in memories]
+        embedded = await self._embed_inline([m.content for m in memories], wants_english)
         if embedded is None:
-            return await self._store.insert(memories)
-        ready = [replace(m, embedding_state=EmbeddingState.READY) for m in memories]
-        outcomes = await self._store.insert(ready, list(embedded.vectors))
+            return await self._store_all(memories, {}, now, verbatim=verbatim)
+        # Ready once it has every vector it needs; an English one still missing comes from the worker.
+        complete = [
+            replace(m, embedding_state=EmbeddingState.READY) if not wanted or index in embedded.english else m
+            for index, (m, wanted) in enumerate(zip(memories, wants_english, strict=True))
+        ]
+        vectors = {
+            VectorSpace.MULTILINGUAL: list(embedded.multilingual.vectors),
+            VectorSpace.ENGLISH: [embedded.english.get(i) for i in range(len(memories))],
+        }
+        outcomes = await self._store_all(complete, vectors, now, verbatim=verbatim)
         return [
             replace(outcome, embedding_truncated=truncated) if outcome.created else outcome
-            for outcome, truncated in zip(outcomes, embedded.truncated, strict=True)
+            for outcome, truncated in zip(outcomes, embedded.multilingual.truncated, strict=True)
         ]
 
-    async def _embed_inline(self, texts: list[str]) -> DocumentEmbeddings | None:
-        if self._inference is None or not self._inference.available:
+    async def _store_all(
+        self,
+        memories: Sequence[Memory],
+        vectors: Mapping[VectorSpace, Sequence[FloatVector | None]],
+        now: datetime,
+        *,
+        verbatim: bool,
+    ) -> list[WriteOutcome]:
+        if verbatim or not any(resolves_conflicts(m) for m in memories):
+            return await self._store.insert(memories, vectors)
+        return await self._store.insert_resolving(memories, vectors, self._decide, now)
+
+    def _decide(self, memory: Memory, peers: list[Existing]) -> ConflictResolution:
+        if not resolves_conflicts(memory):
+            return ConflictResolution(Action.NEW, None, "not checked: working memory or pending")
+        candidate = NewMemory(
+            memory.subject, memory.kind, memory.tier, memory.content, memory.intent, memory.entities
+        )
+        return resolve(candidate, peers, self._settings.conflicts)
+
+    def _wants_english(self, content: str) -> bool:
+        return (
+            self._inference is not None
+            and self._inference.english_configured
+            and language(content) == ENGLISH
+        )
+
+    async def _embed_inline(self, texts: list[str], wants_english: list[bool]) -> InlineEmbeddings | None:
+        """The multilingual vectors (None when they do not arrive in the budget) and, concurrently, the
+        English ones of a small write."""
+        inference = self._inference
+        if inference is None or not inference.available:
             return None
         budget = self._settings.inline_budget_s + self._settings.inline_budget_per_item_s * len(texts)
-        try:
-            return await self._inference.embed_documents(texts, timeout_s=budget)
-        except InferenceUnavailable:
-            return None
+        english_rows = [i for i, wanted in enumerate(wants_english) if wanted]
+        inline_english = (
+            english_rows
+            and len(texts) <= self._settings.english_inline_max_batch
+            and inference.serves(VectorSpace.ENGLISH)
+        )
+        jobs = [inference.embed_documents(texts, timeout_s=budget)]
+        if inline_english:
+            english_texts = [texts[i] for i in english_rows]
+            jobs.append(inference.embed_documents(english_texts, timeout_s=budget, space=VectorSpace.ENGLISH))
+        multilingual, *english_result = await asyncio.gather(*jobs, return_exceptions=True)
+        english = english_result[0] if english_result else None
+        if isinstance(multilingual, BaseException):
+            if isinstance(multilingual, InferenceUnavailable):
+                return None
+            raise multilingual
+        if isinstance(english, BaseException) and not isinstance(english, InferenceUnavailable):
+            raise english
+        by_row = (
+            dict(zip(english_rows, english.vectors, strict=True))
+            if isinstance(english, DocumentEmbeddings)
+            else {}
+        )
+        return InlineEmbeddings(multilingual, by_row)
 
     def _new_memory(self, draft: MemoryDraft, now: datetime) -> Memory:
         recorded_at = draft.occurred_at or now

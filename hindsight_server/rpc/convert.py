@@ -271,8 +271,12 @@ def memory_to_proto(memory: Memory) -> pb.Memory:
         idempotency_key=memory.idempotency_key,
         embedding_state=_EMBEDDING[memory.embedding_state],
         version=memory.version,
+        seen_count=memory.seen_count,
+        derived_from=list(memory.derived_from),
     )
     _entities_out(message.entities, memory.entities)
+    _entities_out(message.provenance, memory.provenance)
+    _time_out(message.last_seen_at, memory.last_seen_at)
     _time_out(message.valid_from, memory.valid_from)
     _time_out(message.valid_to, memory.valid_to)
     _time_out(message.created_at, memory.created_at)
@@ -287,6 +291,8 @@ def write_outcome_to_proto(outcome: WriteOutcome) -> pb.WriteResponse:
         memory=memory_to_proto(outcome.memory),
         created=outcome.created,
         embedding_truncated=outcome.embedding_truncated,
+        resolution=outcome.resolution.value,
+        resolution_reason=outcome.reason,
     )
 
 

@@ -44,7 +44,9 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def WriteBatch(
         self, request: pb.WriteBatchRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.WriteBatchResponse:
-        outcomes = await self._writes.write_batch(convert.drafts_from_batch(request))
+        outcomes = await self._writes.write_batch(
+            convert.drafts_from_batch(request), verbatim=request.verbatim
+        )
         return pb.WriteBatchResponse(results=[convert.write_outcome_to_proto(o) for o in outcomes])
 
     async def Get(self, request: pb.GetRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.Memory:

@@ -5,12 +5,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from embedder.repository import EmbedModelOptions, RepositoryOptions, RerankModelOptions, build_repository
+from embedder.repository import (
+    EmbedModelOptions,
+    EncoderModelOptions,
+    RepositoryOptions,
+    RerankModelOptions,
+    build_repository,
+)
 from embedder.triton import TritonOptions, TritonPorts, TritonServer
 from hindsight_server.config import StackSettings
 
 
-def embedded_triton(settings: StackSettings, data_dir: Path, dimension: int) -> TritonServer:
+def embedded_triton(
+    settings: StackSettings, data_dir: Path, dimension: int, english: EncoderModelOptions | None
+) -> TritonServer:
     """A TritonServer ready to start(); the repository is rebuilt from the templates on every start."""
     work_dir = data_dir / "triton"
     rerank = RerankModelOptions(Path(settings.rerank_model_dir)) if settings.rerank_model_dir else None
@@ -19,7 +27,10 @@ def embedded_triton(settings: StackSettings, data_dir: Path, dimension: int) -> 
         dimension=dimension,
         batch_invariant=settings.embed_batch_invariant,
     )
-    models = build_repository(work_dir / "models", RepositoryOptions(embed=embed, rerank=rerank))
+    encoders = () if english is None else (english,)
+    models = build_repository(
+        work_dir / "models", RepositoryOptions(embed=embed, rerank=rerank, encoders=encoders)
+    )
     ports = TritonPorts(
         http=settings.triton_http_port, grpc=settings.triton_grpc_port, metrics=settings.triton_metrics_port
     )

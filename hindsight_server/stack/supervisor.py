@@ -1,7 +1,8 @@
 """`hindsight up`: the whole embedded stack in the foreground.
 
-Starts PostgreSQL (embedded), then N memory servers as child processes, waits until each answers its
-health check, prints where every part listens, and on Ctrl-C / SIGTERM stops everything it started.
+Starts PostgreSQL (embedded), then N memory servers and the MCP gateway (streamable HTTP, round robin
+over the servers) as child processes, waits until each answers its health check, prints where every part
+listens, and on Ctrl-C / SIGTERM stops everything it started.
 Children get SIGTERM if the supervisor itself dies (PR_SET_PDEATHSIG), so nothing is left behind.
 """
 
@@ -21,7 +22,9 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from embedder.repository import EncoderModelOptions
 from embedder.triton import TritonServer
+from gateway_mcp.config import HEALTH_PATH, GatewaySettings, load_gateway_settings
 from hindsight_server.config import Settings
 from hindsight_server.stack.inference import embedded_triton
 from hindsight_server.stack.postgres import EmbeddedPostgres
@@ -45,6 +48,15 @@ class Child:
     env: dict[str, str]
     process: asyncio.subprocess.Process | None = None
     restarts: int = 0
+    url: str = ""  # shown in the banner; empty: grpc://address
+    http_health: str = ""  # a path: ready when it answers 200 over HTTP, not through the gRPC health service
+
+    async def wait_ready(self, timeout_s: float) -> None:
+        assert self.process is not None
+        if self.http_health:
+            await wait_until_http_ok(self.address, self.http_health, timeout_s, self.process)
+        else:
+            await wait_until_serving(self.address, timeout_s, self.process)
 
     async def spawn(self) -> None:
         self.process = await asyncio.create_subprocess_exec(
@@ -81,11 +93,39 @@ async def wait_until_serving(address: str, timeout_s: float, process: asyncio.su
     raise RuntimeError(f"{address}: not serving after {timeout_s:.0f}s")
 
 
+async def _http_status(host: str, port: int, path: str) -> bytes:
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n".encode())
+        await writer.drain()
+        return (await reader.readline()).split(b" ")[1]
+    finally:
+        writer.close()
+
+
+async def wait_until_http_ok(
+    address: str, path: str, timeout_s: float, process: asyncio.subprocess.Process
+) -> None:
+    """Polls GET path until 200; fails early if the process exits."""
+    host, _, port = address.rpartition(":")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.returncode is not None:
+            raise RuntimeError(f"{address}: the process exited with status {process.returncode}")
+        with contextlib.suppress(OSError, IndexError, TimeoutError):
+            if await asyncio.wait_for(_http_status(host.strip("[]"), int(port), path), 1.0) == b"200":
+                return
+        await asyncio.sleep(0.1)
+    raise RuntimeError(f"{address}: no HTTP 200 from {path} after {timeout_s:.0f}s")
+
+
 @dataclass
 class Stack:
     settings: Settings
     servers: int = 1
     start_timeout_s: float = 60.0
+    mcp: bool = True  # the MCP gateway (its own settings: gateway_mcp.config, HINDSIGHT_MCP__*)
+    mcp_port: int | None = None  # None: the gateway's configured port (8765)
     children: list[Child] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -99,6 +139,8 @@ class Stack:
             "HINDSIGHT_DATA_DIR": str(self.data_dir),
             "HINDSIGHT_INFERENCE__URL": inference_url,
         }
+        if self._triton_english() is None and not self.settings.inference.url:
+            env["HINDSIGHT_INFERENCE__ENGLISH_MODEL"] = ""  # the embedded tier serves no English model
         return [
             Child(
                 name="memory server" if self.servers == 1 else f"memory server {index + 1}",
@@ -109,13 +151,46 @@ class Stack:
             for index in range(self.servers)
         ]
 
+    def _gateway_children(self, gateway: GatewaySettings | None, servers: list[Child]) -> list[Child]:
+        """The HTTP gateway over every server started here; its own settings (tokens, tenant) come
+        from the environment or HINDSIGHT_MCP_CONFIG, the servers and the port from here."""
+        if gateway is None:
+            return []
+        argv = [sys.executable, "-m", "hindsight_server", "mcp", "--http", "--host", gateway.host]
+        argv += ["--port", str(gateway.port), "--target", ",".join(child.address for child in servers)]
+        address = (
+            f"[{gateway.host}]:{gateway.port}" if ":" in gateway.host else f"{gateway.host}:{gateway.port}"
+        )
+        return [
+            Child("mcp gateway", address, argv, dict(os.environ), url=gateway.url, http_health=HEALTH_PATH)
+        ]
+
     def _triton(self, data_dir: Path) -> TritonServer | None:
         """The embedded tier, unless one is configured (inference.url) or it is switched off."""
         if self.settings.inference.url or not self.settings.stack.inference:
             return None
-        return embedded_triton(self.settings.stack, data_dir, self.settings.embedding.dimension)
+        return embedded_triton(
+            self.settings.stack, data_dir, self.settings.embedding.dimension, self._triton_english()
+        )
+
+    def _triton_english(self) -> EncoderModelOptions | None:
+        stack, inference = self.settings.stack, self.settings.inference
+        if not stack.english_encoder or not inference.english_model:
+            return None
+        return EncoderModelOptions(
+            name=inference.english_model,
+            model_dir=Path(stack.english_encoder_dir) if stack.english_encoder_dir else None,
+            dimension=self.settings.embedding.english_dimension,
+        )
 
     async def run(self) -> int:
+        try:  # before anything starts: a gateway that must not run stops `up` with its reason
+            gateway = load_gateway_settings(port=self.mcp_port) if self.mcp else None
+            if gateway is not None:
+                gateway.require_safe_http()
+        except ValueError as exc:  # GatewayConfigError, or a malformed HINDSIGHT_MCP__* variable
+            print(f"hindsight up failed: MCP gateway: {exc}", file=sys.stderr, flush=True)
+            return 1
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -129,12 +204,12 @@ class Stack:
             if triton is not None:
                 await asyncio.to_thread(triton.start)
             inference_url = triton.grpc_url if triton is not None else self.settings.inference.url
-            self.children = self._server_children(dsn, inference_url)
+            servers = self._server_children(dsn, inference_url)
+            self.children = servers + self._gateway_children(gateway, servers)
             for child in self.children:
                 await child.spawn()
             for child in self.children:
-                assert child.process is not None
-                await wait_until_serving(child.address, self.start_timeout_s, child.process)
+                await child.wait_ready(self.start_timeout_s)
             self._print_banner(postgres, triton)
             await self._supervise(stop)
             return 0
@@ -179,6 +254,6 @@ class Stack:
             lines.append(f"  {'triton':<16} external grpc://{self.settings.inference.url}")
         else:
             lines.append(f"  {'triton':<16} off: embeddings disabled, recall without the vector channel")
-        lines += [f"  {child.name:<16} grpc://{child.address}" for child in self.children]
+        lines += [f"  {child.name:<16} {child.url or f'grpc://{child.address}'}" for child in self.children]
         lines.append("Ctrl-C stops everything.")
         print("\n".join(lines), flush=True)

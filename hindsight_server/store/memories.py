@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 import json
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -16,7 +16,10 @@ import numpy.typing as npt
 from pgvector import Vector
 
 from hindsight_server.domain.bm25 import Bm25, plan_bm25_query
+from hindsight_server.domain.conflicts import Action, Existing, content_key
+from hindsight_server.domain.conflicts import Resolution as ConflictResolution
 from hindsight_server.domain.errors import Aborted, FailedPrecondition, NotFound
+from hindsight_server.domain.language import ENGLISH, language
 from hindsight_server.domain.lexical import LexicalDocument, analyse, tsquery_literal
 from hindsight_server.domain.lifecycle import is_mutable
 from hindsight_server.domain.model import (
@@ -29,14 +32,19 @@ from hindsight_server.domain.model import (
     MemoryPatch,
     Page,
     PageCursor,
+    Resolution,
     Tier,
     TimeWindow,
+    VectorSpace,
     WriteOutcome,
 )
 from hindsight_server.store.errors import translate_errors
 from hindsight_server.store.rows import MEMORY_COLUMNS, memory_from_row
 
 FloatVector = npt.NDArray[np.float32]
+
+# The column holding each space's vectors (identifiers from this table only, never from a caller).
+_VECTOR_COLUMN = {VectorSpace.MULTILINGUAL: "embedding", VectorSpace.ENGLISH: "embedding_en"}
 
 # Update mask path -> column. Only these columns can be changed by a caller.
 _PATCHABLE_COLUMNS = {
@@ -115,24 +123,34 @@ class Visibility:
             sql.where(f"coalesce(valid_from, created_at) < {sql.param(self.window.end)}")
 
 
+Vectors = dict[VectorSpace, dict[str, FloatVector]]  # per space, by memory id
+
+
 @dataclass(frozen=True, slots=True)
 class ChannelRows:
-    """A channel's hits, and the embeddings of those that have one (to score every candidate by
-    similarity, not only those the vector channel found)."""
+    """A channel's hits, and the embeddings of those that have one, in the spaces asked for (to score
+    every candidate by similarity, not only those the vector channel found)."""
 
     hits: list[ChannelHit]
-    vectors: dict[str, FloatVector]
+    vectors: Vectors
 
 
-def _channel_rows(rows: Sequence[asyncpg.Record]) -> ChannelRows:
+def _vector_columns(spaces: Sequence[VectorSpace]) -> str:
+    return "".join(f", {_VECTOR_COLUMN[space]}" for space in spaces)
+
+
+def _channel_rows(rows: Sequence[asyncpg.Record], spaces: Sequence[VectorSpace]) -> ChannelRows:
     hits = [
         ChannelHit(memory=memory_from_row(row), rank=rank, score=float(row["channel_score"] or 0.0))
         for rank, row in enumerate(rows, start=1)
     ]
     vectors = {
-        hit.memory.id: row["embedding"].to_numpy()
-        for hit, row in zip(hits, rows, strict=True)
-        if row["embedding"] is not None
+        space: {
+            hit.memory.id: row[_VECTOR_COLUMN[space]].to_numpy()
+            for hit, row in zip(hits, rows, strict=True)
+            if row[_VECTOR_COLUMN[space]] is not None
+        }
+        for space in spaces
     }
     return ChannelRows(hits, vectors)
 
@@ -142,15 +160,42 @@ class MemoryStore:
         self._pool = pool
 
     @contextlib.asynccontextmanager
-    async def claim_pending_embeddings(self, limit: int) -> AsyncIterator[EmbeddingClaim]:
-        """Oldest pending rows across tenants (a maintenance path, not a tenant request)."""
+    async def claim_pending_embeddings(
+        self, limit: int, *, english: bool, english_now: bool
+    ) -> AsyncIterator[EmbeddingClaim]:
+        """Oldest pending rows across tenants (a maintenance path, not a tenant request), with the
+        vectors each lacks. `english`: this server computes English vectors (else none is asked for);
+        `english_now`: it can right now (else rows lacking only that one are left for later, so they
+        do not hold back the rest)."""
         async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
             rows = await connection.fetch(
-                """SELECT id, content FROM memories WHERE embedding_state = 'pending'
+                """SELECT id, content, embedding IS NULL AS needs_multilingual,
+                          ($2 AND language = $3 AND embedding_en IS NULL) AS needs_english
+                   FROM memories
+                   WHERE embedding_state = 'pending'
+                     AND ($4 OR embedding IS NULL OR NOT ($2 AND language = $3 AND embedding_en IS NULL))
                    ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED""",
                 limit,
+                english,
+                ENGLISH,
+                english_now,
             )
-            yield EmbeddingClaim(connection, [PendingEmbedding(str(r["id"]), r["content"]) for r in rows])
+            pending = [
+                PendingEmbedding(
+                    str(r["id"]),
+                    r["content"],
+                    frozenset(
+                        space
+                        for space, needed in (
+                            (VectorSpace.MULTILINGUAL, r["needs_multilingual"]),
+                            (VectorSpace.ENGLISH, r["needs_english"]),
+                        )
+                        if needed
+                    ),
+                )
+                for r in rows
+            ]
+            yield EmbeddingClaim(connection, pending)
 
     async def record_access(self, accesses: Sequence[tuple[str, str, int, datetime]]) -> None:
         """Adds (tenant, memory id, count, last access) to the access counters in one statement."""
@@ -175,60 +220,59 @@ class MemoryStore:
     # ----------------------------------------------------------------------------------------- writes
 
     async def insert(
-        self, memories: Sequence[Memory], embeddings: Sequence[FloatVector | None] | None = None
+        self,
+        memories: Sequence[Memory],
+        embeddings: Mapping[VectorSpace, Sequence[FloatVector | None]] | None = None,
     ) -> list[WriteOutcome]:
         """Inserts one tenant's memories (a request has one tenant) in one transaction: all or nothing.
-        A memory whose idempotency key was already used
-        is not inserted; the stored one is returned instead (created=False). `embeddings`, when given,
-        is parallel to `memories` (None: not embedded yet)."""
-        lexical = [analyse(m.content) for m in memories]
-        columns: list[Any] = list(
-            zip(*(_insert_values(m, lx) for m, lx in zip(memories, lexical, strict=True)), strict=True)
-        )
-        vectors = embeddings if embeddings is not None else [None] * len(memories)
-        columns.append([None if v is None else Vector(v) for v in vectors])
+        A memory whose idempotency key was already used is not inserted; the stored one is returned
+        instead (REPLAYED). `embeddings` holds, per space, vectors parallel to `memories` (None: not
+        embedded yet). Stores every memory as given: no dedupe (see insert_resolving)."""
         async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
-            inserted = {
-                str(row["id"])
-                for row in await connection.fetch(
-                    f"""INSERT INTO memories ({_INSERT_COLUMNS})
-                        SELECT u.id, u.tenant_id, u.subject, u.agent_id, u.session_id, u.tier, u.kind,
-                               u.intent, u.entities::jsonb, u.content, u.confidence, u.status, u.valid_from,
-                               u.valid_to, u.created_at, u.updated_at, u.expires_at, u.idempotency_key,
-                               u.embedding_state, u.lexical::tsvector, u.lexical_terms, u.embedding
-                        FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-                                    $7::text[], $8::text[], $9::text[], $10::text[], $11::float8[],
-                                    $12::text[], $13::timestamptz[], $14::timestamptz[], $15::timestamptz[],
-                                    $16::timestamptz[], $17::timestamptz[], $18::text[], $19::text[],
-                                    $20::text[], $21::int[], $22::vector[])
-                             AS u({_INSERT_COLUMNS})
-                        ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL
-                        DO NOTHING
-                        RETURNING id""",
-                    *columns,
-                )
-            }
-            await _count_documents(
-                connection,
-                memories[0].tenant_id,
-                [lx for m, lx in zip(memories, lexical, strict=True) if m.id in inserted],
+            return await _insert_rows(connection, memories, embeddings or {})
+
+    async def insert_resolving(
+        self,
+        memories: Sequence[Memory],
+        embeddings: Mapping[VectorSpace, Sequence[FloatVector | None]],
+        decide: Callable[[Memory, list[Existing]], ConflictResolution],
+        now: datetime,
+    ) -> list[WriteOutcome]:
+        """Inserts one tenant's memories in one transaction, each checked against its active peers
+        (same subject, kind and tier) first: `decide` (domain.conflicts) says whether it merges into
+        one (seen again), supersedes one (a new version), or is new.
+
+        Peers are serialised per (tenant, subject, kind, tier) by transaction-scoped advisory locks,
+        taken in one order, so two servers writing the same fact at once cannot both insert it."""
+        groups = sorted({_peer_group(m) for m in memories})
+        multilingual = embeddings.get(VectorSpace.MULTILINGUAL) or [None] * len(memories)
+        english = embeddings.get(VectorSpace.ENGLISH) or [None] * len(memories)
+        outcomes: list[WriteOutcome] = []
+        async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
+            await connection.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(g, 0)) FROM unnest($1::text[]) AS g",
+                groups,
             )
-            replayed_keys = [m.idempotency_key for m in memories if m.id not in inserted]
-            existing: dict[str, Memory] = {}
-            if replayed_keys:
-                rows = await connection.fetch(
-                    f"""SELECT {MEMORY_COLUMNS} FROM memories
-                        WHERE tenant_id = $1 AND idempotency_key = ANY($2::text[])""",
-                    memories[0].tenant_id,
-                    replayed_keys,
-                )
-                existing = {row["idempotency_key"]: memory_from_row(row) for row in rows}
-        return [
-            WriteOutcome(memory, created=True)
-            if memory.id in inserted
-            else WriteOutcome(existing[memory.idempotency_key], created=False)
-            for memory in memories
-        ]
+            for index, memory in enumerate(memories):
+                vector = multilingual[index]
+                replayed = await _replayed(connection, memory)
+                if replayed is not None:
+                    outcomes.append(replayed)
+                    continue
+                peers = await _peers(connection, memory, vector)
+                resolution = decide(memory, peers)
+                if resolution.action is Action.MERGE and resolution.target_id is not None:
+                    outcomes.append(await _seen_again(connection, memory, resolution, now))
+                    continue
+                if resolution.action is Action.SUPERSEDE and resolution.target_id is not None:
+                    memory = replace(memory, supersedes=resolution.target_id)
+                vectors = {VectorSpace.MULTILINGUAL: [vector], VectorSpace.ENGLISH: [english[index]]}
+                (outcome,) = await _insert_rows(connection, [memory], vectors)
+                if memory.supersedes is not None:
+                    await _mark_superseded(connection, memory, now)
+                    outcome = replace(outcome, resolution=Resolution.SUPERSEDED, reason=resolution.reason)
+                outcomes.append(outcome)
+        return outcomes
 
     async def update(self, patch: MemoryPatch, now: datetime, embedding_state: EmbeddingState) -> Memory:
         sql = _Sql()
@@ -247,7 +291,11 @@ class MemoryStore:
             lexical = analyse(patch.content)
             assignments.append(f"lexical = {sql.param(lexical.tsvector)}::tsvector")
             assignments.append(f"lexical_terms = {sql.param(lexical.length)}")
-            assignments.append(f"embedding_state = {sql.param(embedding_state.value)}, embedding = NULL")
+            assignments.append(f"language = {sql.param(language(patch.content))}")
+            assignments.append(f"content_key = {sql.param(content_key(patch.content))}")
+            assignments.append(
+                f"embedding_state = {sql.param(embedding_state.value)}, embedding = NULL, embedding_en = NULL"
+            )
         version_check = ""
         if patch.expected_version is not None:
             version_check = f"AND m.version = {sql.param(patch.expected_version)}"
@@ -334,7 +382,12 @@ class MemoryStore:
     # --------------------------------------------------------------------------------- recall channels
 
     async def lexical_channel(
-        self, visibility: Visibility, terms: Sequence[str], limit: int, bm25: Bm25
+        self,
+        visibility: Visibility,
+        terms: Sequence[str],
+        limit: int,
+        bm25: Bm25,
+        spaces: Sequence[VectorSpace],
     ) -> ChannelRows:
         """Okapi BM25 over the tenant's memories, from per-tenant statistics kept by the writes
         (lexical_stats, lexical_df). Two round trips: the terms' statistics, then the scoring query
@@ -365,7 +418,7 @@ class MemoryStore:
         sql.where(f"lexical @@ {query}::tsquery")
         async with translate_errors():
             rows = await self._pool.fetch(
-                f"""SELECT {MEMORY_COLUMNS}, embedding, (
+                f"""SELECT {MEMORY_COLUMNS}{_vector_columns(spaces)}, (
                         SELECT sum(w.idf * cardinality(u.positions) * ({k1} + 1)
                                    / (cardinality(u.positions)
                                       + {k1} * (1 - {b} + {b} * memories.lexical_terms / {avgdl})))
@@ -376,9 +429,11 @@ class MemoryStore:
                     ORDER BY channel_score DESC, created_at DESC LIMIT {sql.param(limit)}""",
                 *sql.args,
             )
-        return _channel_rows(rows)
+        return _channel_rows(rows, spaces)
 
-    async def structured_channel(self, visibility: Visibility, entities: Entities, limit: int) -> ChannelRows:
+    async def structured_channel(
+        self, visibility: Visibility, entities: Entities, limit: int, spaces: Sequence[VectorSpace]
+    ) -> ChannelRows:
         """Memories carrying any of the wanted entity values (most matches first), or, with no entities,
         the newest memories inside the time window."""
         sql = _Sql()
@@ -390,29 +445,37 @@ class MemoryStore:
             )
             sql.where(f"entities @> ANY({pairs}::jsonb[])")
             score = f"(SELECT count(*) FROM unnest({pairs}::jsonb[]) AS wanted WHERE entities @> wanted)"
-        return await self._ranked(sql, score, limit)
+        return await self._ranked(sql, score, limit, spaces)
 
-    async def vector_channel(self, visibility: Visibility, query: FloatVector, limit: int) -> ChannelRows:
-        """Nearest memories by cosine similarity, tenant-filtered. The pool's connections run HNSW with
-        `hnsw.iterative_scan = relaxed_order`, so a selective filter keeps scanning instead of silently
-        returning fewer rows; the outer ORDER BY restores exact order."""
+    async def vector_channel(
+        self,
+        visibility: Visibility,
+        query: FloatVector,
+        limit: int,
+        space: VectorSpace,
+        spaces: Sequence[VectorSpace],
+    ) -> ChannelRows:
+        """Nearest memories by cosine similarity in `space` (the query vector's), tenant-filtered. The pool's
+        connections run HNSW with `hnsw.iterative_scan = relaxed_order`, so a selective filter keeps
+        scanning instead of silently returning fewer rows; the outer ORDER BY restores exact order."""
         sql = _Sql()
         vector = sql.param(Vector(query))
+        column = _VECTOR_COLUMN[space]
         visibility.apply(sql)
-        sql.where("embedding IS NOT NULL")
+        sql.where(f"{column} IS NOT NULL")
         async with translate_errors():
             rows = await self._pool.fetch(
                 f"""WITH nearest AS MATERIALIZED (
-                        SELECT {MEMORY_COLUMNS}, embedding, embedding <=> {vector} AS distance
+                        SELECT {MEMORY_COLUMNS}{_vector_columns(spaces)}, {column} <=> {vector} AS distance
                         FROM memories WHERE {sql.clause}
-                        ORDER BY embedding <=> {vector} LIMIT {sql.param(limit)})
+                        ORDER BY {column} <=> {vector} LIMIT {sql.param(limit)})
                     SELECT *, 1 - distance AS channel_score FROM nearest ORDER BY distance""",
                 *sql.args,
             )
-        return _channel_rows(rows)
+        return _channel_rows(rows, spaces)
 
     async def adjacent_turns(
-        self, visibility: Visibility, memory_ids: Sequence[str]
+        self, visibility: Visibility, memory_ids: Sequence[str], spaces: Sequence[VectorSpace]
     ) -> tuple[ChannelRows, dict[str, tuple[str | None, str | None]]]:
         """The memories recorded right before and right after each given one in its session (by
         created_at, then id), and for each given id its (previous, next) ids. One round trip."""
@@ -440,7 +503,7 @@ class MemoryStore:
                         FROM unnest({ids}::uuid[]) AS c(id) JOIN memories m ON m.id = c.id
                         WHERE m.session_id <> '') AS around
                     CROSS JOIN LATERAL (
-                        SELECT {MEMORY_COLUMNS}, embedding, 0.0 AS channel_score FROM memories
+                        SELECT {MEMORY_COLUMNS}{_vector_columns(spaces)}, 0.0 AS channel_score FROM memories
                         WHERE id = around.neighbour_id AND {sql.clause}) AS n""",
                 *sql.args,
             )
@@ -453,32 +516,35 @@ class MemoryStore:
                 following = str(row["id"])
             adjacency[str(row["of_id"])] = (previous, following)
         unique = list({str(row["id"]): row for row in rows}.values())
-        return _channel_rows(unique), adjacency
+        return _channel_rows(unique, spaces), adjacency
 
-    async def session_channel(self, visibility: Visibility, session_id: str, limit: int) -> ChannelRows:
+    async def session_channel(
+        self, visibility: Visibility, session_id: str, limit: int, spaces: Sequence[VectorSpace]
+    ) -> ChannelRows:
         """The session's working and episodic memory, newest first."""
         sql = _Sql()
         visibility.apply(sql)
         sql.where(f"session_id = {sql.param(session_id)}")
         sql.where("tier IN ('working', 'episodic')")
-        return await self._ranked(sql, "extract(epoch FROM created_at)", limit)
+        return await self._ranked(sql, "extract(epoch FROM created_at)", limit, spaces)
 
-    async def _ranked(self, sql: _Sql, score: str, limit: int) -> ChannelRows:
+    async def _ranked(self, sql: _Sql, score: str, limit: int, spaces: Sequence[VectorSpace]) -> ChannelRows:
         """A channel's rows: the best `score` first, the newest first among equals."""
         async with translate_errors():
             rows = await self._pool.fetch(
-                f"""SELECT {MEMORY_COLUMNS}, embedding, {score} AS channel_score
+                f"""SELECT {MEMORY_COLUMNS}{_vector_columns(spaces)}, {score} AS channel_score
                     FROM memories WHERE {sql.clause}
                     ORDER BY channel_score DESC, created_at DESC LIMIT {sql.param(limit)}""",
                 *sql.args,
             )
-        return _channel_rows(rows)
+        return _channel_rows(rows, spaces)
 
 
 _INSERT_COLUMNS = (
     "id, tenant_id, subject, agent_id, session_id, tier, kind, intent, entities, content, confidence, "
     "status, valid_from, valid_to, created_at, updated_at, expires_at, idempotency_key, embedding_state, "
-    "lexical, lexical_terms, embedding"
+    "lexical, lexical_terms, language, content_key, supersedes, derived_from, provenance, embedding, "
+    "embedding_en"
 )
 
 
@@ -486,6 +552,7 @@ _INSERT_COLUMNS = (
 class PendingEmbedding:
     memory_id: str
     content: str
+    missing: frozenset[VectorSpace]  # the spaces whose vector this memory still lacks
 
 
 class EmbeddingClaim:
@@ -496,15 +563,183 @@ class EmbeddingClaim:
         self._connection = connection
         self.rows = rows
 
-    async def complete(self, vectors: Sequence[FloatVector]) -> None:
+    async def complete(self, vectors: Mapping[VectorSpace, Mapping[str, FloatVector]]) -> None:
+        """Stores the vectors computed (per space, by memory id); a row that now has every vector it
+        lacked becomes ready, the others stay pending with what they got."""
+
+        def column(space: VectorSpace) -> list[Vector | None]:
+            computed = vectors.get(space, {})
+            return [None if (v := computed.get(row.memory_id)) is None else Vector(v) for row in self.rows]
+
+        ready = [all(row.memory_id in vectors.get(space, {}) for space in row.missing) for row in self.rows]
         async with translate_errors():
             await self._connection.execute(
-                """UPDATE memories AS m SET embedding = u.embedding, embedding_state = 'ready'
-                   FROM unnest($1::uuid[], $2::vector[]) AS u(id, embedding)
+                """UPDATE memories AS m
+                   SET embedding = coalesce(u.embedding, m.embedding),
+                       embedding_en = coalesce(u.embedding_en, m.embedding_en),
+                       embedding_state = CASE WHEN u.ready THEN 'ready' ELSE m.embedding_state END
+                   FROM unnest($1::uuid[], $2::vector[], $3::vector[], $4::bool[])
+                        AS u(id, embedding, embedding_en, ready)
                    WHERE m.id = u.id""",
                 [row.memory_id for row in self.rows],
-                [Vector(v) for v in vectors],
+                column(VectorSpace.MULTILINGUAL),
+                column(VectorSpace.ENGLISH),
+                ready,
             )
+
+
+async def _insert_rows(
+    connection: asyncpg.Connection,
+    memories: Sequence[Memory],
+    embeddings: Mapping[VectorSpace, Sequence[FloatVector | None]],
+) -> list[WriteOutcome]:
+    lexical = [analyse(m.content) for m in memories]
+    columns: list[Any] = list(
+        zip(*(_insert_values(m, lx) for m, lx in zip(memories, lexical, strict=True)), strict=True)
+    )
+    for space in (VectorSpace.MULTILINGUAL, VectorSpace.ENGLISH):
+        vectors = embeddings.get(space) or [None] * len(memories)
+        columns.append([None if v is None else Vector(v) for v in vectors])
+    inserted = {
+        str(row["id"])
+        for row in await connection.fetch(
+            f"""INSERT INTO memories ({_INSERT_COLUMNS})
+                SELECT u.id, u.tenant_id, u.subject, u.agent_id, u.session_id, u.tier, u.kind,
+                       u.intent, u.entities::jsonb, u.content, u.confidence, u.status, u.valid_from,
+                       u.valid_to, u.created_at, u.updated_at, u.expires_at, u.idempotency_key,
+                       u.embedding_state, u.lexical::tsvector, u.lexical_terms, u.language,
+                       u.content_key, u.supersedes, u.derived_from::uuid[], u.provenance::jsonb,
+                       u.embedding, u.embedding_en
+                FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                            $7::text[], $8::text[], $9::text[], $10::text[], $11::float8[],
+                            $12::text[], $13::timestamptz[], $14::timestamptz[], $15::timestamptz[],
+                            $16::timestamptz[], $17::timestamptz[], $18::text[], $19::text[],
+                            $20::text[], $21::int[], $22::text[], $23::text[], $24::uuid[],
+                            $25::text[], $26::text[], $27::vector[], $28::vector[])
+                     AS u({_INSERT_COLUMNS})
+                ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL
+                DO NOTHING
+                RETURNING id""",
+            *columns,
+        )
+    }
+    await _count_documents(
+        connection,
+        memories[0].tenant_id,
+        [lx for m, lx in zip(memories, lexical, strict=True) if m.id in inserted],
+    )
+    replayed_keys = [m.idempotency_key for m in memories if m.id not in inserted]
+    existing: dict[str, Memory] = {}
+    if replayed_keys:
+        rows = await connection.fetch(
+            f"""SELECT {MEMORY_COLUMNS} FROM memories
+                WHERE tenant_id = $1 AND idempotency_key = ANY($2::text[])""",
+            memories[0].tenant_id,
+            replayed_keys,
+        )
+        existing = {row["idempotency_key"]: memory_from_row(row) for row in rows}
+    return [
+        WriteOutcome(memory, created=True)
+        if memory.id in inserted
+        else WriteOutcome(existing[memory.idempotency_key], created=False, resolution=Resolution.REPLAYED)
+        for memory in memories
+    ]
+
+
+def _peer_group(memory: Memory) -> str:
+    return "\x1f".join(("peers", memory.tenant_id, memory.subject, memory.kind.value, memory.tier.value))
+
+
+async def _replayed(connection: asyncpg.Connection, memory: Memory) -> WriteOutcome | None:
+    if not memory.idempotency_key:
+        return None
+    row = await connection.fetchrow(
+        f"SELECT {MEMORY_COLUMNS} FROM memories WHERE tenant_id = $1 AND idempotency_key = $2",
+        memory.tenant_id,
+        memory.idempotency_key,
+    )
+    if row is None:
+        return None
+    return WriteOutcome(memory_from_row(row), created=False, resolution=Resolution.REPLAYED)
+
+
+async def _peers(
+    connection: asyncpg.Connection, memory: Memory, vector: FloatVector | None
+) -> list[Existing]:
+    """The memory's active peers that could be the same thing: the same normalised content, the same
+    intent, or among the 5 nearest by meaning."""
+    rows = await connection.fetch(
+        """WITH peers AS (
+               SELECT id, content, intent, entities, content_key, embedding FROM memories
+               WHERE tenant_id = $1 AND subject = $2 AND kind = $3 AND tier = $4 AND status = 'active'),
+           nearest AS (
+               SELECT id FROM peers WHERE $7::vector IS NOT NULL AND embedding IS NOT NULL
+               ORDER BY embedding <=> $7::vector LIMIT 5)
+           SELECT id, content, intent, entities,
+                  CASE WHEN $7::vector IS NULL OR embedding IS NULL THEN NULL
+                       ELSE 1 - (embedding <=> $7::vector) END AS similarity
+           FROM peers
+           WHERE content_key = $5 OR ($6 <> '' AND intent = $6) OR id IN (SELECT id FROM nearest)
+           ORDER BY similarity DESC NULLS LAST
+           LIMIT 20""",
+        memory.tenant_id,
+        memory.subject,
+        memory.kind.value,
+        memory.tier.value,
+        content_key(memory.content),
+        memory.intent,
+        None if vector is None else Vector(vector),
+    )
+    return [
+        Existing(
+            id=str(row["id"]),
+            subject=memory.subject,
+            kind=memory.kind,
+            tier=memory.tier,
+            content=row["content"],
+            intent=row["intent"],
+            entities=json.loads(row["entities"]) if isinstance(row["entities"], str) else row["entities"],
+            similarity=row["similarity"],
+        )
+        for row in rows
+    ]
+
+
+async def _seen_again(
+    connection: asyncpg.Connection, memory: Memory, resolution: ConflictResolution, now: datetime
+) -> WriteOutcome:
+    """A merge: the existing memory was said again. Its confidence keeps the stronger of the two."""
+    row = await connection.fetchrow(
+        f"""UPDATE memories
+            SET seen_count = seen_count + 1, last_seen_at = $3, updated_at = $3, version = version + 1,
+                confidence = greatest(confidence, $4)
+            WHERE tenant_id = $1 AND id = $2
+            RETURNING {MEMORY_COLUMNS}""",
+        memory.tenant_id,
+        resolution.target_id,
+        now,
+        memory.confidence,
+    )
+    return WriteOutcome(
+        memory_from_row(row), created=False, resolution=Resolution.MERGED, reason=resolution.reason
+    )
+
+
+async def _mark_superseded(connection: asyncpg.Connection, memory: Memory, now: datetime) -> None:
+    """The replaced version: superseded from now on (recorded time; as_of reads updated_at), and no
+    longer true in the world from when the new version is (valid time), unless it says otherwise."""
+    await connection.execute(
+        """UPDATE memories
+           SET status = 'superseded', superseded_by = $3, updated_at = $4, version = version + 1,
+               valid_to = CASE WHEN valid_to IS NULL AND (valid_from IS NULL OR valid_from < $5)
+                               THEN $5 ELSE valid_to END
+           WHERE tenant_id = $1 AND id = $2""",
+        memory.tenant_id,
+        memory.supersedes,
+        memory.id,
+        now,
+        memory.valid_from or now,
+    )
 
 
 async def _count_documents(
@@ -564,7 +799,13 @@ def _insert_values(memory: Memory, lexical: LexicalDocument) -> tuple[Any, ...]:
         memory.embedding_state.value,
         lexical.tsvector,
         lexical.length,
+        language(memory.content),
+        content_key(memory.content),
+        memory.supersedes,
+        # unnest cannot take a 2-D array of ragged rows: each row's sources travel as one uuid[] literal
+        "{" + ",".join(memory.derived_from) + "}",
+        json.dumps(memory.provenance, ensure_ascii=False),
     )
 
 
-__all__ = ["MemoryStore", "Visibility"]
+__all__ = ["ChannelRows", "FloatVector", "MemoryStore", "PendingEmbedding", "Vectors", "Visibility"]

@@ -14,7 +14,10 @@ log = logging.getLogger(__name__)
 
 # Any constant shared by every hindsight server; chosen once, never changed.
 _MIGRATION_LOCK_KEY = 0x68696E64  # "hind"
-_DIM_PLACEHOLDER = "{{EMBEDDING_DIM}}"
+_DIMENSION_PLACEHOLDERS = {
+    "embedding": "{{EMBEDDING_DIM}}",
+    "embedding_en": "{{ENGLISH_EMBEDDING_DIM}}",
+}
 
 
 class SchemaMismatch(RuntimeError):
@@ -38,7 +41,18 @@ def available_migrations() -> list[Migration]:
     return sorted(migrations, key=lambda m: m.version)
 
 
-async def migrate(dsn: str, embedding_dim: int, connect_timeout_s: float = 10.0) -> list[str]:
+@dataclass(frozen=True, slots=True)
+class EmbeddingDimensions:
+    """The dimension of each vector column, fixed when the column is created."""
+
+    multilingual: int
+    english: int
+
+    def by_column(self) -> dict[str, int]:
+        return {"embedding": self.multilingual, "embedding_en": self.english}
+
+
+async def migrate(dsn: str, dimensions: EmbeddingDimensions, connect_timeout_s: float = 10.0) -> list[str]:
     """Applies pending migrations in order; returns the names applied (empty when up to date).
 
     Runs on its own connection before the pool exists: the pool's connections register pgvector's
@@ -48,14 +62,14 @@ async def migrate(dsn: str, embedding_dim: int, connect_timeout_s: float = 10.0)
         connection = await asyncpg.connect(dsn, timeout=connect_timeout_s)
     try:
         async with translate_errors():
-            applied = await _apply_pending(connection, embedding_dim)
-            await check_embedding_dimension(connection, embedding_dim)
+            applied = await _apply_pending(connection, dimensions)
+            await check_embedding_dimensions(connection, dimensions)
     finally:
         await connection.close()
     return applied
 
 
-async def _apply_pending(connection: asyncpg.Connection, embedding_dim: int) -> list[str]:
+async def _apply_pending(connection: asyncpg.Connection, dimensions: EmbeddingDimensions) -> list[str]:
     applied: list[str] = []
     await connection.execute("SELECT pg_advisory_lock($1)", _MIGRATION_LOCK_KEY)
     try:
@@ -70,7 +84,10 @@ async def _apply_pending(connection: asyncpg.Connection, embedding_dim: int) -> 
             if migration.version in done:
                 continue
             async with connection.transaction():
-                await connection.execute(migration.sql.replace(_DIM_PLACEHOLDER, str(embedding_dim)))
+                sql = migration.sql
+                for column, dimension in dimensions.by_column().items():
+                    sql = sql.replace(_DIMENSION_PLACEHOLDERS[column], str(dimension))
+                await connection.execute(sql)
                 await connection.execute(
                     "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
                     migration.version,
@@ -83,14 +100,18 @@ async def _apply_pending(connection: asyncpg.Connection, embedding_dim: int) -> 
     return applied
 
 
-async def check_embedding_dimension(connection: asyncpg.Connection, embedding_dim: int) -> None:
-    stored = await connection.fetchval(
-        """SELECT atttypmod FROM pg_attribute
-           WHERE attrelid = 'memories'::regclass AND attname = 'embedding'"""
+async def check_embedding_dimensions(connection: asyncpg.Connection, dimensions: EmbeddingDimensions) -> None:
+    rows = await connection.fetch(
+        """SELECT attname, atttypmod FROM pg_attribute
+           WHERE attrelid = 'memories'::regclass AND attname = ANY($1::text[])""",
+        list(_DIMENSION_PLACEHOLDERS),
     )
-    if stored != embedding_dim:
-        raise SchemaMismatch(
-            f"the database stores {stored}-dimensional embeddings but this server is configured for "
-            f"{embedding_dim} (HINDSIGHT_EMBEDDING__DIMENSION or the embedding model). Use the model the "
-            f"database was built with, or re-embed into a new database."
-        )
+    stored = {row["attname"]: row["atttypmod"] for row in rows}
+    for column, wanted in dimensions.by_column().items():
+        if stored.get(column) != wanted:
+            setting = "DIMENSION" if column == "embedding" else "ENGLISH_DIMENSION"
+            raise SchemaMismatch(
+                f"the database stores {stored.get(column)}-dimensional vectors in {column} but this server "
+                f"is configured for {wanted} (HINDSIGHT_EMBEDDING__{setting} or the embedding model). Use "
+                f"the model the database was built with, or re-embed into a new database."
+            )

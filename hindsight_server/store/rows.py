@@ -12,12 +12,12 @@ from hindsight_server.domain.model import EmbeddingState, Kind, Memory, Status, 
 MEMORY_COLUMNS = (
     "id, tenant_id, subject, agent_id, session_id, tier, kind, intent, entities, content, confidence, "
     "status, supersedes, superseded_by, valid_from, valid_to, created_at, updated_at, expires_at, "
-    "access_count, last_accessed_at, idempotency_key, embedding_state, version"
+    "access_count, last_accessed_at, idempotency_key, embedding_state, version, seen_count, last_seen_at, "
+    "derived_from, provenance"
 )
 
 
 def memory_from_row(row: Mapping[str, Any]) -> Memory:
-    entities = row["entities"]
     return Memory(
         id=str(row["id"]),
         tenant_id=row["tenant_id"],
@@ -27,7 +27,7 @@ def memory_from_row(row: Mapping[str, Any]) -> Memory:
         tier=Tier(row["tier"]),
         kind=Kind(row["kind"]),
         intent=row["intent"],
-        entities=json.loads(entities) if isinstance(entities, str) else entities,
+        entities=_json(row["entities"]),
         content=row["content"],
         confidence=row["confidence"],
         status=Status(row["status"]),
@@ -43,4 +43,12 @@ def memory_from_row(row: Mapping[str, Any]) -> Memory:
         idempotency_key=row["idempotency_key"] or "",
         embedding_state=EmbeddingState(row["embedding_state"]),
         version=row["version"],
+        seen_count=row["seen_count"],
+        last_seen_at=row["last_seen_at"],
+        derived_from=tuple(str(source) for source in row["derived_from"]),
+        provenance=_json(row["provenance"]),
     )
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value

@@ -188,9 +188,15 @@ class HindsightClient:
         return response
 
     async def write_batch(
-        self, tenant_id: str, memories: Sequence[pb.MemoryInput], *, timeout_s: float | None = None
+        self,
+        tenant_id: str,
+        memories: Sequence[pb.MemoryInput],
+        *,
+        verbatim: bool = False,
+        timeout_s: float | None = None,
     ) -> pb.WriteBatchResponse:
-        request = pb.WriteBatchRequest(tenant_id=tenant_id, memories=memories)
+        """All or nothing. `verbatim`: store every item as given (imports of history), no dedupe."""
+        request = pb.WriteBatchRequest(tenant_id=tenant_id, memories=memories, verbatim=verbatim)
         response: pb.WriteBatchResponse = await self._stub.WriteBatch(
             request, **self._call_options(timeout_s)
         )

@@ -72,7 +72,16 @@ async def test_vector_channel_respects_tenants_and_fills_its_quota_under_a_filte
     for start in range(0, len(crowd), 100):
         await tier_client.write_batch(f"{tenant}-crowd", crowd[start : start + 100])
     mine = [memory_input(f"budget review item {i}", tier="episodic", kind="event") for i in range(25)]
-    await tier_client.write_batch(tenant, mine)
+    # Near-identical notes that differ in a number would supersede each other; these are distinct records.
+    written = await tier_client.write_batch(tenant, mine, verbatim=True)
+    # A batch this size gets its English vectors from the background worker.
+    ids = [r.memory.id for r in written.results]
+
+    async def all_embedded() -> bool:
+        states = [(await tier_client.get(tenant, i)).embedding_state for i in ids]
+        return all(s == pb.EMBEDDING_STATE_READY for s in states)
+
+    await _eventually(all_embedded)
     found = await tier_client.recall(tenant, "quarterly budget", explain=True, top_k=25, min_score=0)
     vector = next(c for c in found.explanation.channels if c.channel == pb.CHANNEL_VECTOR)
     assert len(vector.memory_ids) == 20  # the channel's quota, although 92% of the rows are filtered out
@@ -179,6 +188,7 @@ async def test_the_cross_encoder_rescores_the_best_candidates(
     await tier_client.write_batch(
         tenant,
         [memory_input(f"project apollo status note {i}", tier="semantic", kind="fact") for i in range(6)],
+        verbatim=True,
     )
     found = await tier_client.recall(tenant, "apollo status", top_k=6, min_score=0)
     assert found.reranked  # the fixture's tier serves a (random) cross-encoder
@@ -196,7 +206,9 @@ async def test_a_slow_cross_encoder_is_skipped_not_waited_for(
     try:
         async with HindsightClient(f"127.0.0.1:{running.port}") as client:
             texts = [f"apollo launch window moved, update {i}" for i in range(12)]
-            await client.write_batch(tenant, [memory_input(t, tier="semantic", kind="fact") for t in texts])
+            await client.write_batch(
+                tenant, [memory_input(t, tier="semantic", kind="fact") for t in texts], verbatim=True
+            )
             started = time.monotonic()
             found = await client.recall(tenant, "apollo launch", top_k=12, min_score=0)
             assert not found.reranked

@@ -50,6 +50,14 @@ async def test_embedding_dimension_mismatch_stops_start_up(
     )
     assert result.code == 2
     assert re.search(
-        r"stores 512-dimensional embeddings but this server is configured for 384", result.stderr
+        r"stores 512-dimensional vectors in embedding but this server is configured for 384", result.stderr
     )
     assert "Traceback" not in result.stderr
+    english = await run_cli(
+        ["serve", "--port", "0"],
+        env={"HINDSIGHT_DATABASE__DSN": dsn, "HINDSIGHT_EMBEDDING__ENGLISH_DIMENSION": "768"},
+    )
+    assert english.code == 2
+    assert "stores 384-dimensional vectors in embedding_en but this server is configured for 768" in (
+        english.stderr
+    )

@@ -1,5 +1,5 @@
-"""`hindsight up` (what `make up` runs): the whole embedded stack, the README's example, a clean Ctrl-C
-that leaves no process behind, and memories that survive a restart."""
+"""`hindsight up` (what `make up` runs): the whole embedded stack, the README's example (also through the
+MCP gateway it starts), a clean Ctrl-C that leaves no process behind, and memories that survive a restart."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.mcp_sessions import http_session
 from tests.support.processes import Background, free_port, pid_alive, run_cli
 
 
@@ -17,10 +18,11 @@ async def _up(data_dir: Path, port: int) -> tuple[Background, list[int]]:
     triton_ports = {
         f"HINDSIGHT_STACK__TRITON_{name}_PORT": str(free_port()) for name in ("HTTP", "GRPC", "METRICS")
     }
-    stack = Background(["up", "--data-dir", str(data_dir), "--port", str(port)], env=triton_ports)
+    gateway = {"HINDSIGHT_MCP__PORT": str(free_port()), "HINDSIGHT_MCP__TENANT": "acme"}
+    stack = Background(["up", "--data-dir", str(data_dir), "--port", str(port)], env=triton_ports | gateway)
     await stack.start()
     await stack.wait_for(r"hindsight is up:[\s\S]*Ctrl-C stops everything", timeout_s=90)
-    pids = re.findall(r"(?:postgres\s+embedded|triton\s+grpc://\S+ \(embed\)), pid (\d+)", stack.output)
+    pids = re.findall(r"(?:postgres\s+embedded|triton\s+grpc://\S+ \(embed[^)]*\)), pid (\d+)", stack.output)
     assert len(pids) == 2, stack.output
     return stack, [int(pid) for pid in pids]
 
@@ -46,7 +48,17 @@ async def test_up_serves_the_readme_example_and_stops_cleanly(tmp_path: Path) ->
         # The embedded Triton connects a query in another language to the memory.
         english = await run_cli(["recall", *common, "--query", "window seat", "--json"])
         assert memory_id in english.stdout and "CHANNEL_VECTOR" in english.stdout
+        # The MCP gateway `up` started serves the same memories (loopback, no token: the configured tenant).
+        mcp_url = re.search(r"mcp gateway\s+(http://127\.0\.0\.1:\d+/mcp)", stack.output).group(1)  # type: ignore[union-attr]
+        async with http_session(mcp_url) as session:
+            through_mcp = await session.call_tool("memory_recall", {"session_id": "s9", "query": "靠窗"})
+        assert through_mcp.structured_content is not None, through_mcp
+        assert memory_id in [hit["id"] for hit in through_mcp.structured_content["hits"]]
         server_pids = [int(p) for p in re.findall(r"INFO (\d+) hindsight_server.app", stack.output)]
+        server_pids += [
+            int(p) for p in re.findall(r"hindsight mcp listening on \S+ .*pid (\d+)", stack.output)
+        ]
+        assert len(set(server_pids)) == 2, stack.output
     finally:
         code = await stack.stop(signal.SIGINT)
     assert code == 0, stack.output
