@@ -17,6 +17,10 @@ class ReadPipeline:
         validate_tenant(tenant_id, self._limits)
         return await self._store.get(tenant_id, memory_id)
 
+    async def history(self, tenant_id: str, memory_id: str) -> list[Memory]:
+        validate_tenant(tenant_id, self._limits)
+        return await self._store.history(tenant_id, memory_id)
+
     async def list(self, query: ListQuery) -> Page:
         validate_list(query, self._limits)
         return await self._store.page(query)

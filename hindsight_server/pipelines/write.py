@@ -203,6 +203,11 @@ class WritePipeline:
         validate_patch(patch, self._settings.limits)
         return await self._store.update(patch, self._clock(), self._unembedded_state)
 
+    async def decide_pending(self, tenant_id: str, memory_id: str, *, confirm: bool) -> Memory:
+        """Confirm (active: recall uses it) or reject (deleted) a memory waiting in the pending area."""
+        validate_tenant(tenant_id, self._settings.limits)
+        return await self._store.decide_pending(tenant_id, memory_id, confirm, self._clock())
+
     async def delete(self, tenant_id: str, memory_id: str) -> Memory:
         validate_tenant(tenant_id, self._settings.limits)
         return await self._store.soft_delete(tenant_id, memory_id, self._clock())

@@ -65,6 +65,28 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         memory = await self._writes.delete(request.tenant_id, require_memory_id(request.id))
         return convert.memory_to_proto(memory)
 
+    async def ConfirmPending(
+        self, request: pb.PendingDecisionRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.Memory:
+        memory = await self._writes.decide_pending(
+            request.tenant_id, require_memory_id(request.id), confirm=True
+        )
+        return convert.memory_to_proto(memory)
+
+    async def RejectPending(
+        self, request: pb.PendingDecisionRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.Memory:
+        memory = await self._writes.decide_pending(
+            request.tenant_id, require_memory_id(request.id), confirm=False
+        )
+        return convert.memory_to_proto(memory)
+
+    async def History(
+        self, request: pb.HistoryRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.HistoryResponse:
+        versions = await self._reads.history(request.tenant_id, require_memory_id(request.id))
+        return pb.HistoryResponse(versions=[convert.memory_to_proto(m) for m in versions])
+
     async def List(
         self, request: pb.ListRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.ListResponse:

@@ -343,7 +343,56 @@ class MemoryStore:
         # Deleting twice is not an error: the second call returns the deleted memory.
         return memory_from_row(row) if row is not None else await self.get(tenant_id, memory_id)
 
+    async def decide_pending(self, tenant_id: str, memory_id: str, confirm: bool, now: datetime) -> Memory:
+        """A pending memory becomes active (confirmed) or deleted (rejected); FailedPrecondition when it
+        is not pending."""
+        status = "active" if confirm else "deleted"
+        async with translate_errors():
+            row = await self._pool.fetchrow(
+                f"""UPDATE memories SET status = $3, updated_at = $4, version = version + 1
+                    WHERE tenant_id = $1 AND id = $2 AND status = 'pending'
+                    RETURNING {MEMORY_COLUMNS}""",
+                tenant_id,
+                memory_id,
+                status,
+                now,
+            )
+        if row is not None:
+            return memory_from_row(row)
+        current = await self.get(tenant_id, memory_id)  # NotFound when it does not exist
+        verb = "confirmed" if confirm else "rejected"
+        raise FailedPrecondition(
+            f"memory {memory_id!r} is {current.status.value}, not pending: it cannot be {verb}"
+        )
+
     # ------------------------------------------------------------------------------------------ reads
+
+    async def history(self, tenant_id: str, memory_id: str) -> list[Memory]:
+        """The version chain through a memory, oldest first: what it superseded, back to the first
+        version, and what superseded it, up to the latest."""
+        async with translate_errors():
+            rows = await self._pool.fetch(
+                f"""WITH RECURSIVE older AS (
+                        SELECT id, supersedes, 0 AS step FROM memories WHERE tenant_id = $1 AND id = $2
+                        UNION ALL
+                        SELECT m.id, m.supersedes, o.step - 1 FROM memories m
+                        JOIN older o ON m.id = o.supersedes
+                        WHERE m.tenant_id = $1),
+                    newer AS (
+                        SELECT id, superseded_by, 0 AS step FROM memories WHERE tenant_id = $1 AND id = $2
+                        UNION ALL
+                        SELECT m.id, m.superseded_by, n.step + 1 FROM memories m
+                        JOIN newer n ON m.id = n.superseded_by
+                        WHERE m.tenant_id = $1),
+                    chain AS (SELECT id, step FROM older UNION SELECT id, step FROM newer)
+                    SELECT {MEMORY_COLUMNS} FROM memories JOIN chain USING (id)
+                    WHERE tenant_id = $1 ORDER BY chain.step""",
+                tenant_id,
+                memory_id,
+            )
+        if not rows:
+            raise NotFound("memory", memory_id)
+        return [memory_from_row(row) for row in rows]
 
     async def get(self, tenant_id: str, memory_id: str) -> Memory:
         async with translate_errors():
