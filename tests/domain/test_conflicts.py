@@ -1,0 +1,236 @@
+from dataclasses import replace
+
+import pytest
+
+from hindsight_server.domain.conflicts import (
+    Action,
+    ConflictPolicy,
+    Existing,
+    NewMemory,
+    Resolution,
+    content_key,
+    resolve,
+    value_tokens,
+)
+from hindsight_server.domain.errors import InvalidArgument
+from hindsight_server.domain.model import Kind, Tier
+
+BOOKING = NewMemory(
+    subject="user-7",
+    kind=Kind.TASK,
+    tier=Tier.WORKING,
+    content="预订A栋会议室，2026-12-04下午，10人",
+    intent="book_meeting_room",
+    entities={"booking_date": "2026-12-04", "building": "A", "people": 10},
+)
+WEDNESDAY = Existing(
+    id="m-wed",
+    subject="user-7",
+    kind=Kind.TASK,
+    tier=Tier.WORKING,
+    content="预订A栋会议室，2026-12-02下午，10人",
+    intent="book_meeting_room",
+    entities={"booking_date": "2026-12-02", "building": "A", "people": 10},
+    similarity=0.97,
+)
+FACT = NewMemory(subject="user-7", kind=Kind.FACT, tier=Tier.SEMANTIC, content="用户在杭州工作")
+
+
+def existing_fact(memory_id: str, content: str, similarity: float | None) -> Existing:
+    return Existing(memory_id, "user-7", Kind.FACT, Tier.SEMANTIC, content, similarity=similarity)
+
+
+@pytest.mark.parametrize(
+    ("new", "existing", "action", "target", "reason"),
+    [
+        (  # structured: the booking date changes
+            BOOKING,
+            [WEDNESDAY],
+            Action.SUPERSEDE,
+            "m-wed",
+            "same intent 'book_meeting_room', new value for booking_date",
+        ),
+        (  # structured even without embeddings
+            BOOKING,
+            [replace(WEDNESDAY, similarity=None)],
+            Action.SUPERSEDE,
+            "m-wed",
+            "same intent 'book_meeting_room', new value for booking_date",
+        ),
+        (  # the same booking again: same entities, same words
+            BOOKING,
+            [replace(WEDNESDAY, content=BOOKING.content, entities=BOOKING.entities, similarity=None)],
+            Action.MERGE,
+            "m-wed",
+            "same content",
+        ),
+        (  # another intent is another thing
+            BOOKING,
+            [replace(WEDNESDAY, intent="book_flight", similarity=0.5)],
+            Action.NEW,
+            None,
+            "no active memory with the same subject, kind and tier matches",
+        ),
+        (  # another subject is never compared
+            BOOKING,
+            [replace(WEDNESDAY, subject="user-8")],
+            Action.NEW,
+            None,
+            "no active memory with the same subject, kind and tier matches",
+        ),
+        (  # nor another tier: an episode does not replace a habit
+            BOOKING,
+            [replace(WEDNESDAY, tier=Tier.SEMANTIC)],
+            Action.NEW,
+            None,
+            "no active memory with the same subject, kind and tier matches",
+        ),
+        (  # two orders are two things, whatever their other values
+            replace(BOOKING, entities={**BOOKING.entities, "order_id": "o-2"}),
+            [replace(WEDNESDAY, entities={**WEDNESDAY.entities, "order_id": "o-1"}, similarity=0.99)],
+            Action.NEW,
+            None,
+            "no active memory with the same subject, kind and tier matches",
+        ),
+        (  # exact duplicate by normalised content, no embeddings
+            replace(FACT, content="用户在杭州工作。"),
+            [existing_fact("m-1", "用户在杭州工作", None)],
+            Action.MERGE,
+            "m-1",
+            "same content",
+        ),
+        (
+            replace(FACT, content="The user works at ACME"),
+            [existing_fact("m-1", "the user works at Acme.", 0.91)],
+            Action.MERGE,
+            "m-1",
+            "same content",
+        ),
+        (  # near-identical paraphrase
+            replace(FACT, content="用户在杭州上班"),
+            [existing_fact("m-1", "用户在杭州工作", 0.96)],
+            Action.MERGE,
+            "m-1",
+            "near-identical (similarity 0.960)",
+        ),
+        (  # near-identical words, a different value: not a merge
+            replace(FACT, kind=Kind.PREFERENCE, content="用户偏好Excel格式导出"),
+            [replace(existing_fact("m-1", "用户偏好CSV格式导出", 0.96), kind=Kind.PREFERENCE)],
+            Action.SUPERSEDE,
+            "m-1",
+            "similar (similarity 0.960) but a value differs: csv, excel",
+        ),
+        (
+            replace(FACT, kind=Kind.EVENT, tier=Tier.EPISODIC, content="The review moved to Friday at 15:00"),
+            [
+                Existing(
+                    "m-1",
+                    "user-7",
+                    Kind.EVENT,
+                    Tier.EPISODIC,
+                    "The review moved to Wednesday at 15:00",
+                    similarity=0.92,
+                )
+            ],
+            Action.SUPERSEDE,
+            "m-1",
+            "similar (similarity 0.920) but a value differs: weekday:2, weekday:4",
+        ),
+        (  # similar, same values, below the merge line: a new memory
+            replace(FACT, content="用户在杭州上班"),
+            [existing_fact("m-1", "用户在杭州工作", 0.93)],
+            Action.NEW,
+            None,
+            "no active memory with the same subject, kind and tier matches",
+        ),
+        (  # a different value but not similar enough to be the same memory
+            replace(FACT, content="用户住在3号楼"),
+            [existing_fact("m-1", "用户的工位在5楼", 0.7)],
+            Action.NEW,
+            None,
+            "no active memory with the same subject, kind and tier matches",
+        ),
+    ],
+)
+def test_resolve(
+    new: NewMemory, existing: list[Existing], action: Action, target: str | None, reason: str
+) -> None:
+    resolution = resolve(new, existing)
+    assert (resolution.action, resolution.target_id, resolution.reason) == (action, target, reason)
+
+
+def test_a_structured_supersede_lists_what_changed() -> None:
+    assert resolve(BOOKING, [WEDNESDAY]).changed == (("booking_date", "2026-12-02", "2026-12-04"),)
+
+
+def test_value_keys_limit_what_makes_a_new_version() -> None:
+    only_building = ConflictPolicy(value_keys=frozenset({"building"}))
+    resolution = resolve(BOOKING, [replace(WEDNESDAY, similarity=0.5)], only_building)
+    assert resolution.action is Action.NEW
+    moved = replace(BOOKING, entities={**BOOKING.entities, "building": "B"})
+    assert resolve(moved, [WEDNESDAY], only_building).changed == (("building", "A", "B"),)
+
+
+def test_the_strongest_rule_wins_then_the_most_similar() -> None:
+    duplicates = [existing_fact("far", "用户在杭州工作", 0.2), existing_fact("near", "用户在杭州工作", 0.9)]
+    assert resolve(FACT, duplicates).target_id == "near"
+    paraphrase = existing_fact("para", "用户在杭州上班", 0.99)
+    exact = existing_fact("exact", "用户在杭州工作", None)
+    assert resolve(FACT, [paraphrase, exact]).target_id == "exact"  # same content beats similarity
+
+
+def test_the_same_fact_five_times_is_one_memory_counted_five_times() -> None:
+    store: dict[str, tuple[Existing, int]] = {}
+    for attempt in range(5):
+        new = replace(FACT, content=["用户在杭州工作", "用户在杭州工作。", " 用户在杭州工作 "][attempt % 3])
+        resolution = resolve(new, [memory for memory, _ in store.values()])
+        if resolution.action is Action.MERGE:
+            assert resolution.target_id is not None
+            memory, count = store[resolution.target_id]
+            store[resolution.target_id] = (memory, count + 1)
+        else:
+            assert resolution == Resolution(
+                Action.NEW, None, "no active memory with the same subject, kind and tier matches"
+            )
+            store[f"m-{attempt}"] = (existing_fact(f"m-{attempt}", new.content, None), 1)
+    assert [count for _, count in store.values()] == [5]
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        ("Uses CSV.", "ｕｓｅｓ  ｃｓｖ", True),
+        ("用户偏好CSV格式导出。", "用户偏好ＣＳＶ格式导出", True),
+        ("用户偏好 CSV 格式", "用户偏好CSV格式", True),
+        ("room 301", "room 302", False),
+        ("用户偏好CSV", "用户偏好Excel", False),
+    ],
+)
+def test_content_key(a: str, b: str, same: bool) -> None:
+    assert (content_key(a) == content_key(b)) is same
+
+
+@pytest.mark.parametrize(
+    ("text", "tokens"),
+    [
+        ("用户偏好CSV格式导出", {"csv"}),
+        ("会议改到周五下午3点，A栋", {"weekday:4", "3", "a"}),
+        ("会议改到星期五下午三点，A栋", {"weekday:4", "3", "a"}),
+        ("十个人", {"10"}),
+        ("The user prefers Excel. Meeting on Friday at 15:00", {"excel", "weekday:4", "15:00"}),
+        ("I live in Berlin", {"berlin"}),
+        ("the user likes tea", set()),
+    ],
+)
+def test_value_tokens(text: str, tokens: set[str]) -> None:
+    assert value_tokens(text) == tokens
+
+
+@pytest.mark.parametrize(
+    ("merge_above", "supersede_from", "field"),
+    [(1.5, 0.9, "merge_above"), (0.95, -0.1, "supersede_from"), (0.8, 0.9, "supersede_from")],
+)
+def test_policy_bounds(merge_above: float, supersede_from: float, field: str) -> None:
+    with pytest.raises(InvalidArgument) as error:
+        ConflictPolicy(merge_above=merge_above, supersede_from=supersede_from)
+    assert error.value.field == field
