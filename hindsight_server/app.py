@@ -8,6 +8,7 @@ import logging
 import signal
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import asyncpg
@@ -17,6 +18,7 @@ from grpc_health.v1._async import HealthServicer
 from embedder.client import TritonEmbedder, TritonReranker
 from hindsight_server.config import Settings
 from hindsight_server.domain.clock import Clock, system_clock
+from hindsight_server.domain.consolidation import ConsolidationPolicy
 from hindsight_server.domain.errors import HindsightError
 from hindsight_server.domain.model import VectorSpace
 from hindsight_server.inference.tier import DimensionMismatch, InferenceTier
@@ -24,12 +26,14 @@ from hindsight_server.pipelines.access import AccessTracker
 from hindsight_server.pipelines.backfill import BackfillSettings, EmbeddingBackfill
 from hindsight_server.pipelines.read import ReadPipeline
 from hindsight_server.pipelines.recall import RecallPipeline, RecallSettings
+from hindsight_server.pipelines.sessions import SessionPipeline, SessionSettings
 from hindsight_server.pipelines.write import WritePipeline, WriteSettings
 from hindsight_server.rpc.server import build_server, set_inference_serving, set_serving
 from hindsight_server.rpc.servicer import MemoryServicer
 from hindsight_server.store.memories import MemoryStore
 from hindsight_server.store.migrate import EmbeddingDimensions, migrate
 from hindsight_server.store.pool import create_pool
+from hindsight_server.store.sessions import SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -195,7 +199,22 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
         inference,
         access,
     )
-    servicer = MemoryServicer(writes, reads, recalls, settings.limits, settings.recall, clock)
+    sessions = SessionPipeline(
+        SessionStore(pool),
+        writes,
+        SessionSettings(
+            settings.limits,
+            settings.write,
+            keep_turns=settings.sessions.keep_turns,
+            refresh_every_turns=settings.sessions.refresh_every_turns,
+            consolidation=ConsolidationPolicy(
+                every_turns=settings.sessions.consolidate_every_turns,
+                idle=timedelta(seconds=settings.sessions.consolidate_idle_s),
+            ),
+        ),
+        clock,
+    )
+    servicer = MemoryServicer(writes, reads, recalls, sessions, settings.limits, settings.recall, clock)
     health = HealthServicer()
     server = build_server(servicer, health, settings.server.max_message_bytes)
     port = server.add_insecure_port(f"{settings.server.host}:{settings.server.port}")

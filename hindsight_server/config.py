@@ -77,6 +77,15 @@ class InferenceSettings(_Section):
     health_interval_s: float = Field(1.0, gt=0)  # how often the tier is probed
 
 
+class SessionConfig(_Section):
+    """Working memory, the session summary and consolidation (DESIGN.md's defaults)."""
+
+    keep_turns: int = Field(5, ge=1)  # working memory keeps the last turns (plus the summary)
+    refresh_every_turns: int = Field(3, ge=1)  # the summary is refreshed this often, or on a key change
+    consolidate_every_turns: int = Field(5, ge=1)  # working -> episodic every N turns ...
+    consolidate_idle_s: float = Field(120.0, gt=0)  # ... or after this long without a turn
+
+
 class StackSettings(_Section):
     """What `hindsight up` starts besides the memory servers."""
 
@@ -113,6 +122,7 @@ class Settings(BaseSettings):
     ttl: TtlPolicy = TtlPolicy()
     write: WritePolicy = WritePolicy()
     conflicts: ConflictPolicy = ConflictPolicy()  # dedupe and supersede thresholds
+    sessions: SessionConfig = SessionConfig()
     recall: RecallPolicy = RecallPolicy()
 
     @classmethod

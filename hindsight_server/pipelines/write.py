@@ -73,7 +73,7 @@ class WritePipeline:
         of it (domain.conflicts)."""
         now = self._clock()
         validate_draft(draft, self._settings.limits, now)
-        (outcome,) = await self.commit([self._new_memory(draft, now)], now, verbatim=False)
+        (outcome,) = await self.commit([self.new_memory(draft, now)], now, verbatim=False)
         return outcome
 
     async def write_batch(
@@ -83,7 +83,7 @@ class WritePipeline:
         history): every item is stored as given, without merging or superseding."""
         now = self._clock()
         validate_batch(list(drafts), self._settings.limits, now)
-        return await self.commit([self._new_memory(draft, now) for draft in drafts], now, verbatim=verbatim)
+        return await self.commit([self.new_memory(draft, now) for draft in drafts], now, verbatim=verbatim)
 
     async def commit(
         self, memories: Sequence[Memory], now: datetime, *, verbatim: bool
@@ -129,6 +129,27 @@ class WritePipeline:
         )
         return resolve(candidate, peers, self._settings.conflicts)
 
+    async def supersede(self, memory: Memory, old_id: str, reason: str, now: datetime) -> WriteOutcome:
+        """Stores `memory` as the new version of `old_id`, whatever the conflict rules would say (the
+        session summary: each refresh is a version, so History and as_of show what was settled when)."""
+        fixed = ConflictResolution(Action.SUPERSEDE, old_id, reason)
+        wants_english = [self._wants_english(memory.content)]
+        embedded = await self._embed_inline([memory.content], wants_english)
+        vectors: dict[VectorSpace, list[FloatVector | None]] = {}
+        if embedded is not None:
+            vectors = {
+                VectorSpace.MULTILINGUAL: list(embedded.multilingual.vectors),
+                VectorSpace.ENGLISH: [embedded.english.get(0)],
+            }
+            if not wants_english[0] or 0 in embedded.english:
+                memory = replace(memory, embedding_state=EmbeddingState.READY)
+        (outcome,) = await self._store.insert_resolving([memory], vectors, lambda _m, _p: fixed, now)
+        return outcome
+
+    async def expire_now(self, tenant_id: str, memory_ids: Sequence[str]) -> None:
+        if memory_ids:
+            await self._store.expire_now(tenant_id, memory_ids, self._clock())
+
     def _wants_english(self, content: str) -> bool:
         return (
             self._inference is not None
@@ -168,7 +189,8 @@ class WritePipeline:
         )
         return InlineEmbeddings(multilingual, by_row)
 
-    def _new_memory(self, draft: MemoryDraft, now: datetime) -> Memory:
+    def new_memory(self, draft: MemoryDraft, now: datetime) -> Memory:
+        """A memory built from a draft as Write stores it: id, status, expiry, embedding state."""
         recorded_at = draft.occurred_at or now
         return Memory(
             id=new_memory_id(),

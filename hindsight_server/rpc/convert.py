@@ -14,6 +14,7 @@ from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from google.protobuf.message import Message
 
 from hindsight.v1 import memory_pb2 as pb
+from hindsight_server.domain.conversation import Role, Turn
 from hindsight_server.domain.errors import InvalidArgument
 from hindsight_server.domain.model import (
     Channel,
@@ -39,6 +40,7 @@ from hindsight_server.domain.model import (
 from hindsight_server.domain.paging import decode_page_token, encode_page_token
 from hindsight_server.domain.policy import Limits, RecallPolicy, resolve_weights
 from hindsight_server.domain.validation import require_memory_id
+from hindsight_server.pipelines.sessions import AppendResult, SessionView, TurnRequest
 
 E = TypeVar("E", bound=StrEnum)
 
@@ -369,4 +371,64 @@ def recall_result_to_proto(result: RecallResult, explain: bool) -> pb.RecallResp
                 entity_match=w.entity_match,
             )
         )
+    return response
+
+
+# ------------------------------------------------------------------------------------------ sessions
+
+_ROLE = {
+    Role.USER: pb.ROLE_USER,
+    Role.ASSISTANT: pb.ROLE_ASSISTANT,
+    Role.SYSTEM: pb.ROLE_SYSTEM,
+    Role.TOOL: pb.ROLE_TOOL,
+}
+
+
+def turn_request_from_proto(request: pb.AppendTurnRequest) -> TurnRequest:
+    return TurnRequest(
+        tenant_id=request.tenant_id,
+        session_id=request.session_id,
+        text=request.text,
+        role=_enum_in(_ROLE, request.role, "role") or Role.USER,
+        subject=request.subject,
+        agent_id=request.agent_id,
+        entities=_entities_in(request, "entities"),
+        occurred_at=_time_in(request, "occurred_at", "occurred_at"),
+        idempotency_key=request.idempotency_key,
+    )
+
+
+def turn_to_proto(turn: Turn) -> pb.Turn:
+    message = pb.Turn(index=turn.index, role=_ROLE[turn.role], text=turn.text)
+    _entities_out(message.entities, turn.entities)
+    _time_out(message.occurred_at, turn.occurred_at)
+    return message
+
+
+def session_view_to_proto(view: SessionView) -> pb.SessionSummary:
+    summary = view.summary
+    message = pb.SessionSummary(
+        session_id=view.session_id,
+        subject=view.subject,
+        goal=summary.goal,
+        open_items=list(summary.open_items),
+        recent_turns=[turn_to_proto(turn) for turn in view.recent_turns],
+        text=summary.text,
+        turn_count=view.turn_count,
+        summarizer="rules",
+    )
+    _entities_out(message.confirmed, summary.confirmed)
+    _time_out(message.updated_at, summary.updated_at)
+    return message
+
+
+def append_result_to_proto(result: AppendResult) -> pb.AppendTurnResponse:
+    response = pb.AppendTurnResponse(
+        turn=turn_to_proto(result.turn),
+        summary=session_view_to_proto(result.view),
+        summary_refreshed=result.summary_refreshed,
+        remembered=[memory_to_proto(memory) for memory in result.remembered],
+    )
+    if result.episode is not None:
+        response.episode.CopyFrom(memory_to_proto(result.episode))
     return response

@@ -14,6 +14,7 @@ from hindsight_server.domain.policy import Limits, RecallPolicy
 from hindsight_server.domain.validation import require_memory_id
 from hindsight_server.pipelines.read import ReadPipeline
 from hindsight_server.pipelines.recall import RecallPipeline
+from hindsight_server.pipelines.sessions import SessionPipeline
 from hindsight_server.pipelines.write import WritePipeline
 from hindsight_server.rpc import convert
 
@@ -24,6 +25,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         writes: WritePipeline,
         reads: ReadPipeline,
         recalls: RecallPipeline,
+        sessions: SessionPipeline,
         limits: Limits,
         recall_policy: RecallPolicy,
         clock: Clock,
@@ -31,6 +33,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         self._writes = writes
         self._reads = reads
         self._recalls = recalls
+        self._sessions = sessions
         self._limits = limits
         self._recall_policy = recall_policy
         self._clock = clock
@@ -64,6 +67,27 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     ) -> pb.Memory:
         memory = await self._writes.delete(request.tenant_id, require_memory_id(request.id))
         return convert.memory_to_proto(memory)
+
+    async def AppendTurn(
+        self, request: pb.AppendTurnRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.AppendTurnResponse:
+        result = await self._sessions.append_turn(convert.turn_request_from_proto(request))
+        return convert.append_result_to_proto(result)
+
+    async def Summarize(
+        self, request: pb.SummarizeRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.SessionSummary:
+        view = await self._sessions.summarize(request.tenant_id, request.session_id)
+        return convert.session_view_to_proto(view)
+
+    async def EndSession(
+        self, request: pb.EndSessionRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.EndSessionResponse:
+        episode = await self._sessions.end_session(request.tenant_id, request.session_id, request.reason)
+        response = pb.EndSessionResponse()
+        if episode is not None:
+            response.episode.CopyFrom(convert.memory_to_proto(episode))
+        return response
 
     async def ConfirmPending(
         self, request: pb.PendingDecisionRequest, context: grpc.aio.ServicerContext[Any, Any]

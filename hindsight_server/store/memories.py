@@ -343,6 +343,18 @@ class MemoryStore:
         # Deleting twice is not an error: the second call returns the deleted memory.
         return memory_from_row(row) if row is not None else await self.get(tenant_id, memory_id)
 
+    async def expire_now(self, tenant_id: str, memory_ids: Sequence[str], now: datetime) -> None:
+        """Ends the memories' lifetime now (they leave recall at once; the expiry job marks them)."""
+        async with translate_errors():
+            await self._pool.execute(
+                """UPDATE memories SET expires_at = $3, updated_at = $3, version = version + 1
+                   WHERE tenant_id = $1 AND id = ANY($2::uuid[]) AND status IN ('active', 'pending')
+                     AND (expires_at IS NULL OR expires_at > $3)""",
+                tenant_id,
+                list(memory_ids),
+                now,
+            )
+
     async def decide_pending(self, tenant_id: str, memory_id: str, confirm: bool, now: datetime) -> Memory:
         """A pending memory becomes active (confirmed) or deleted (rejected); FailedPrecondition when it
         is not pending."""

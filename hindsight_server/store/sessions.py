@@ -1,0 +1,278 @@
+"""SessionStore: the SQL of sessions and their turns (tables `sessions` and `session_turns`).
+
+A turn is appended under the session row's lock (the upsert that numbers it), so concurrent appends to
+one session get consecutive indexes and a retried append with the same idempotency key is not counted
+twice. Every statement filters on tenant_id.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from hindsight_server.domain.conversation import Role, Turn
+from hindsight_server.domain.errors import NotFound
+from hindsight_server.domain.model import Entities
+from hindsight_server.domain.session_summary import SessionSummary
+from hindsight_server.store.errors import translate_errors
+
+__all__ = ["AppendedTurn", "SessionRecord", "SessionStore", "TurnInput"]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRecord:
+    tenant_id: str
+    session_id: str
+    subject: str
+    agent_id: str
+    turn_count: int
+    created_at: datetime
+    last_turn_at: datetime
+    summary: SessionSummary | None
+    summary_memory_id: str | None  # the working memory that carries the summary's text
+    consolidated_turn: int  # turns up to this index are in an episode
+
+
+@dataclass(frozen=True, slots=True)
+class TurnInput:
+    tenant_id: str
+    session_id: str
+    subject: str
+    agent_id: str
+    role: Role
+    text: str
+    entities: Entities
+    occurred_at: datetime
+    idempotency_key: str
+
+
+@dataclass(frozen=True, slots=True)
+class AppendedTurn:
+    turn: Turn
+    session: SessionRecord  # as it is after the append
+    previous_turn_at: datetime | None  # the session's last turn before this one
+    replayed: bool  # the idempotency key was used before: nothing was appended
+
+
+_SESSION_COLUMNS = (
+    "tenant_id, session_id, subject, agent_id, turn_count, created_at, last_turn_at, summary, "
+    "summary_memory_id, consolidated_turn"
+)
+
+
+class SessionStore:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def append_turn(self, turn: TurnInput, now: datetime) -> AppendedTurn:
+        async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
+            if turn.idempotency_key:
+                replay = await connection.fetchrow(
+                    """SELECT turn_index, role, text, entities, occurred_at FROM session_turns
+                       WHERE tenant_id = $1 AND session_id = $2 AND idempotency_key = $3""",
+                    turn.tenant_id,
+                    turn.session_id,
+                    turn.idempotency_key,
+                )
+                if replay is not None:
+                    session = await _session(connection, turn.tenant_id, turn.session_id)
+                    return AppendedTurn(_turn(replay), session, None, replayed=True)
+            previous = await connection.fetchval(
+                "SELECT last_turn_at FROM sessions WHERE tenant_id = $1 AND session_id = $2 FOR UPDATE",
+                turn.tenant_id,
+                turn.session_id,
+            )
+            row = await connection.fetchrow(
+                f"""INSERT INTO sessions AS s (tenant_id, session_id, subject, agent_id, turn_count,
+                                               created_at, last_turn_at)
+                    VALUES ($1, $2, $3, $4, 1, $5, $6)
+                    ON CONFLICT (tenant_id, session_id) DO UPDATE
+                    SET turn_count = s.turn_count + 1,
+                        last_turn_at = greatest(s.last_turn_at, EXCLUDED.last_turn_at),
+                        subject = CASE WHEN s.subject = '' THEN EXCLUDED.subject ELSE s.subject END,
+                        agent_id = CASE WHEN s.agent_id = '' THEN EXCLUDED.agent_id ELSE s.agent_id END
+                    RETURNING {_SESSION_COLUMNS}""",
+                turn.tenant_id,
+                turn.session_id,
+                turn.subject,
+                turn.agent_id,
+                now,
+                turn.occurred_at,
+            )
+            session = _record(row)
+            await connection.execute(
+                """INSERT INTO session_turns (tenant_id, session_id, turn_index, role, text, entities,
+                                              occurred_at, idempotency_key)
+                   VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8)""",
+                turn.tenant_id,
+                turn.session_id,
+                session.turn_count,
+                turn.role.value,
+                turn.text,
+                json.dumps(turn.entities, ensure_ascii=False),
+                turn.occurred_at,
+                turn.idempotency_key or None,
+            )
+        appended = Turn(session.turn_count, turn.role, turn.text, turn.occurred_at, dict(turn.entities))
+        return AppendedTurn(appended, session, previous, replayed=False)
+
+    async def get(self, tenant_id: str, session_id: str) -> SessionRecord:
+        async with translate_errors(), self._pool.acquire() as connection:
+            return await _session(connection, tenant_id, session_id)
+
+    async def turns(self, tenant_id: str, session_id: str, first: int, last: int | None = None) -> list[Turn]:
+        """The turns with first <= index (<= last), in order."""
+        async with translate_errors():
+            rows = await self._pool.fetch(
+                """SELECT turn_index, role, text, entities, occurred_at FROM session_turns
+                   WHERE tenant_id = $1 AND session_id = $2 AND turn_index >= $3
+                     AND ($4::bigint IS NULL OR turn_index <= $4)
+                   ORDER BY turn_index""",
+                tenant_id,
+                session_id,
+                first,
+                last,
+            )
+        return [_turn(row) for row in rows]
+
+    async def link_turn_memory(self, tenant_id: str, session_id: str, index: int, memory_id: str) -> None:
+        async with translate_errors():
+            await self._pool.execute(
+                """UPDATE session_turns SET memory_id = $4
+                   WHERE tenant_id = $1 AND session_id = $2 AND turn_index = $3""",
+                tenant_id,
+                session_id,
+                index,
+                memory_id,
+            )
+
+    async def save_summary(
+        self, tenant_id: str, session_id: str, summary: SessionSummary, memory_id: str
+    ) -> None:
+        """Stores a refreshed summary unless a newer one (covering more turns) is already there."""
+        async with translate_errors():
+            await self._pool.execute(
+                """UPDATE sessions
+                   SET summary = $3::jsonb, summary_turn = $4, summary_updated_at = $5, summary_memory_id = $6
+                   WHERE tenant_id = $1 AND session_id = $2 AND summary_turn <= $4""",
+                tenant_id,
+                session_id,
+                json.dumps(summary_to_json(summary), ensure_ascii=False),
+                summary.turn_count,
+                summary.updated_at,
+                memory_id,
+            )
+
+    async def mark_consolidated(self, tenant_id: str, session_id: str, through_turn: int) -> bool:
+        """Records that turns up to `through_turn` are in an episode; False when a run already did."""
+        async with translate_errors():
+            done = await self._pool.fetchval(
+                """UPDATE sessions SET consolidated_turn = $3
+                   WHERE tenant_id = $1 AND session_id = $2 AND consolidated_turn < $3
+                   RETURNING true""",
+                tenant_id,
+                session_id,
+                through_turn,
+            )
+        return bool(done)
+
+    async def idle_sessions(self, idle_since: datetime, limit: int) -> list[tuple[str, str]]:
+        """(tenant, session) of sessions with turns not yet in an episode and no turn since
+        `idle_since`, the longest idle first (a maintenance path across tenants)."""
+        async with translate_errors():
+            rows = await self._pool.fetch(
+                """SELECT tenant_id, session_id FROM sessions
+                   WHERE turn_count > consolidated_turn AND last_turn_at <= $1
+                   ORDER BY last_turn_at LIMIT $2""",
+                idle_since,
+                limit,
+            )
+        return [(row["tenant_id"], row["session_id"]) for row in rows]
+
+    async def consolidated_turn_memories(
+        self, tenant_id: str, session_id: str, keep_last: int, consolidated_turn: int
+    ) -> list[str]:
+        """The working memories of turns that are both in an episode and older than the last
+        `keep_last` turns: working memory keeps the last turns only, and nothing leaves it unsaved."""
+        async with translate_errors():
+            rows = await self._pool.fetch(
+                """SELECT t.memory_id FROM session_turns t JOIN sessions s USING (tenant_id, session_id)
+                   WHERE t.tenant_id = $1 AND t.session_id = $2 AND t.memory_id IS NOT NULL
+                     AND t.turn_index <= least($4, s.turn_count - $3)""",
+                tenant_id,
+                session_id,
+                keep_last,
+                consolidated_turn,
+            )
+        return [str(row["memory_id"]) for row in rows]
+
+
+async def _session(connection: asyncpg.Connection, tenant_id: str, session_id: str) -> SessionRecord:
+    row = await connection.fetchrow(
+        f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE tenant_id = $1 AND session_id = $2",
+        tenant_id,
+        session_id,
+    )
+    if row is None:
+        raise NotFound("session", session_id)
+    return _record(row)
+
+
+def _record(row: Mapping[str, Any]) -> SessionRecord:
+    summary = row["summary"]
+    return SessionRecord(
+        tenant_id=row["tenant_id"],
+        session_id=row["session_id"],
+        subject=row["subject"],
+        agent_id=row["agent_id"],
+        turn_count=row["turn_count"],
+        created_at=row["created_at"],
+        last_turn_at=row["last_turn_at"],
+        summary=None if summary is None else summary_from_json(_json(summary)),
+        summary_memory_id=str(row["summary_memory_id"]) if row["summary_memory_id"] else None,
+        consolidated_turn=row["consolidated_turn"],
+    )
+
+
+def _turn(row: Mapping[str, Any]) -> Turn:
+    return Turn(row["turn_index"], Role(row["role"]), row["text"], row["occurred_at"], _json(row["entities"]))
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def summary_to_json(summary: SessionSummary) -> dict[str, Any]:
+    return {
+        "goal": summary.goal,
+        "intent": summary.intent,
+        "confirmed": dict(summary.confirmed),
+        "open_items": list(summary.open_items),
+        "questions": list(summary.questions),
+        "decision": summary.decision,
+        "language": summary.language,
+        "turn_count": summary.turn_count,
+        "text": summary.text,
+        "updated_at": None if summary.updated_at is None else summary.updated_at.isoformat(),
+    }
+
+
+def summary_from_json(value: Mapping[str, Any]) -> SessionSummary:
+    updated_at = value.get("updated_at")
+    return SessionSummary(
+        goal=value.get("goal", ""),
+        intent=value.get("intent", ""),
+        confirmed=dict(value.get("confirmed", {})),
+        open_items=tuple(value.get("open_items", ())),
+        questions=tuple(value.get("questions", ())),
+        decision=value.get("decision", ""),
+        language=value.get("language", "en"),
+        turn_count=int(value.get("turn_count", 0)),
+        text=value.get("text", ""),
+        updated_at=None if updated_at is None else datetime.fromisoformat(updated_at),
+    )
