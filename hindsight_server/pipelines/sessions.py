@@ -35,6 +35,7 @@ from hindsight_server.domain.policy import Limits, WritePolicy
 from hindsight_server.domain.remember import decide
 from hindsight_server.domain.session_summary import SessionSummary, refresh_decision, summarize
 from hindsight_server.domain.validation import validate_draft, validate_tenant
+from hindsight_server.inference.summarizer import LlmSummarizer
 from hindsight_server.pipelines.write import WritePipeline
 from hindsight_server.store.sessions import SessionRecord, SessionStore, TurnInput
 
@@ -71,6 +72,7 @@ class SessionView:
     summary: SessionSummary
     recent_turns: list[Turn]
     turn_count: int
+    summarizer: str = "rules"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,12 +86,18 @@ class AppendResult:
 
 class SessionPipeline:
     def __init__(
-        self, sessions: SessionStore, writes: WritePipeline, settings: SessionSettings, clock: Clock
+        self,
+        sessions: SessionStore,
+        writes: WritePipeline,
+        settings: SessionSettings,
+        clock: Clock,
+        summarizer: LlmSummarizer | None = None,
     ) -> None:
         self._sessions = sessions
         self._writes = writes
         self._settings = settings
         self._clock = clock
+        self._llm = summarizer
 
     async def append_turn(self, request: TurnRequest) -> AppendResult:
         now = self._clock()
@@ -103,8 +111,9 @@ class SessionPipeline:
         await self._sessions.link_turn_memory(session.tenant_id, session.session_id, turn.index, working.id)
         remembered = await self._remember(session, turn, now) if turn.role is Role.USER else []
         recent = await self._recent_turns(session)
-        current, refreshed = await self._refresh_summary(session, recent, now)
+        current, refreshed, summarizer = await self._refresh_summary(session, recent, now)
         kept = current if refreshed else (session.summary or SessionSummary())
+        summarizer = summarizer if refreshed else session.summarizer
         # The episode takes what was settled up to now, refreshed or not.
         session = replace(session, summary=current)
         decision = consolidation_due(
@@ -116,7 +125,7 @@ class SessionPipeline:
         )
         episode = await self._consolidate(session, decision.trigger, now) if decision.consolidate else None
         window = recent[-self._settings.keep_turns :]
-        view = SessionView(session.session_id, session.subject, kept, window, session.turn_count)
+        view = SessionView(session.session_id, session.subject, kept, window, session.turn_count, summarizer)
         return AppendResult(turn, view, refreshed, remembered, episode)
 
     async def summarize(self, tenant_id: str, session_id: str) -> SessionView:
@@ -238,12 +247,16 @@ class SessionPipeline:
 
     async def _refresh_summary(
         self, session: SessionRecord, turns: list[Turn], now: datetime
-    ) -> tuple[SessionSummary, bool]:
-        """The summary after the new turns, and whether it was kept (stored as the session's summary)."""
+    ) -> tuple[SessionSummary, bool, str]:
+        """The summary after the new turns, whether it was kept (stored as the session's summary), and
+        who wrote its text. The optional LLM words a kept summary; the rules decide what it says."""
         stored = session.summary
         current = summarize(turns, stored, now=now)
         if not refresh_decision(stored, current, every_n_turns=self._settings.refresh_every_turns).refresh:
-            return current, False
+            return current, False, "rules"
+        summarizer = "rules"
+        if self._llm is not None and (worded := await self._llm.write(turns, current)):
+            current, summarizer = replace(current, text=worded), self._llm.name
         draft = MemoryDraft(
             tenant_id=session.tenant_id,
             content=current.text or current.goal or turns[-1].text,
@@ -270,8 +283,10 @@ class SessionPipeline:
             outcome = await self._writes.supersede(
                 memory, session.summary_memory_id, "the session summary was refreshed", now
             )
-        await self._sessions.save_summary(session.tenant_id, session.session_id, current, outcome.memory.id)
-        return current, True
+        await self._sessions.save_summary(
+            session.tenant_id, session.session_id, current, outcome.memory.id, summarizer
+        )
+        return current, True, summarizer
 
     async def _consolidate(self, session: SessionRecord, trigger: str, now: datetime) -> Memory | None:
         """One episodic record of the turns since the last one; then working memory drops the turns that
@@ -318,6 +333,7 @@ class SessionPipeline:
             session.summary or SessionSummary(),
             recent,
             session.turn_count,
+            session.summarizer,
         )
 
 

@@ -415,7 +415,7 @@ def session_view_to_proto(view: SessionView) -> pb.SessionSummary:
         recent_turns=[turn_to_proto(turn) for turn in view.recent_turns],
         text=summary.text,
         turn_count=view.turn_count,
-        summarizer="rules",
+        summarizer=view.summarizer,
     )
     _entities_out(message.confirmed, summary.confirmed)
     _time_out(message.updated_at, summary.updated_at)

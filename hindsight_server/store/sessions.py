@@ -36,6 +36,7 @@ class SessionRecord:
     summary: SessionSummary | None
     summary_memory_id: str | None  # the working memory that carries the summary's text
     consolidated_turn: int  # turns up to this index are in an episode
+    summarizer: str = "rules"  # who wrote the summary's text: "rules" or "llm"
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +153,7 @@ class SessionStore:
             )
 
     async def save_summary(
-        self, tenant_id: str, session_id: str, summary: SessionSummary, memory_id: str
+        self, tenant_id: str, session_id: str, summary: SessionSummary, memory_id: str, summarizer: str
     ) -> None:
         """Stores a refreshed summary unless a newer one (covering more turns) is already there."""
         async with translate_errors():
@@ -162,7 +163,7 @@ class SessionStore:
                    WHERE tenant_id = $1 AND session_id = $2 AND summary_turn <= $4""",
                 tenant_id,
                 session_id,
-                json.dumps(summary_to_json(summary), ensure_ascii=False),
+                json.dumps({**summary_to_json(summary), "summarizer": summarizer}, ensure_ascii=False),
                 summary.turn_count,
                 summary.updated_at,
                 memory_id,
@@ -224,7 +225,7 @@ async def _session(connection: asyncpg.Connection, tenant_id: str, session_id: s
 
 
 def _record(row: Mapping[str, Any]) -> SessionRecord:
-    summary = row["summary"]
+    summary = None if row["summary"] is None else _json(row["summary"])
     return SessionRecord(
         tenant_id=row["tenant_id"],
         session_id=row["session_id"],
@@ -233,9 +234,10 @@ def _record(row: Mapping[str, Any]) -> SessionRecord:
         turn_count=row["turn_count"],
         created_at=row["created_at"],
         last_turn_at=row["last_turn_at"],
-        summary=None if summary is None else summary_from_json(_json(summary)),
+        summary=None if summary is None else summary_from_json(summary),
         summary_memory_id=str(row["summary_memory_id"]) if row["summary_memory_id"] else None,
         consolidated_turn=row["consolidated_turn"],
+        summarizer=(summary or {}).get("summarizer", "rules"),
     )
 
 
