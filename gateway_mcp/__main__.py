@@ -1,0 +1,5 @@
+import sys
+
+from gateway_mcp.cli import main
+
+sys.exit(main())

@@ -1,0 +1,98 @@
+"""The MCP server: lists the enabled tools and runs a call as validate -> gRPC -> result, with every
+failure returned as a tool error (isError) the model can read. The gRPC channel lives in the server's
+lifespan: one channel for every session and request."""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import mcp_types as types
+from mcp.server import Server, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+
+from gateway_mcp.auth import TenantOf
+from gateway_mcp.calls import CALLS, Caller
+from gateway_mcp.channel import memory_client
+from gateway_mcp.config import GatewaySettings
+from gateway_mcp.errors import describe
+from gateway_mcp.prompt import INSTRUCTIONS
+from gateway_mcp.tools import DEBUG_TOOL, TOOLS, ToolSpec
+from hindsight.client import HindsightClient
+
+__all__ = ["GatewayState", "build_server", "enabled_tools"]
+
+SERVER_NAME = "hindsight"
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayState:
+    client: HindsightClient
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("hindsight")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that is not installed
+        return ""
+
+
+def enabled_tools(settings: GatewaySettings) -> dict[str, ToolSpec]:
+    return {spec.name: spec for spec in TOOLS if spec.name != DEBUG_TOOL or settings.debug_tool}
+
+
+def build_server(settings: GatewaySettings, tenant_of: TenantOf) -> Server[GatewayState]:
+    tools = enabled_tools(settings)
+    definitions = {name: spec.definition() for name, spec in tools.items()}
+
+    @asynccontextmanager
+    async def lifespan(_: Server[GatewayState]) -> AsyncIterator[GatewayState]:
+        client = memory_client(settings.targets, settings.deadline_s)
+        try:
+            yield GatewayState(client)
+        finally:
+            await client.close()
+
+    async def list_tools(
+        ctx: ServerRequestContext[GatewayState], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=list(definitions.values()))
+
+    async def call_tool(
+        ctx: ServerRequestContext[GatewayState], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        spec = tools.get(params.name)
+        if spec is None:
+            # Not a tool error: the spec answers a call to an unknown tool with a protocol error.
+            raise MCPError(
+                code=types.INVALID_PARAMS,
+                message=f"unknown tool {params.name!r}; this server has {', '.join(tools)}",
+            )
+        try:
+            arguments = spec.arguments.model_validate(params.arguments or {})
+            caller = Caller(tenant=tenant_of(), agent_id=settings.agent_id)
+            text, result = await CALLS[spec.name](ctx.lifespan_context.client, caller, arguments)
+        except Exception as error:  # every failure becomes a tool error, never a traceback
+            return types.CallToolResult(
+                content=[types.TextContent(text=describe(error, spec.name))], is_error=True
+            )
+        return types.CallToolResult(
+            content=[types.TextContent(text=text)], structured_content=result.model_dump(mode="json")
+        )
+
+    def tool_input_schema(name: str) -> dict[str, object] | None:
+        definition = definitions.get(name)
+        return None if definition is None else definition.input_schema
+
+    return Server[GatewayState](
+        SERVER_NAME,
+        version=_version(),
+        title="hindsight memory",
+        instructions=INSTRUCTIONS,
+        lifespan=lifespan,
+        get_tool_input_schema=tool_input_schema,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )

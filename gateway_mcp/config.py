@@ -1,0 +1,176 @@
+"""The gateway's own typed configuration, separate from the memory server's.
+
+Sources, strongest first: explicit overrides (command-line flags), environment variables
+(`HINDSIGHT_MCP__` prefix, e.g. `HINDSIGHT_MCP__PORT=8766`,
+`HINDSIGHT_MCP__TARGETS=127.0.0.1:50051,127.0.0.1:50052`, `HINDSIGHT_MCP__TOKENS='{"<sha256 hex>": "acme"}'`),
+an optional TOML file (`--gateway-config FILE` or `HINDSIGHT_MCP_CONFIG`, top-level keys as below), then
+the defaults.
+
+It is a file of its own because the server's configuration refuses unknown sections: one file cannot
+hold both without the server rejecting it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import tomllib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+
+__all__ = [
+    "CONFIG_ENV",
+    "HEALTH_PATH",
+    "GatewayConfigError",
+    "GatewaySettings",
+    "channel_target",
+    "is_loopback",
+    "load_gateway_settings",
+]
+
+CONFIG_ENV = "HINDSIGHT_MCP_CONFIG"
+HEALTH_PATH = "/healthz"  # the HTTP gateway's liveness probe (no token needed)
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+class GatewayConfigError(ValueError):
+    """A configuration the gateway refuses to run with; the message says what to change."""
+
+
+class GatewaySettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="HINDSIGHT_MCP__", frozen=True, extra="forbid")
+
+    # Memory servers (HOST:PORT each) spread with gRPC round robin, or one gateway/DNS address.
+    targets: Annotated[tuple[str, ...], NoDecode] = ("127.0.0.1:50051",)
+    # Deadline of every gRPC call the gateway makes, retries included.
+    deadline_s: float = Field(5.0, gt=0, le=120)
+    # The tenant over stdio, and over HTTP on a loopback address when no token is configured.
+    tenant: str = Field("default", min_length=1, max_length=256)
+    # Recorded as the writer (`agent_id`) of every memory stored through the gateway.
+    agent_id: str = Field("mcp-gateway", max_length=256)
+    # SHA-256 (hex) of each bearer token -> the tenant it acts for (`hindsight mcp --hash-token`).
+    tokens: dict[str, str] = Field(default_factory=dict)
+    # memory_debug exposes every channel's raw candidates: for developers, off unless asked for.
+    debug_tool: bool = False
+    # Streamable HTTP.
+    host: str = "127.0.0.1"
+    port: int = Field(8765, ge=0, le=65535)  # 0: any free port (tests)
+    path: str = Field("/mcp", pattern=r"^/[A-Za-z0-9._~/-]*$")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Init values (see load_gateway_settings) win over the environment.
+        return init_settings, env_settings
+
+    @field_validator("targets", mode="before")
+    @classmethod
+    def _split_targets(cls, value: Any) -> Any:
+        # "a:1,b:2" from the environment or a flag; a list from the TOML file.
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",")]
+        if isinstance(value, list | tuple):
+            value = tuple(part for part in value if part)
+            channel_target(value)
+        return value
+
+    @field_validator("tokens")
+    @classmethod
+    def _hashed_tokens(cls, value: dict[str, str]) -> dict[str, str]:
+        for digest, tenant in value.items():
+            if not _SHA256_HEX.fullmatch(digest):
+                raise ValueError(
+                    "keys are SHA-256 hashes of the tokens (64 lowercase hex characters, "
+                    "`hindsight mcp --hash-token`), never the tokens themselves"
+                )
+            if not tenant:
+                raise ValueError(f"token {digest[:12]}...: the tenant must not be empty")
+        return value
+
+    def require_safe_http(self) -> None:
+        """HTTP without tokens serves one fixed tenant to whoever connects: only on a loopback address."""
+        if not self.tokens and not is_loopback(self.host):
+            raise GatewayConfigError(
+                f"refusing to serve MCP over HTTP on {self.host} without bearer tokens: anyone who can reach "
+                "it would read and write the memories. Configure tokens (HINDSIGHT_MCP__TOKENS or `tokens` "
+                "in the gateway's file; hash them with `hindsight mcp --hash-token`) or bind 127.0.0.1."
+            )
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}{self.path}"
+
+
+def _host_and_port(address: str) -> tuple[str, str]:
+    host, _, port = address.rpartition(":")
+    return host.strip("[]"), port
+
+
+def _ip_version(host: str) -> int | None:
+    try:
+        return ipaddress.ip_address(host).version
+    except ValueError:
+        return None
+
+
+def channel_target(targets: Sequence[str]) -> str:
+    """The channel's target: one address as given (a name gets gRPC's DNS resolver, whose addresses
+    round robin spreads over), or a list of IP literals as one `ipv4:`/`ipv6:` target."""
+    if not targets:
+        raise ValueError("name at least one memory server (HOST:PORT)")
+    if len(targets) == 1:
+        return targets[0]
+    versions = set()
+    for address in targets:
+        host, port = _host_and_port(address)
+        version = _ip_version(host)
+        if version is None or not port.isdigit():
+            raise ValueError(
+                f"{address!r}: a list of memory servers must be IP:PORT literals of one family "
+                "(for names, give one DNS name whose addresses are the servers, or a gateway address)"
+            )
+        versions.add(version)
+    if len(versions) > 1:
+        raise ValueError("mix of IPv4 and IPv6 addresses: gRPC takes one family per target list")
+    if versions == {4}:
+        return "ipv4:" + ",".join(targets)
+    return "ipv6:" + ",".join(f"[{_host_and_port(a)[0]}]:{_host_and_port(a)[1]}" for a in targets)
+
+
+def is_loopback(host: str) -> bool:
+    """Only literal loopback addresses and `localhost`: a name that merely resolves there could change."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def load_gateway_settings(config_file: Path | None = None, **overrides: Any) -> GatewaySettings:
+    """Reads the TOML file (if any), applies the environment on top, then explicit overrides (flags)."""
+    path = config_file or (Path(os.environ[CONFIG_ENV]) if os.environ.get(CONFIG_ENV) else None)
+    values: dict[str, Any] = {}
+    if path is not None:
+        try:
+            with path.open("rb") as handle:
+                values = tomllib.load(handle)
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise GatewayConfigError(f"cannot read the gateway configuration {path}: {exc}") from exc
+    # The fields the environment set (defaults are not in model_fields_set) beat the file; flags beat both.
+    from_env = GatewaySettings()
+    values.update({name: getattr(from_env, name) for name in from_env.model_fields_set})
+    values.update({name: value for name, value in overrides.items() if value is not None})
+    return GatewaySettings(**values)

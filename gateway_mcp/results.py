@@ -1,0 +1,362 @@
+"""What the tools return as structured content (their output schemas), built from the gRPC responses,
+and the text each result shows a model."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from pydantic import BaseModel, Field
+
+from hindsight.v1 import memory_pb2 as pb
+
+__all__ = [
+    "NOTHING_RECALLED",
+    "DebugResult",
+    "RecallResult",
+    "SummaryResult",
+    "WriteResult",
+    "debug_result",
+    "recall_result",
+    "summary_result",
+    "write_result",
+]
+
+NOTHING_RECALLED = "(no relevant memories)"
+
+
+def _name(enum: Any, value: int, prefix: str) -> str:
+    return str(enum.Name(value)).removeprefix(prefix).lower()
+
+
+def _time(message: Any, field: str) -> datetime | None:
+    if not message.HasField(field):
+        return None
+    stamp: timestamp_pb2.Timestamp = getattr(message, field)
+    return stamp.ToDatetime(tzinfo=UTC)
+
+
+def _struct(value: struct_pb2.Struct) -> dict[str, Any]:
+    return json_format.MessageToDict(value)
+
+
+class TimeRange(BaseModel):
+    start: datetime | None = None
+    end: datetime | None = None
+
+
+def _range(message: Any, field: str) -> TimeRange | None:
+    if not message.HasField(field):
+        return None
+    value = getattr(message, field)
+    return TimeRange(start=_time(value, "start"), end=_time(value, "end"))
+
+
+# ------------------------------------------------------------------------------------------------ write
+
+
+class WriteResult(BaseModel):
+    id: str
+    created: bool = Field(
+        description="False when an earlier write with the same idempotency key was returned."
+    )
+    memory_type: str
+    kind: str
+    status: str = Field(description="active, or pending (low confidence: not recalled until confirmed).")
+    embedding_state: str
+    created_at: datetime | None
+    expires_at: datetime | None
+    supersedes: str = Field(description="The id of the memory this one replaced, empty if none.")
+    idempotency_key: str
+
+
+def write_result(response: pb.WriteResponse) -> tuple[str, WriteResult]:
+    memory = response.memory
+    result = WriteResult(
+        id=memory.id,
+        created=response.created,
+        memory_type=_name(pb.Tier, memory.tier, "TIER_"),
+        kind=_name(pb.Kind, memory.kind, "KIND_"),
+        status=_name(pb.Status, memory.status, "STATUS_"),
+        embedding_state=_name(pb.EmbeddingState, memory.embedding_state, "EMBEDDING_STATE_"),
+        created_at=_time(memory, "created_at"),
+        expires_at=_time(memory, "expires_at"),
+        supersedes=memory.supersedes,
+        idempotency_key=memory.idempotency_key,
+    )
+    if not result.created:
+        return f"Already stored as memory {result.id} (same idempotency key); nothing new written.", result
+    text = f"Stored {result.memory_type} {result.kind} memory {result.id}."
+    if result.status == "pending":
+        text += (
+            " It is pending (confidence below the threshold): recall will not use it until it is confirmed."
+        )
+    if result.supersedes:
+        text += f" It replaces memory {result.supersedes}, which stays as history."
+    return text, result
+
+
+# ----------------------------------------------------------------------------------------------- recall
+
+
+class ChannelHit(BaseModel):
+    channel: str
+    rank: int
+    score: float
+
+
+class Hit(BaseModel):
+    id: str
+    content: str
+    score: float
+    memory_type: str
+    kind: str
+    subject: str
+    session_id: str
+    intent: str
+    entities: dict[str, Any]
+    confidence: float
+    status: str
+    created_at: datetime | None
+    valid_from: datetime | None
+    valid_to: datetime | None
+    supersedes: str
+    packed: bool = Field(description="Included in injection_text within the token budget.")
+    channels: list[ChannelHit]
+
+
+class RecallResult(BaseModel):
+    injection_text: str = Field(description="Ready to inject; empty when nothing is relevant.")
+    hits: list[Hit]
+    tokens_used: int
+    channels_used: list[str]
+    channels_degraded: list[str] = Field(
+        description="Channels that could not answer (e.g. no inference tier)."
+    )
+    time_range: TimeRange | None = Field(
+        description="The time range applied (explicit, or parsed from the query)."
+    )
+    reranked: bool
+
+
+def _channel(value: int) -> str:
+    return _name(pb.Channel, value, "CHANNEL_")
+
+
+def _channel_hits(hits: Any) -> list[ChannelHit]:
+    return [ChannelHit(channel=_channel(h.channel), rank=h.rank, score=h.score) for h in hits]
+
+
+def _hit(hit: pb.RecallHit) -> Hit:
+    memory = hit.memory
+    return Hit(
+        id=memory.id,
+        content=memory.content,
+        score=hit.score,
+        memory_type=_name(pb.Tier, memory.tier, "TIER_"),
+        kind=_name(pb.Kind, memory.kind, "KIND_"),
+        subject=memory.subject,
+        session_id=memory.session_id,
+        intent=memory.intent,
+        entities=_struct(memory.entities),
+        confidence=memory.confidence,
+        status=_name(pb.Status, memory.status, "STATUS_"),
+        created_at=_time(memory, "created_at"),
+        valid_from=_time(memory, "valid_from"),
+        valid_to=_time(memory, "valid_to"),
+        supersedes=memory.supersedes,
+        packed=hit.packed,
+        channels=_channel_hits(hit.channels),
+    )
+
+
+def recall_result(response: pb.RecallResponse) -> tuple[str, RecallResult]:
+    result = RecallResult(
+        injection_text=response.injection_text,
+        hits=[_hit(hit) for hit in response.hits],
+        tokens_used=response.tokens_used,
+        channels_used=[_channel(c) for c in response.channels_used],
+        channels_degraded=[_channel(c) for c in response.channels_degraded],
+        time_range=_range(response, "time_range"),
+        reranked=response.reranked,
+    )
+    return response.injection_text or NOTHING_RECALLED, result
+
+
+# -------------------------------------------------------------------------------------------- summarize
+
+
+class Turn(BaseModel):
+    index: int
+    role: str
+    text: str
+    occurred_at: datetime | None
+
+
+class SummaryResult(BaseModel):
+    session_id: str
+    subject: str
+    goal: str
+    confirmed: dict[str, Any] = Field(
+        description="Parameters the user settled: date, time, count, place, ..."
+    )
+    open_items: list[str]
+    recent_turns: list[Turn]
+    text: str
+    turn_count: int
+    updated_at: datetime | None
+    summarizer: str
+
+
+def summary_result(summary: pb.SessionSummary) -> tuple[str, SummaryResult]:
+    result = SummaryResult(
+        session_id=summary.session_id,
+        subject=summary.subject,
+        goal=summary.goal,
+        confirmed=_struct(summary.confirmed),
+        open_items=list(summary.open_items),
+        recent_turns=[
+            Turn(
+                index=turn.index,
+                role=_name(pb.Role, turn.role, "ROLE_"),
+                text=turn.text,
+                occurred_at=_time(turn, "occurred_at"),
+            )
+            for turn in summary.recent_turns
+        ],
+        text=summary.text,
+        turn_count=summary.turn_count,
+        updated_at=_time(summary, "updated_at"),
+        summarizer=summary.summarizer,
+    )
+    return summary.text or "(the session has no working memory yet)", result
+
+
+# ------------------------------------------------------------------------------------------------ debug
+
+
+class Candidate(BaseModel):
+    id: str
+    rank: int
+    score: float
+
+
+class ChannelCandidates(BaseModel):
+    channel: str
+    elapsed_ms: float
+    error: str = Field(description="Why the channel did not answer; empty when it did.")
+    candidates: list[Candidate]
+
+
+class Components(BaseModel):
+    similarity: float
+    recency: float
+    tier_priority: float
+    entity_match: float
+    fusion: float
+    rerank: float
+    final: float
+
+
+class Ranked(BaseModel):
+    id: str
+    content: str
+    memory_type: str
+    kind: str
+    score: float
+    packed: bool
+    components: Components
+    channels: list[ChannelHit]
+
+
+class DebugResult(BaseModel):
+    profile: str
+    weights: dict[str, float]
+    parsed_time_range: TimeRange | None
+    channels: list[ChannelCandidates] = Field(description="Every channel's raw candidates, best first.")
+    ranking: list[Ranked] = Field(description="The final ranking with each score component.")
+    channels_degraded: list[str]
+    reranked: bool
+    injection_text: str
+
+
+def _ranked(hit: pb.RecallHit) -> Ranked:
+    c = hit.components
+    return Ranked(
+        id=hit.memory.id,
+        content=hit.memory.content,
+        memory_type=_name(pb.Tier, hit.memory.tier, "TIER_"),
+        kind=_name(pb.Kind, hit.memory.kind, "KIND_"),
+        score=hit.score,
+        packed=hit.packed,
+        components=Components(
+            similarity=c.similarity,
+            recency=c.recency,
+            tier_priority=c.tier_priority,
+            entity_match=c.entity_match,
+            fusion=c.fusion,
+            rerank=c.rerank,
+            final=c.final,
+        ),
+        channels=_channel_hits(hit.channels),
+    )
+
+
+def _debug_text(result: DebugResult) -> str:
+    w = result.weights
+    lines = [
+        f"profile {result.profile}: similarity {w.get('similarity', 0):.2f}, "
+        f"recency {w.get('recency', 0):.2f}, tier {w.get('tier_priority', 0):.2f}, "
+        f"entities {w.get('entity_match', 0):.2f}" + (" (reranked)" if result.reranked else "")
+    ]
+    if result.parsed_time_range is not None:
+        lines.append(f"time range: {result.parsed_time_range.start} .. {result.parsed_time_range.end}")
+    for channel in result.channels:
+        state = f"FAILED: {channel.error}" if channel.error else f"{len(channel.candidates)} candidates"
+        lines.append(f"channel {channel.channel}: {state} in {channel.elapsed_ms:.1f} ms")
+        lines += [f"  {c.rank}. {c.id} raw {c.score:.4f}" for c in channel.candidates]
+    lines.append("final ranking (score = weighted components):")
+    for place, hit in enumerate(result.ranking, 1):
+        c = hit.components
+        lines.append(
+            f"  {place}. {hit.score:.3f} sim {c.similarity:.3f} rec {c.recency:.3f} "
+            f"tier {c.tier_priority:.3f} ent {c.entity_match:.3f} rerank {c.rerank:.3f}"
+            f"{' packed' if hit.packed else ''} "
+            f"[{', '.join(h.channel for h in hit.channels)}] {hit.id}: {hit.content[:80]}"
+        )
+    if not result.ranking:
+        lines.append(f"  {NOTHING_RECALLED}")
+    return "\n".join(lines)
+
+
+def debug_result(response: pb.RecallResponse) -> tuple[str, DebugResult]:
+    explanation = response.explanation
+    weights = explanation.weights
+    result = DebugResult(
+        profile=explanation.profile,
+        weights={
+            "similarity": weights.similarity,
+            "recency": weights.recency,
+            "tier_priority": weights.tier_priority,
+            "entity_match": weights.entity_match,
+        },
+        parsed_time_range=_range(explanation, "parsed_time_range"),
+        channels=[
+            ChannelCandidates(
+                channel=_channel(channel.channel),
+                elapsed_ms=channel.elapsed_ms,
+                error=channel.error,
+                candidates=[
+                    Candidate(id=memory_id, rank=hit.rank, score=hit.score)
+                    for hit, memory_id in zip(channel.hits, channel.memory_ids, strict=False)
+                ],
+            )
+            for channel in explanation.channels
+        ],
+        ranking=[_ranked(hit) for hit in response.hits],
+        channels_degraded=[_channel(c) for c in response.channels_degraded],
+        reranked=response.reranked,
+        injection_text=response.injection_text,
+    )
+    return _debug_text(result), result

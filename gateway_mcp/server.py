@@ -1,0 +1,158 @@
+"""The two transports: stdio (one agent, the tenant from the configuration) and streamable HTTP
+(stateless, so any replica behind a load balancer answers any request; bearer tokens name the tenant)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator, Iterator
+
+import uvicorn
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
+from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.stdio import stdio_server
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp
+
+from gateway_mcp.app import build_server
+from gateway_mcp.auth import TokenTenants, bearer_tenant, fixed_tenant
+from gateway_mcp.config import HEALTH_PATH, GatewaySettings, is_loopback
+
+__all__ = ["GatewayStartError", "HttpGateway", "http_app", "serve_stdio"]
+
+
+class GatewayStartError(RuntimeError):
+    pass
+
+
+async def serve_stdio(settings: GatewaySettings) -> None:
+    """Serves one client on stdin/stdout until it closes them."""
+    server = build_server(settings, fixed_tenant(settings.tenant))
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+def _transport_security(settings: GatewaySettings) -> TransportSecuritySettings | None:
+    """On loopback, only local Host/Origin headers: a web page cannot reach the gateway through DNS
+    rebinding (the SDK's own default for local servers). Elsewhere the bearer tokens protect it."""
+    if not is_loopback(settings.host):
+        return None
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+    )
+
+
+async def _health(request: Request) -> Response:
+    return PlainTextResponse("ok")
+
+
+def http_app(settings: GatewaySettings) -> Starlette:
+    """The ASGI app: the MCP endpoint at settings.path (behind the bearer check when tokens are
+    configured) and an unauthenticated liveness probe at /healthz."""
+    settings.require_safe_http()
+    tenant_of = bearer_tenant if settings.tokens else fixed_tenant(settings.tenant)
+    manager = StreamableHTTPSessionManager(
+        app=build_server(settings, tenant_of),
+        # Stateless and plain JSON answers: no session to pin to a replica, no SSE stream to hold.
+        stateless=True,
+        json_response=True,
+        security_settings=_transport_security(settings),
+    )
+    endpoint: ASGIApp = StreamableHTTPASGIApp(manager)
+    middleware: list[Middleware] = []
+    if settings.tokens:
+        endpoint = RequireAuthMiddleware(endpoint, required_scopes=[])
+        middleware = [
+            Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(TokenTenants(settings.tokens))),
+            Middleware(AuthContextMiddleware),
+        ]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with manager.run():
+            yield
+
+    return Starlette(
+        routes=[Route(settings.path, endpoint=endpoint), Route(HEALTH_PATH, _health, methods=["GET"])],
+        middleware=middleware,
+        lifespan=lifespan,
+    )
+
+
+class _Uvicorn(uvicorn.Server):
+    """Tells when it listens; leaves signals to its owner (the CLI) instead of taking over the process's."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.listening = asyncio.Event()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            self.listening.set()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+class HttpGateway:
+    """Streamable HTTP on settings.host:port (0: a free port), started and stopped by its owner."""
+
+    def __init__(self, settings: GatewaySettings) -> None:
+        self.settings = settings
+        self.app = http_app(settings)  # refuses an unsafe configuration before anything listens
+        self._server = _Uvicorn(
+            uvicorn.Config(
+                self.app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5
+            )
+        )
+        self._task: asyncio.Task[None] | None = None
+        self.port = settings.port
+
+    @property
+    def url(self) -> str:
+        return self.settings.model_copy(update={"port": self.port}).url
+
+    async def start(self) -> str:
+        """Binds (OSError when the port is taken), serves, and returns the endpoint's URL once it listens."""
+        family = socket.AF_INET6 if ":" in self.settings.host else socket.AF_INET
+        # proto=IPPROTO_TCP matters: asyncio sets TCP_NODELAY only on sockets that name it, and without
+        # it Nagle's algorithm and delayed ACKs added ~45 ms to every response (measured).
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((self.settings.host.strip("[]"), self.settings.port))
+        except OSError:
+            sock.close()
+            raise
+        self.port = int(sock.getsockname()[1])
+        self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="mcp-http")
+        listening = asyncio.create_task(self._server.listening.wait())
+        await asyncio.wait({self._task, listening}, return_when=asyncio.FIRST_COMPLETED)
+        if not listening.done():
+            listening.cancel()
+            raise GatewayStartError(f"the HTTP gateway stopped while starting: {self._task.exception()!r}")
+        return self.url
+
+    async def wait(self) -> None:
+        """Returns when the server stops on its own."""
+        if self._task is not None:
+            await asyncio.shield(self._task)
+
+    async def stop(self) -> None:
+        if self._task is None:
+            return
+        self._server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task

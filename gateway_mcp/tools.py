@@ -1,0 +1,288 @@
+"""The tools an agent sees: strict argument models (their JSON schemas are the tools' input schemas),
+and descriptions that say WHEN to call each tool, with the Chinese and English cues users give.
+
+The first arguments are the original design's (`session_id`, `memory_type`, `summary`, `intent`,
+`entities`; `session_id`, `query`, `top_k`), so an agent written against it works unchanged; the rest
+are what the gRPC API offers, all optional.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as types
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic_core import core_schema
+
+from gateway_mcp.results import NOTHING_RECALLED, DebugResult, RecallResult, SummaryResult, WriteResult
+from hindsight.client import KindName, TierName
+
+__all__ = [
+    "DEBUG_TOOL",
+    "MAX_TOKEN_BUDGET",
+    "MAX_TOP_K",
+    "RECALL_TOOL",
+    "SUMMARIZE_TOOL",
+    "TOOLS",
+    "WRITE_TOOL",
+    "DebugArguments",
+    "RecallArguments",
+    "SummarizeArguments",
+    "ToolSpec",
+    "WriteArguments",
+    "input_schema",
+]
+
+# The server accepts up to 100 (limits.max_top_k), but its channels merge 30-50 candidates: more than
+# 50 can never be relevant, and each hit costs the agent's context.
+MAX_TOP_K = 50
+MAX_TOKEN_BUDGET = 32_000  # the server's limits.max_token_budget
+_IDENTIFIER = 256  # the server's limits.max_identifier_chars
+
+WRITE_TOOL = "memory_write"
+RECALL_TOOL = "memory_recall"
+SUMMARIZE_TOOL = "memory_summarize"
+DEBUG_TOOL = "memory_debug"
+
+_TIME = "ISO 8601 with a UTC offset, e.g. 2025-01-08T14:00:00+08:00"
+
+
+class _Arguments(BaseModel):
+    # extra="forbid" is what puts `additionalProperties: false` in the schema (and enforces it).
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class WriteArguments(_Arguments):
+    session_id: str = Field(
+        min_length=1, max_length=_IDENTIFIER, description="The conversation this memory comes from."
+    )
+    memory_type: TierName = Field(
+        description="working: this session's goal, confirmed parameters and open items (expires in 24 h); "
+        "episodic: what happened in one interaction or task; semantic: true across sessions "
+        "(preferences, facts about the user or the project)."
+    )
+    summary: str = Field(
+        min_length=1,
+        description="The memory itself, stored as its content: one short, self-contained statement with "
+        "the key entities, e.g. '用户偏好靠窗座位' or 'Booked room A-301 for 10 people on 2025-01-08 14:00'.",
+    )
+    intent: str = Field(
+        "", max_length=_IDENTIFIER, description="What the user wanted, as a label, e.g. book_meeting_room."
+    )
+    entities: dict[str, Any] = Field(
+        default_factory=dict,
+        description='Key entities as a flat JSON object, e.g. {"date": "2025-01-08", "building": "A", '
+        '"capacity": 10}; recall matches on them; a new value for an entity replaces the old memory.',
+    )
+    kind: KindName | None = Field(
+        None,
+        description="What sort of memory. Default from memory_type: working -> task, episodic -> event, "
+        "semantic -> fact. Use preference for likes and habits, instruction for how to act for the user.",
+    )
+    subject: str = Field(
+        "",
+        max_length=_IDENTIFIER,
+        description="Who or what it is about, e.g. the user's id; recall can filter on it.",
+    )
+    confidence: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="How sure you are (default 1). Below 0.7 the memory waits as pending and is not recalled "
+        "until confirmed: do not write guesses as facts.",
+    )
+    occurred_at: AwareDatetime | None = Field(
+        None, description=f"When it was said or happened (default now; not in the future), {_TIME}."
+    )
+    valid_from: AwareDatetime | None = Field(None, description=f"True in the world from ({_TIME}).")
+    valid_to: AwareDatetime | None = Field(None, description=f"True in the world until ({_TIME}).")
+    idempotency_key: str = Field(
+        "",
+        max_length=_IDENTIFIER,
+        description="Send the same key when you repeat the same write: it is stored once. Default: a new key "
+        "per call (a retry inside the gateway reuses it).",
+    )
+
+
+class RecallArguments(_Arguments):
+    session_id: str = Field(
+        min_length=1,
+        max_length=_IDENTIFIER,
+        description="The current conversation; its working memory and recent episodes are recalled too.",
+    )
+    query: str = Field(
+        min_length=1,
+        description="What you need to remember, in the user's words (Chinese or English). Time expressions "
+        "such as 上次, 上周三, 三天前, last Friday narrow the time range by themselves.",
+    )
+    top_k: int | None = Field(None, ge=1, le=MAX_TOP_K, description="At most this many memories (default 5).")
+    token_budget: int | None = Field(
+        None, ge=1, le=MAX_TOKEN_BUDGET, description="Token budget of the injected text (default 2000)."
+    )
+    memory_types: list[TierName] = Field(
+        default_factory=list, max_length=3, description="Only these tiers (default: all)."
+    )
+    kinds: list[KindName] = Field(
+        default_factory=list, max_length=6, description="Only these kinds (default: all)."
+    )
+    subject: str = Field("", max_length=_IDENTIFIER, description="Only memories about this subject.")
+    entities: dict[str, Any] = Field(
+        default_factory=dict, description='Entities to match exactly, e.g. {"building": "A"}.'
+    )
+    start: AwareDatetime | None = Field(None, description=f"Only memories from this time on ({_TIME}).")
+    end: AwareDatetime | None = Field(None, description=f"Only memories before this time ({_TIME}).")
+    as_of: AwareDatetime | None = Field(
+        None, description=f"Recall what was known at that time, before later corrections ({_TIME})."
+    )
+    profile: str = Field(
+        "",
+        max_length=64,
+        pattern=r"^[a-z0-9_]*$",
+        description="Ranking profile: default, support (recent first), knowledge_qa (meaning first).",
+    )
+    include_superseded: bool = Field(False, description="Also return memories a newer one replaced.")
+
+
+class SummarizeArguments(_Arguments):
+    session_id: str = Field(
+        min_length=1, max_length=_IDENTIFIER, description="The conversation to summarise."
+    )
+
+
+class DebugArguments(_Arguments):
+    query: str = Field(min_length=1, description="The query whose recall to explain.")
+    session_id: str = Field(
+        "", max_length=_IDENTIFIER, description="The session, as memory_recall would send it."
+    )
+    subject: str = Field("", max_length=_IDENTIFIER, description="Only memories about this subject.")
+    top_k: int | None = Field(None, ge=1, le=MAX_TOP_K, description="Final hits to rank (default 5).")
+
+
+class _InputSchema(GenerateJsonSchema):
+    """Optional arguments are advertised by their type: `null` only marks "absent" (still accepted)."""
+
+    def nullable_schema(self, schema: core_schema.NullableSchema) -> JsonSchemaValue:
+        return self.generate_inner(schema["schema"])
+
+
+def _tidy(schema: dict[str, Any]) -> dict[str, Any]:
+    """Titles repeat the names, and `default: null` says nothing: both only cost the model tokens."""
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+        if prop.get("default", 0) is None:
+            del prop["default"]
+        if "items" in prop:
+            prop["items"].pop("title", None)
+    return schema
+
+
+def input_schema(model: type[BaseModel]) -> dict[str, Any]:
+    return _tidy(model.model_json_schema(schema_generator=_InputSchema))
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    name: str
+    title: str
+    description: str
+    arguments: type[_Arguments]
+    result: type[BaseModel]
+    read_only: bool
+
+    def definition(self) -> types.Tool:
+        return types.Tool(
+            name=self.name,
+            title=self.title,
+            description=self.description,
+            input_schema=input_schema(self.arguments),
+            output_schema=self.result.model_json_schema(mode="serialization"),
+            annotations=types.ToolAnnotations(
+                title=self.title,
+                read_only_hint=self.read_only,
+                destructive_hint=False,
+                idempotent_hint=self.read_only,
+                open_world_hint=False,
+            ),
+        )
+
+
+def _lines(*lines: str) -> str:
+    return "\n".join(lines)
+
+
+_WRITE = ToolSpec(
+    name=WRITE_TOOL,
+    title="Remember",
+    arguments=WriteArguments,
+    result=WriteResult,
+    read_only=False,
+    description=_lines(
+        "Store one memory for later sessions.",
+        "Call it WHEN:",
+        "- the user states a stable preference or fact: 以后都… / 我总是… / 我喜欢… / 记住… / "
+        "from now on / always / I prefer / remember that …",
+        "- the user confirms an important decision or parameter (date, place, count, format), "
+        "or changes one: 改成周五 / make it Friday",
+        "- a task completes: write an episodic memory of what was done and its result.",
+        "Do NOT call it for small talk (好的 / 谢谢 / 请稍等 / ok / thanks), for guesses, "
+        "or for what only matters in this turn.",
+        "Keep `summary` short and self-contained, with the key entities; "
+        "put structured values in `entities`. A new value for the same subject, kind and entity "
+        "replaces the old memory (kept as history).",
+    ),
+)
+
+_RECALL = ToolSpec(
+    name=RECALL_TOOL,
+    title="Recall",
+    arguments=RecallArguments,
+    result=RecallResult,
+    read_only=True,
+    description=_lines(
+        "Recall what you were told before that is relevant now, ready to put into your context.",
+        "Call it WHEN:",
+        "- the user refers to earlier interactions: 上次 / 之前 / 还是那个 / 跟以前一样 / 老样子 / 上周 / "
+        "last time / as before / the same as / the usual / like I said",
+        "- answering needs the user's preferences, facts or history from earlier sessions "
+        "(which room, which format, what was decided).",
+        "Do NOT call it on every turn, nor for what is already in this conversation.",
+        "The text result is a block `[相关记忆] … [/相关记忆]` to use as-is; each line gives the date, "
+        "the kind and the confidence, and says when a memory was updated. "
+        f"`{NOTHING_RECALLED}` means nothing relevant is stored: do not invent history.",
+    ),
+)
+
+_SUMMARIZE = ToolSpec(
+    name=SUMMARIZE_TOOL,
+    title="Session summary",
+    arguments=SummarizeArguments,
+    result=SummaryResult,
+    read_only=True,
+    description=_lines(
+        "The current session's working memory: its goal, the parameters the user confirmed, the open items "
+        "and the last turns, as text ready to inject.",
+        "Call it WHEN you resume or continue a long conversation, when the user changes a confirmed "
+        "parameter (改成周五 / change it to Friday) and you need to restate what is settled, "
+        "or before acting on a multi-turn task. Not on every turn.",
+    ),
+)
+
+_DEBUG = ToolSpec(
+    name=DEBUG_TOOL,
+    title="Explain a recall",
+    arguments=DebugArguments,
+    result=DebugResult,
+    read_only=True,
+    description=_lines(
+        "Diagnostics for developers, not for answering users: runs a recall with its explanation and "
+        "returns each channel's raw candidates (structured, vector, lexical, session, context) with "
+        "timings, and the score components of the final ranking (similarity, recency, tier priority, "
+        "entity match, rerank).",
+        "Call it only when asked why a memory was or was not recalled.",
+    ),
+)
+
+TOOLS: tuple[ToolSpec, ...] = (_WRITE, _RECALL, _SUMMARIZE, _DEBUG)

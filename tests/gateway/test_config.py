@@ -1,0 +1,81 @@
+"""The gateway's configuration, its gRPC target list, the one error map, and the README's prompt."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grpc
+import pytest
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+
+from gateway_mcp.config import channel_target, is_loopback, load_gateway_settings
+from gateway_mcp.errors import UNAVAILABLE_MESSAGE, from_rpc
+from gateway_mcp.prompt import SYSTEM_PROMPT_EN, SYSTEM_PROMPT_ZH
+from tests.conftest import REPO_ROOT
+
+
+def test_target_lists_become_one_round_robin_target() -> None:
+    assert channel_target(["memory.internal:50051"]) == "memory.internal:50051"
+    assert channel_target(["127.0.0.1:50051", "127.0.0.1:50052"]) == "ipv4:127.0.0.1:50051,127.0.0.1:50052"
+    assert channel_target(["[::1]:50051", "::1:50052"]) == "ipv6:[::1]:50051,[::1]:50052"
+    with pytest.raises(ValueError, match="one family"):
+        channel_target(["127.0.0.1:1", "[::1]:2"])
+    with pytest.raises(ValueError, match="must be IP:PORT literals"):
+        channel_target(["a.example:1", "b.example:1"])
+
+
+def test_flags_beat_the_environment_which_beats_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "gateway.toml"
+    config.write_text('tenant = "from-file"\nport = 9000\ntargets = ["127.0.0.1:1"]\ndebug_tool = true\n')
+    monkeypatch.setenv("HINDSIGHT_MCP_CONFIG", str(config))
+    monkeypatch.setenv("HINDSIGHT_MCP__PORT", "9001")
+    monkeypatch.setenv("HINDSIGHT_MCP__TARGETS", "127.0.0.1:2, 127.0.0.1:3")
+    settings = load_gateway_settings(port=9002)
+    assert settings.tenant == "from-file" and settings.debug_tool is True  # the file
+    assert settings.targets == ("127.0.0.1:2", "127.0.0.1:3")  # the environment over the file
+    assert settings.port == 9002  # the flag over both
+    assert settings.url == "http://127.0.0.1:9002/mcp"
+    with pytest.raises(ValueError, match="one family"):
+        load_gateway_settings(targets="127.0.0.1:1,[::1]:2")
+
+
+def test_only_literal_loopback_counts() -> None:
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("10.0.0.5") and not is_loopback("gateway.local")
+
+
+def _rpc_error(code: grpc.StatusCode, details: str, field: str | None = None) -> grpc.aio.AioRpcError:
+    trailing = grpc.aio.Metadata()
+    if field is not None:
+        status = status_pb2.Status(code=getattr(code_pb2, code.name), message=details)
+        detail = any_pb2.Any()
+        violation = error_details_pb2.BadRequest.FieldViolation(field=field, description="must not be empty")
+        detail.Pack(error_details_pb2.BadRequest(field_violations=[violation]))
+        status.details.append(detail)
+        trailing.add("grpc-status-details-bin", status.SerializeToString())
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), trailing, details=details)
+
+
+def test_rpc_errors_become_messages_a_model_can_act_on() -> None:
+    bad = _rpc_error(
+        grpc.StatusCode.INVALID_ARGUMENT, "memory.entities.n: must not be empty", "memory.entities.n"
+    )
+    assert from_rpc(bad, "memory_write") == "invalid argument: entities.n: must not be empty"
+    # Without the BadRequest detail, the message's leading field is renamed the same way.
+    plain = _rpc_error(grpc.StatusCode.INVALID_ARGUMENT, "tiers[0]: must not be UNSPECIFIED")
+    assert from_rpc(plain, "memory_recall") == "invalid argument: memory_types[0]: must not be UNSPECIFIED"
+    down = _rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
+    assert from_rpc(down, "memory_recall") == f"{UNAVAILABLE_MESSAGE} (DEADLINE_EXCEEDED)"
+    missing = _rpc_error(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
+    assert from_rpc(missing, "memory_summarize").endswith("(UNIMPLEMENTED)")
+    assert from_rpc(_rpc_error(grpc.StatusCode.NOT_FOUND, "no memory x"), "t") == "not found: no memory x"
+
+
+@pytest.mark.parametrize("readme", ["README.md", "gateway_mcp/README.md"])
+def test_the_readme_shows_the_system_prompt_the_gateway_sends(readme: str) -> None:
+    text = (REPO_ROOT / readme).read_text()
+    assert SYSTEM_PROMPT_ZH in text
+    assert SYSTEM_PROMPT_EN in text
