@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
-from collections.abc import Coroutine
+import socket
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -24,12 +26,16 @@ from hindsight_server.domain.model import VectorSpace
 from hindsight_server.inference.tier import DimensionMismatch, InferenceTier
 from hindsight_server.pipelines.access import AccessTracker
 from hindsight_server.pipelines.backfill import BackfillSettings, EmbeddingBackfill
+from hindsight_server.pipelines.jobs import JobRegistry, JobRunner, JobScheduler
+from hindsight_server.pipelines.lifecycle import LifecycleJobs, LifecycleSettings
 from hindsight_server.pipelines.read import ReadPipeline
 from hindsight_server.pipelines.recall import RecallPipeline, RecallSettings
 from hindsight_server.pipelines.sessions import SessionPipeline, SessionSettings
 from hindsight_server.pipelines.write import WritePipeline, WriteSettings
 from hindsight_server.rpc.server import build_server, set_inference_serving, set_serving
 from hindsight_server.rpc.servicer import MemoryServicer
+from hindsight_server.store.jobs import JobStore
+from hindsight_server.store.lifecycle import LifecycleStore
 from hindsight_server.store.memories import MemoryStore
 from hindsight_server.store.migrate import EmbeddingDimensions, migrate
 from hindsight_server.store.pool import create_pool
@@ -51,6 +57,7 @@ class RunningServer:
     grace_s: float
     inference: InferenceTier | None = None
     access: AccessTracker | None = None
+    jobs: JobRunner | None = None  # the lifecycle jobs (scheduled here when settings.jobs.enabled)
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
@@ -147,6 +154,79 @@ async def _connect_inference(settings: Settings) -> InferenceTier | None:
     return tier
 
 
+def _write_settings(settings: Settings) -> WriteSettings:
+    config = settings.inference
+    return WriteSettings(
+        settings.limits,
+        settings.ttl,
+        settings.write,
+        inline_budget_s=config.inline_budget_s,
+        inline_budget_per_item_s=config.inline_budget_per_item_s,
+        english_inline_max_batch=config.english_inline_max_batch,
+        conflicts=settings.conflicts,
+    )
+
+
+def _server_name() -> str:
+    """Who ran a job, as job_runs records it."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def build_jobs(
+    settings: Settings, pool: asyncpg.Pool, writes: WritePipeline, clock: Clock, server: str
+) -> JobRunner:
+    """The lifecycle jobs, for the server's schedule and for `hindsight jobs`."""
+    jobs = settings.jobs
+    lifecycle = LifecycleJobs(
+        LifecycleStore(pool),
+        writes,
+        LifecycleSettings(
+            batch_size=jobs.batch_size,
+            purge_grace=timedelta(days=jobs.purge_grace_days),
+            quota=jobs.quota,
+            demote_after=timedelta(days=jobs.demote_after_days),
+            pattern_min_episodes=jobs.pattern_min_episodes,
+            pattern_min_share=jobs.pattern_min_share,
+        ),
+        settings.ttl,
+    )
+    registry = JobRegistry(jobs.intervals())
+    for name, body in lifecycle.bodies().items():
+        registry.add(name, body)
+    return JobRunner(registry, JobStore(pool), clock, server)
+
+
+@contextlib.asynccontextmanager
+async def open_jobs(settings: Settings, *, clock: Clock = system_clock) -> AsyncIterator[JobRunner]:
+    """The lifecycle jobs against the configured database, without serving (`hindsight jobs`); with
+    the inference tier when one is configured, so derived memories get their embeddings."""
+    db = settings.database
+    try:
+        await migrate(db.dsn, _dimensions(settings), db.connect_timeout_s)
+    except HindsightError as exc:
+        raise StartupError(f"cannot reach the database: {exc}") from exc
+    inference = await _connect_inference(settings)
+    try:
+        pool = await create_pool(
+            db.dsn,
+            min_size=1,
+            max_size=max(2, min(db.pool_max, 4)),  # the job's lock holds one connection
+            statement_timeout_ms=db.statement_timeout_ms,
+            connect_timeout_s=db.connect_timeout_s,
+        )
+    except HindsightError as exc:
+        if inference is not None:
+            await inference.close()
+        raise StartupError(f"cannot reach the database: {exc}") from exc
+    try:
+        writes = WritePipeline(MemoryStore(pool), _write_settings(settings), clock, inference)
+        yield build_jobs(settings, pool, writes, clock, f"{_server_name()} (cli)")
+    finally:
+        await pool.close()
+        if inference is not None:
+            await inference.close()
+
+
 async def start_server(settings: Settings, *, clock: Clock = system_clock) -> RunningServer:
     db = settings.database
     if not db.dsn:
@@ -177,20 +257,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
 
     store = MemoryStore(pool)
     config = settings.inference
-    writes = WritePipeline(
-        store,
-        WriteSettings(
-            settings.limits,
-            settings.ttl,
-            settings.write,
-            inline_budget_s=config.inline_budget_s,
-            inline_budget_per_item_s=config.inline_budget_per_item_s,
-            english_inline_max_batch=config.english_inline_max_batch,
-            conflicts=settings.conflicts,
-        ),
-        clock,
-        inference,
-    )
+    writes = WritePipeline(store, _write_settings(settings), clock, inference)
     reads = ReadPipeline(store, settings.limits)
     access = AccessTracker(store, clock, settings.recall.access_flush_s)
     recalls = RecallPipeline(
@@ -221,6 +288,10 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
     await server.start()
     await set_serving(health, True)
     running = RunningServer(server, port, pool, health, settings.server.grace_s, inference, access)
+    running.jobs = build_jobs(settings, pool, writes, clock, _server_name())
+    if settings.jobs.enabled:
+        scheduler = JobScheduler(running.jobs, clock, settings.jobs.poll_s)
+        running.spawn(scheduler.run_forever(), "lifecycle-jobs")
     running.spawn(_watch_database(store, health, db.health_interval_s), "watch-database")
     running.spawn(access.run_forever(), "access-tracking")
     if inference is not None:

@@ -3,6 +3,7 @@
 hindsight up                      the embedded stack in the foreground
 hindsight serve                   one memory server (needs HINDSIGHT_DATABASE__DSN)
 hindsight migrate                 apply schema migrations and exit
+hindsight jobs list|run NAME      the lifecycle jobs: their schedule, or one run now (JSON)
 hindsight mcp --stdio|--http      the MCP gateway (tools -> gRPC), see gateway_mcp/README.md
 hindsight write|get|list|recall|update|delete ...   calls over gRPC (--target, --tenant, --json)
 """
@@ -18,7 +19,7 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from google.protobuf import json_format
@@ -28,6 +29,10 @@ from gateway_mcp.cli import add_arguments as add_mcp_arguments
 from hindsight.client import DEFAULT_TARGET, HindsightClient
 from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.config import Settings, load_settings
+
+if TYPE_CHECKING:  # the server's packages are imported only by the commands that need them
+    from hindsight_server.pipelines.jobs import JobRunner
+    from hindsight_server.store.jobs import JobRun
 
 EXIT_USAGE = 2
 EXIT_RPC_ERROR = 1
@@ -143,6 +148,82 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         postgres.stop()
     print("applied: " + ", ".join(applied) if applied else "schema is up to date")
     return 0
+
+
+def _job_line(name: str, interval_s: float, run: JobRun | None) -> str:
+    if run is None:
+        return f"{name:<12} every {interval_s:>7.0f}s  never ran"
+    finished = run.finished_at.isoformat() if run.finished_at else "not finished"
+    return (
+        f"{name:<12} every {interval_s:>7.0f}s  last started {run.started_at.isoformat()}, "
+        f"finished {finished}, {run.processed} processed, on {run.server}"
+    )
+
+
+def _job_dict(name: str, interval_s: float, run: JobRun | None) -> dict[str, Any]:
+    last = None
+    if run is not None:
+        last = {
+            "started_at": run.started_at.isoformat(),
+            "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+            "processed": run.processed,
+            "server": run.server,
+        }
+    return {"job": name, "interval_s": interval_s, "last_run": last}
+
+
+async def _list_jobs(runner: JobRunner, as_json: bool) -> int:
+    last = await runner.last_runs()
+    jobs = [(job.name, job.interval.total_seconds(), last.get(job.name)) for job in runner.registry]
+    if as_json:
+        _print_json([_job_dict(*job) for job in jobs])
+    else:
+        for job in jobs:
+            print(_job_line(*job))
+    return 0
+
+
+async def _run_job(runner: JobRunner, name: str, now: datetime | None) -> int:
+    if name not in runner.registry.names:
+        print(
+            f"hindsight jobs: unknown job {name!r}; jobs: {', '.join(runner.registry.names)}", file=sys.stderr
+        )
+        return EXIT_USAGE
+    _print_json((await runner.run(name, now)).as_dict())
+    return 0
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    from hindsight_server.app import StartupError, open_jobs
+    from hindsight_server.domain.errors import HindsightError
+    from hindsight_server.stack.postgres import EmbeddedPostgres
+    from hindsight_server.store.migrate import SchemaMismatch
+
+    settings = _settings(args)
+    _configure_logging(settings)
+    postgres = None
+    if not settings.database.dsn:  # the embedded database, as `hindsight migrate` finds it
+        postgres = EmbeddedPostgres(Path(settings.data_dir) / "postgres")
+        database = settings.database.model_copy(update={"dsn": postgres.start()})
+        settings = settings.model_copy(update={"database": database})
+
+    async def work() -> int:
+        async with open_jobs(settings) as runner:
+            if args.jobs_command == "list":
+                return await _list_jobs(runner, args.json)
+            return await _run_job(runner, args.name, args.now)
+
+    try:
+        return asyncio.run(work())
+    except SchemaMismatch as exc:
+        print(f"hindsight jobs: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (StartupError, HindsightError) as exc:
+        print(f"hindsight jobs: {exc}", file=sys.stderr)
+        return EXIT_RPC_ERROR
+    finally:
+        if postgres is not None:
+            postgres.stop()
 
 
 # --------------------------------------------------------------------------------------- client side
@@ -395,6 +476,22 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port to bind (default 50051; 0 picks a free one)")
     server_command("migrate", cmd_migrate, "apply schema migrations and exit")
+
+    jobs = commands.add_parser("jobs", help="the lifecycle jobs: list them, or run one now")
+    job_commands = jobs.add_subparsers(dest="jobs_command", required=True, metavar="ACTION")
+    for action, help_text in (
+        ("list", "each job's interval and last run"),
+        ("run", "run one job once, now (prints processed, skipped, elapsed_ms as JSON)"),
+    ):
+        job = job_commands.add_parser(action, help=help_text)
+        job.add_argument("--data-dir", help="where the embedded stack keeps its data (default ./data)")
+        job.add_argument("--dsn", help="PostgreSQL URI (default: the embedded database)")
+        job.set_defaults(handler=cmd_jobs)
+        if action == "run":
+            job.add_argument("name", help="the job (see `hindsight jobs list`)")
+            job.add_argument("--now", type=_timestamp, help="run as if at this time (ISO 8601 with offset)")
+        else:
+            job.add_argument("--json", action="store_true", help="machine-readable output")
 
     def client_command(name: str, handler: Callable[[argparse.Namespace], int], help_text: str) -> Any:
         sub = commands.add_parser(name, help=help_text)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,36 @@ class SessionConfig(_Section):
     consolidate_idle_s: float = Field(120.0, gt=0)  # ... or after this long without a turn
 
 
+class JobsSettings(_Section):
+    """The lifecycle jobs (`hindsight jobs list`): how often each runs, and what they keep."""
+
+    enabled: bool = True  # run them on a schedule in this server (`hindsight jobs run` works regardless)
+    poll_s: float = Field(5.0, gt=0)  # how often the schedule is checked
+    batch_size: int = Field(500, ge=1)  # rows per transaction
+    expire_interval_s: float = Field(600.0, gt=0)  # soft-expire what passed its TTL
+    purge_interval_s: float = Field(3_600.0, gt=0)  # hard-delete, with an audit row each
+    demote_interval_s: float = Field(86_400.0, gt=0)  # semantic unused -> episodic
+    evict_interval_s: float = Field(900.0, gt=0)  # tenants over the quota
+    patterns_interval_s: float = Field(600.0, gt=0)  # episodic -> semantic habits
+    consolidate_interval_s: float = Field(30.0, gt=0)  # idle sessions -> episodes (DESIGN: 120 s idle)
+    purge_grace_days: float = Field(7.0, ge=0)  # expired or deleted this long before the purge
+    quota: int = Field(0, ge=0)  # live memories per tenant; 0: no limit
+    demote_after_days: float = Field(90.0, gt=0)  # DESIGN: semantic unused for 90 days -> episodic
+    pattern_min_episodes: int = Field(3, ge=1)  # DESIGN: the same intent and value in >= 3 episodes
+    pattern_min_share: float = Field(0.5, gt=0, le=1)  # ... in at least this share of them ("usually")
+
+    def intervals(self) -> dict[str, timedelta]:
+        """Each job's interval, by job name."""
+        return {
+            "expire": timedelta(seconds=self.expire_interval_s),
+            "purge": timedelta(seconds=self.purge_interval_s),
+            "demote": timedelta(seconds=self.demote_interval_s),
+            "evict": timedelta(seconds=self.evict_interval_s),
+            "patterns": timedelta(seconds=self.patterns_interval_s),
+            "consolidate": timedelta(seconds=self.consolidate_interval_s),
+        }
+
+
 class StackSettings(_Section):
     """What `hindsight up` starts besides the memory servers."""
 
@@ -123,6 +154,7 @@ class Settings(BaseSettings):
     write: WritePolicy = WritePolicy()
     conflicts: ConflictPolicy = ConflictPolicy()  # dedupe and supersede thresholds
     sessions: SessionConfig = SessionConfig()
+    jobs: JobsSettings = JobsSettings()
     recall: RecallPolicy = RecallPolicy()
 
     @classmethod

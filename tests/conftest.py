@@ -38,6 +38,9 @@ def make_settings(postgres_dsn: str, tmp_path_factory: pytest.TempPathFactory) -
 
     def make(**overrides: Any) -> Settings:
         values: dict[str, Any] = {"data_dir": data_dir, "server__port": 0, "database__dsn": postgres_dsn}
+        # No scheduled lifecycle jobs: a moved clock would make them expire, demote and abstract other
+        # tests' memories mid-test. Tests run jobs explicitly (tests/lifecycle).
+        values["jobs__enabled"] = False
         values.update(overrides)
         return load_settings(None, **values)
 

@@ -1,0 +1,86 @@
+"""JobStore: who runs a lifecycle job (a PostgreSQL advisory lock) and when each last ran (job_runs)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+
+from hindsight_server.store.errors import translate_errors
+
+
+@dataclass(frozen=True, slots=True)
+class JobRun:
+    job: str
+    started_at: datetime
+    finished_at: datetime | None  # None: running, or killed before it finished
+    processed: int
+    server: str
+
+
+def _lock_name(job: str) -> str:
+    # Hashed into the advisory lock space shared with the writers' peer-group locks ("peers\x1f..."):
+    # the prefix keeps the two apart.
+    return f"job\x1f{job}"
+
+
+class JobStore:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    @contextlib.asynccontextmanager
+    async def exclusive(self, job: str) -> AsyncIterator[bool]:
+        """Holds the job's session-level advisory lock on a connection of its own for the block; yields
+        False at once when another connection (any server) holds it. The lock goes with the connection:
+        a server that dies mid-run frees the job for the others."""
+        async with translate_errors(), self._pool.acquire() as connection:
+            held = await connection.fetchval(
+                "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", _lock_name(job)
+            )
+            try:
+                yield bool(held)
+            finally:
+                if held:
+                    # Also reset when the pool takes the connection back (asyncpg unlocks all), which
+                    # covers a cancelled run whose unlock never got sent.
+                    with contextlib.suppress(asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
+                        await connection.execute(
+                            "SELECT pg_advisory_unlock(hashtextextended($1, 0))", _lock_name(job)
+                        )
+
+    async def started(self, job: str, at: datetime, server: str) -> None:
+        async with translate_errors():
+            await self._pool.execute(
+                """INSERT INTO job_runs (job, started_at, finished_at, processed, server)
+                   VALUES ($1, $2, NULL, 0, $3)
+                   ON CONFLICT (job) DO UPDATE
+                   SET started_at = EXCLUDED.started_at, finished_at = NULL, processed = 0,
+                       server = EXCLUDED.server""",
+                job,
+                at,
+                server,
+            )
+
+    async def finished(self, job: str, at: datetime, processed: int) -> None:
+        async with translate_errors():
+            await self._pool.execute(
+                "UPDATE job_runs SET finished_at = $2, processed = $3 WHERE job = $1", job, at, processed
+            )
+
+    async def last_runs(self) -> dict[str, JobRun]:
+        async with translate_errors():
+            rows = await self._pool.fetch(
+                "SELECT job, started_at, finished_at, processed, server FROM job_runs"
+            )
+        return {
+            row["job"]: JobRun(
+                row["job"], row["started_at"], row["finished_at"], row["processed"], row["server"]
+            )
+            for row in rows
+        }
+
+
+__all__ = ["JobRun", "JobStore"]
