@@ -23,6 +23,7 @@ from hindsight_server.domain.clock import Clock, system_clock
 from hindsight_server.domain.consolidation import ConsolidationPolicy
 from hindsight_server.domain.errors import HindsightError
 from hindsight_server.domain.model import VectorSpace
+from hindsight_server.inference.summarizer import LlmSummarizer
 from hindsight_server.inference.tier import DimensionMismatch, InferenceTier
 from hindsight_server.pipelines.access import AccessTracker
 from hindsight_server.pipelines.backfill import BackfillSettings, EmbeddingBackfill
@@ -57,6 +58,7 @@ class RunningServer:
     grace_s: float
     inference: InferenceTier | None = None
     access: AccessTracker | None = None
+    summarizer: LlmSummarizer | None = None
     jobs: JobRunner | None = None  # the lifecycle jobs (scheduled here when settings.jobs.enabled)
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -76,6 +78,8 @@ class RunningServer:
         await self.pool.close()
         if self.inference is not None:
             await self.inference.close()
+        if self.summarizer is not None:
+            await self.summarizer.close()
 
 
 async def _watch_database(store: MemoryStore, health: HealthServicer, interval_s: float) -> None:
@@ -172,8 +176,39 @@ def _server_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+def _session_pipeline(
+    settings: Settings,
+    pool: asyncpg.Pool,
+    writes: WritePipeline,
+    clock: Clock,
+    summarizer: LlmSummarizer | None = None,
+) -> SessionPipeline:
+    config = settings.sessions
+    return SessionPipeline(
+        SessionStore(pool),
+        writes,
+        SessionSettings(
+            settings.limits,
+            settings.write,
+            keep_turns=config.keep_turns,
+            refresh_every_turns=config.refresh_every_turns,
+            consolidation=ConsolidationPolicy(
+                every_turns=config.consolidate_every_turns,
+                idle=timedelta(seconds=config.consolidate_idle_s),
+            ),
+        ),
+        clock,
+        summarizer,
+    )
+
+
 def build_jobs(
-    settings: Settings, pool: asyncpg.Pool, writes: WritePipeline, clock: Clock, server: str
+    settings: Settings,
+    pool: asyncpg.Pool,
+    writes: WritePipeline,
+    sessions: SessionPipeline,
+    clock: Clock,
+    server: str,
 ) -> JobRunner:
     """The lifecycle jobs, for the server's schedule and for `hindsight jobs`."""
     jobs = settings.jobs
@@ -193,6 +228,7 @@ def build_jobs(
     registry = JobRegistry(jobs.intervals())
     for name, body in lifecycle.bodies().items():
         registry.add(name, body)
+    registry.add("consolidate", sessions.consolidate_idle)  # idle sessions: working -> episodic
     return JobRunner(registry, JobStore(pool), clock, server)
 
 
@@ -220,7 +256,8 @@ async def open_jobs(settings: Settings, *, clock: Clock = system_clock) -> Async
         raise StartupError(f"cannot reach the database: {exc}") from exc
     try:
         writes = WritePipeline(MemoryStore(pool), _write_settings(settings), clock, inference)
-        yield build_jobs(settings, pool, writes, clock, f"{_server_name()} (cli)")
+        sessions = _session_pipeline(settings, pool, writes, clock)
+        yield build_jobs(settings, pool, writes, sessions, clock, f"{_server_name()} (cli)")
     finally:
         await pool.close()
         if inference is not None:
@@ -266,21 +303,13 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
         inference,
         access,
     )
-    sessions = SessionPipeline(
-        SessionStore(pool),
-        writes,
-        SessionSettings(
-            settings.limits,
-            settings.write,
-            keep_turns=settings.sessions.keep_turns,
-            refresh_every_turns=settings.sessions.refresh_every_turns,
-            consolidation=ConsolidationPolicy(
-                every_turns=settings.sessions.consolidate_every_turns,
-                idle=timedelta(seconds=settings.sessions.consolidate_idle_s),
-            ),
-        ),
-        clock,
+    llm = settings.sessions
+    summarizer = (
+        LlmSummarizer(llm.llm_url, llm.llm_model, api_key=llm.llm_api_key, timeout_s=llm.llm_timeout_s)
+        if llm.llm_url
+        else None
     )
+    sessions = _session_pipeline(settings, pool, writes, clock, summarizer)
     servicer = MemoryServicer(writes, reads, recalls, sessions, settings.limits, settings.recall, clock)
     health = HealthServicer()
     server = build_server(servicer, health, settings.server.max_message_bytes)
@@ -288,7 +317,8 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
     await server.start()
     await set_serving(health, True)
     running = RunningServer(server, port, pool, health, settings.server.grace_s, inference, access)
-    running.jobs = build_jobs(settings, pool, writes, clock, _server_name())
+    running.summarizer = summarizer
+    running.jobs = build_jobs(settings, pool, writes, sessions, clock, _server_name())
     if settings.jobs.enabled:
         scheduler = JobScheduler(running.jobs, clock, settings.jobs.poll_s)
         running.spawn(scheduler.run_forever(), "lifecycle-jobs")

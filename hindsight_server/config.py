@@ -85,6 +85,11 @@ class SessionConfig(_Section):
     refresh_every_turns: int = Field(3, ge=1)  # the summary is refreshed this often, or on a key change
     consolidate_every_turns: int = Field(5, ge=1)  # working -> episodic every N turns ...
     consolidate_idle_s: float = Field(120.0, gt=0)  # ... or after this long without a turn
+    # An OpenAI-compatible endpoint (".../v1") that words the summary; empty: the rule-based text only.
+    llm_url: str = ""
+    llm_model: str = ""
+    llm_api_key: str = ""
+    llm_timeout_s: float = Field(2.0, gt=0)  # past this the rule-based text is used
 
 
 class JobsSettings(_Section):

@@ -108,9 +108,8 @@ class Visibility:
             # What was believed then: recorded by then, and not yet replaced or removed then.
             as_of = sql.param(self.as_of)
             sql.where(f"created_at <= {as_of}")
-            sql.where(
-                f"(status = 'active' OR (status IN ('superseded', 'deleted') AND updated_at > {as_of}))"
-            )
+            ended = "status IN ('superseded', 'deleted', 'expired')"
+            sql.where(f"(status = 'active' OR ({ended} AND updated_at > {as_of}))")
             sql.where(f"(expires_at IS NULL OR expires_at > {as_of})")
         else:
             statuses = ["active", "superseded"] if self.include_superseded else ["active"]
