@@ -23,6 +23,7 @@ from hindsight_server.domain.clock import Clock, system_clock
 from hindsight_server.domain.consolidation import ConsolidationPolicy
 from hindsight_server.domain.errors import HindsightError
 from hindsight_server.domain.model import VectorSpace
+from hindsight_server.domain.ratelimit import RateLimiter
 from hindsight_server.inference.summarizer import LlmSummarizer
 from hindsight_server.inference.tier import DimensionMismatch, InferenceTier
 from hindsight_server.pipelines.access import AccessTracker
@@ -31,16 +32,21 @@ from hindsight_server.pipelines.jobs import JobRegistry, JobRunner, JobScheduler
 from hindsight_server.pipelines.lifecycle import LifecycleJobs, LifecycleSettings
 from hindsight_server.pipelines.read import ReadPipeline
 from hindsight_server.pipelines.recall import RecallPipeline, RecallSettings
+from hindsight_server.pipelines.replies import IdempotentReplies
 from hindsight_server.pipelines.sessions import SessionPipeline, SessionSettings
+from hindsight_server.pipelines.tenants import ApiKeys
 from hindsight_server.pipelines.write import WritePipeline, WriteSettings
-from hindsight_server.rpc.server import build_server, set_inference_serving, set_serving
+from hindsight_server.rpc.auth import AuthInterceptor
+from hindsight_server.rpc.server import add_port, build_server, set_inference_serving, set_serving
 from hindsight_server.rpc.servicer import MemoryServicer
 from hindsight_server.store.jobs import JobStore
 from hindsight_server.store.lifecycle import LifecycleStore
 from hindsight_server.store.memories import MemoryStore
 from hindsight_server.store.migrate import EmbeddingDimensions, migrate
 from hindsight_server.store.pool import create_pool
+from hindsight_server.store.replies import ReplyStore
 from hindsight_server.store.sessions import SessionStore
+from hindsight_server.store.tenants import ApiKeyStore
 
 log = logging.getLogger(__name__)
 
@@ -202,6 +208,11 @@ def _session_pipeline(
     )
 
 
+def _replies(settings: Settings, pool: asyncpg.Pool, clock: Clock) -> IdempotentReplies:
+    window = timedelta(seconds=settings.server.idempotency_window_s)
+    return IdempotentReplies(ReplyStore(pool), clock, settings.limits, window)
+
+
 def build_jobs(
     settings: Settings,
     pool: asyncpg.Pool,
@@ -229,6 +240,8 @@ def build_jobs(
     for name, body in lifecycle.bodies().items():
         registry.add(name, body)
     registry.add("consolidate", sessions.consolidate_idle)  # idle sessions: working -> episodic
+    # Answers kept for retries, past their window.
+    registry.add("replies", _replies(settings, pool, clock).forget_expired, interval=timedelta(hours=1))
     return JobRunner(registry, JobStore(pool), clock, server)
 
 
@@ -262,6 +275,27 @@ async def open_jobs(settings: Settings, *, clock: Clock = system_clock) -> Async
         await pool.close()
         if inference is not None:
             await inference.close()
+
+
+@contextlib.asynccontextmanager
+async def open_api_keys(settings: Settings, *, clock: Clock = system_clock) -> AsyncIterator[ApiKeys]:
+    """The API keys against the configured database, without serving (`hindsight tenants`)."""
+    db = settings.database
+    try:
+        await migrate(db.dsn, _dimensions(settings), db.connect_timeout_s)
+        pool = await create_pool(
+            db.dsn,
+            min_size=1,
+            max_size=2,
+            statement_timeout_ms=db.statement_timeout_ms,
+            connect_timeout_s=db.connect_timeout_s,
+        )
+    except HindsightError as exc:
+        raise StartupError(f"cannot reach the database: {exc}") from exc
+    try:
+        yield ApiKeys(ApiKeyStore(pool), clock, settings.limits, settings.security.api_key_cache_s)
+    finally:
+        await pool.close()
 
 
 async def start_server(settings: Settings, *, clock: Clock = system_clock) -> RunningServer:
@@ -310,10 +344,20 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
         else None
     )
     sessions = _session_pipeline(settings, pool, writes, clock, summarizer)
-    servicer = MemoryServicer(writes, reads, recalls, sessions, settings.limits, settings.recall, clock)
+    replies = _replies(settings, pool, clock)
+    servicer = MemoryServicer(
+        writes, reads, recalls, sessions, replies, settings.limits, settings.recall, clock
+    )
     health = HealthServicer()
-    server = build_server(servicer, health, settings.server.max_message_bytes)
-    port = server.add_insecure_port(f"{settings.server.host}:{settings.server.port}")
+    security = settings.security
+    auth = AuthInterceptor(
+        ApiKeys(ApiKeyStore(pool), clock, settings.limits, security.api_key_cache_s),
+        required=security.require_api_keys,
+        limiter=RateLimiter(security.requests_per_s_per_tenant, security.request_burst_per_tenant),
+    )
+    server = build_server(servicer, health, settings.server.max_message_bytes, auth)
+    address = f"{settings.server.host}:{settings.server.port}"
+    port = add_port(server, address, security.tls_cert_file, security.tls_key_file)
     await server.start()
     await set_serving(health, True)
     running = RunningServer(server, port, pool, health, settings.server.grace_s, inference, access)

@@ -15,8 +15,9 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -194,7 +195,63 @@ async def _run_job(runner: JobRunner, name: str, now: datetime | None) -> int:
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
-    from hindsight_server.app import StartupError, open_jobs
+    from hindsight_server.app import open_jobs
+
+    async def work(settings: Settings) -> int:
+        async with open_jobs(settings) as runner:
+            if args.jobs_command == "list":
+                return await _list_jobs(runner, args.json)
+            return await _run_job(runner, args.name, args.now)
+
+    return _on_database(args, "jobs", work)
+
+
+def cmd_tenants(args: argparse.Namespace) -> int:
+    from hindsight_server.app import open_api_keys
+
+    async def work(settings: Settings) -> int:
+        async with open_api_keys(settings) as keys:
+            if args.tenants_command == "create":
+                created = await keys.create(args.tenant, args.label)
+                if args.json:
+                    _print_json(
+                        {"tenant_id": created.tenant_id, "key_id": created.key_id, "api_key": created.api_key}
+                    )
+                else:
+                    print(
+                        f"tenant {created.tenant_id}: API key (shown once, store it now):\n{created.api_key}"
+                    )
+            elif args.tenants_command == "revoke":
+                await keys.revoke(args.key_id)
+                print(f"revoked {args.key_id}")
+            else:
+                records = await keys.list(args.tenant or "")
+                rows = [
+                    {
+                        "tenant_id": r.tenant_id,
+                        "key_id": r.key_id,
+                        "label": r.label,
+                        "created_at": r.created_at.isoformat(),
+                        "revoked_at": r.revoked_at.isoformat() if r.revoked_at else None,
+                    }
+                    for r in records
+                ]
+                if args.json:
+                    _print_json(rows)
+                for row in [] if args.json else rows:
+                    state = f"revoked {row['revoked_at']}" if row["revoked_at"] else "active"
+                    print(f"{row['tenant_id']}  {row['key_id']}  {state}  {row['label']}")
+        return 0
+
+    return _on_database(args, "tenants", work)
+
+
+def _on_database(
+    args: argparse.Namespace, command: str, work: Callable[[Settings], Coroutine[Any, Any, int]]
+) -> int:
+    """Runs `work` against the configured database (or the embedded one `hindsight up` keeps in the
+    data dir), mapping start-up problems to a message and an exit code."""
+    from hindsight_server.app import StartupError
     from hindsight_server.domain.errors import HindsightError
     from hindsight_server.stack.postgres import EmbeddedPostgres
     from hindsight_server.store.migrate import SchemaMismatch
@@ -206,20 +263,13 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         postgres = EmbeddedPostgres(Path(settings.data_dir) / "postgres")
         database = settings.database.model_copy(update={"dsn": postgres.start()})
         settings = settings.model_copy(update={"database": database})
-
-    async def work() -> int:
-        async with open_jobs(settings) as runner:
-            if args.jobs_command == "list":
-                return await _list_jobs(runner, args.json)
-            return await _run_job(runner, args.name, args.now)
-
     try:
-        return asyncio.run(work())
+        return asyncio.run(work(settings))
     except SchemaMismatch as exc:
-        print(f"hindsight jobs: {exc}", file=sys.stderr)
+        print(f"hindsight {command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except (StartupError, HindsightError) as exc:
-        print(f"hindsight jobs: {exc}", file=sys.stderr)
+        print(f"hindsight {command}: {exc}", file=sys.stderr)
         return EXIT_RPC_ERROR
     finally:
         if postgres is not None:
@@ -231,7 +281,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
 def _client_call(args: argparse.Namespace, call: Callable[[HindsightClient], Awaitable[None]]) -> int:
     async def run() -> None:
-        async with HindsightClient(args.target, timeout_s=args.timeout) as client:
+        async with HindsightClient(args.target, timeout_s=args.timeout, api_key=args.api_key) as client:
             await call(client)
 
     try:
@@ -493,12 +543,39 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             job.add_argument("--json", action="store_true", help="machine-readable output")
 
+    tenants = commands.add_parser("tenants", help="API keys per tenant: create (shown once), list, revoke")
+    tenant_commands = tenants.add_subparsers(dest="tenants_command", required=True, metavar="ACTION")
+    for action, help_text in (
+        ("create", "a new API key for a tenant; prints it once (only its hash is stored)"),
+        ("list", "the keys (ids, labels, state; never the secrets)"),
+        ("revoke", "stop a key from working (within security.api_key_cache_s on every server)"),
+    ):
+        tenant_command = tenant_commands.add_parser(action, help=help_text)
+        tenant_command.add_argument(
+            "--data-dir", help="where the embedded stack keeps its data (default ./data)"
+        )
+        tenant_command.add_argument("--dsn", help="PostgreSQL URI (default: the embedded database)")
+        tenant_command.add_argument("--json", action="store_true", help="machine-readable output")
+        tenant_command.set_defaults(handler=cmd_tenants)
+        if action == "create":
+            tenant_command.add_argument("tenant", help="tenant id")
+            tenant_command.add_argument("--label", default="", help="what the key is for")
+        elif action == "revoke":
+            tenant_command.add_argument("key_id", help="the key's id (see `hindsight tenants list`)")
+        else:
+            tenant_command.add_argument("--tenant", help="only this tenant's keys")
+
     def client_command(name: str, handler: Callable[[argparse.Namespace], int], help_text: str) -> Any:
         sub = commands.add_parser(name, help=help_text)
         sub.add_argument("--target", default=DEFAULT_TARGET, help=f"HOST:PORT (default {DEFAULT_TARGET})")
         sub.add_argument("--tenant", required=True, help="tenant id")
         sub.add_argument("--json", action="store_true", help="machine-readable output")
         sub.add_argument("--timeout", type=float, default=10.0, help="deadline in seconds (default 10)")
+        sub.add_argument(
+            "--api-key",
+            default=os.environ.get("HINDSIGHT_API_KEY", ""),
+            help="the tenant's key ($HINDSIGHT_API_KEY)",
+        )
         sub.set_defaults(handler=handler)
         return sub
 

@@ -13,7 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from hindsight_server.domain.conflicts import ConflictPolicy
@@ -29,6 +29,27 @@ class ServerSettings(_Section):
     port: int = Field(50051, ge=0, le=65535)  # 0: any free port (tests)
     grace_s: float = Field(5.0, ge=0)  # in-flight calls get this long to finish on shutdown
     max_message_bytes: int = Field(8 * 1024 * 1024, ge=64 * 1024)
+    # How long the answer to a mutating call with an idempotency key is kept for its retries.
+    idempotency_window_s: float = Field(86_400.0, gt=0)
+
+
+class SecuritySettings(_Section):
+    """Who may call. `hindsight up` (the embedded single-user mode) turns the key requirement off unless
+    it is set explicitly; everywhere else an API key (`hindsight tenants create`) is required."""
+
+    require_api_keys: bool = True
+    api_key_cache_s: float = Field(30.0, ge=0)  # a revoked key stops working on every server within this
+    requests_per_s_per_tenant: float = Field(1000.0, ge=0)  # per server; 0: unlimited
+    request_burst_per_tenant: float = Field(2000.0, ge=1)
+    # TLS for gRPC: both files set, the server listens with TLS only.
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> SecuritySettings:
+        if bool(self.tls_cert_file) != bool(self.tls_key_file):
+            raise ValueError("tls_cert_file and tls_key_file go together")
+        return self
 
 
 class DatabaseSettings(_Section):
@@ -159,6 +180,7 @@ class Settings(BaseSettings):
     write: WritePolicy = WritePolicy()
     conflicts: ConflictPolicy = ConflictPolicy()  # dedupe and supersede thresholds
     sessions: SessionConfig = SessionConfig()
+    security: SecuritySettings = SecuritySettings()
     jobs: JobsSettings = JobsSettings()
     recall: RecallPolicy = RecallPolicy()
 
@@ -187,11 +209,16 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
     settings = Settings(**values)
     # Explicit overrides (command-line flags) beat the environment, so they bypass the sources.
     updates: dict[str, Any] = {}
+    by_section: dict[str, dict[str, Any]] = {}
     for dotted, value in overrides.items():
         name, _, key = dotted.partition("__")
-        if not key:
+        if key:
+            by_section.setdefault(name, {})[key] = value
+        else:
             updates[name] = value
-            continue
-        section = updates.get(name, getattr(settings, name))
-        updates[name] = type(section).model_validate({**section.model_dump(), key: value})
+    # One validation per section, so checks that span fields (a TLS certificate and its key) see both;
+    # fields nobody set stay unset (`hindsight up` tells "not configured" from "configured false").
+    for name, keys in by_section.items():
+        section = getattr(settings, name)
+        updates[name] = type(section).model_validate({**section.model_dump(exclude_unset=True), **keys})
     return settings.model_copy(update=updates) if updates else settings

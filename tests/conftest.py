@@ -37,7 +37,13 @@ def make_settings(postgres_dsn: str, tmp_path_factory: pytest.TempPathFactory) -
     data_dir = tmp_path_factory.mktemp("data")
 
     def make(**overrides: Any) -> Settings:
-        values: dict[str, Any] = {"data_dir": data_dir, "server__port": 0, "database__dsn": postgres_dsn}
+        values: dict[str, Any] = {
+            "data_dir": data_dir,
+            "server__port": 0,
+            "database__dsn": postgres_dsn,
+            # The suite's callers carry no API key; tests/rpc/test_security.py turns the requirement on.
+            "security__require_api_keys": False,
+        }
         # No scheduled lifecycle jobs: a moved clock would make them expire, demote and abstract other
         # tests' memories mid-test. Tests run jobs explicitly (tests/lifecycle).
         values["jobs__enabled"] = False

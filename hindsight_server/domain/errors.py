@@ -32,6 +32,18 @@ class Aborted(HindsightError):
     """A concurrent change won (optimistic concurrency); the caller may re-read and retry."""
 
 
+class Unauthenticated(HindsightError):
+    """No credentials, or credentials that name no one (a missing, malformed, unknown or revoked key)."""
+
+
+class PermissionDenied(HindsightError):
+    """The caller is known but may not do this (its key belongs to another tenant)."""
+
+
+class ResourceExhausted(HindsightError):
+    """The caller is over a rate limit; safe to retry after a pause."""
+
+
 class Unavailable(HindsightError):
     """A dependency (database, inference tier) cannot be reached; safe to retry."""
 

@@ -45,6 +45,13 @@ class EmbeddingState(StrEnum):
     DISABLED = "disabled"
 
 
+class Visibility(StrEnum):
+    """Who may see a memory inside its tenant."""
+
+    SHARED = "shared"  # every agent of the tenant
+    PRIVATE = "private"  # only the agent that wrote it
+
+
 class VectorSpace(StrEnum):
     """Which model a vector comes from. Every memory has a multilingual vector (zh + en, cross-lingual);
     English memories also get an English model's, which ranks English far better (LoCoMo dev dense
@@ -81,6 +88,7 @@ class MemoryDraft:
     expires_at: datetime | None = None
     idempotency_key: str = ""
     occurred_at: datetime | None = None
+    visibility: Visibility = Visibility.SHARED
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +121,7 @@ class Memory:
     last_seen_at: datetime | None = None
     derived_from: tuple[str, ...] = ()
     provenance: Entities = field(default_factory=dict)
+    visibility: Visibility = Visibility.SHARED
 
 
 class Resolution(StrEnum):
@@ -166,6 +175,7 @@ class MemoryPatch:
     valid_to: datetime | None = None
     expires_at: datetime | None = None
     expected_version: int | None = None
+    agent_id: str = ""  # the calling agent: another agent's private memory is not found
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +188,7 @@ class ListQuery:
     statuses: Sequence[Status] = (Status.ACTIVE,)
     page_size: int = 50
     after: PageCursor | None = None
+    agent_id: str = ""  # the calling agent: sees shared memories and its own private ones
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +251,7 @@ class RecallQuery:
     include_superseded: bool = False
     as_of: datetime | None = None
     explain: bool = False
+    agent_id: str = ""  # the calling agent: sees shared memories and its own private ones
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ def filter_fingerprint(query: ListQuery) -> str:
         query.tenant_id,
         query.subject,
         query.session_id,
+        query.agent_id,
         *sorted(query.tiers),
         "|",
         *sorted(query.kinds),

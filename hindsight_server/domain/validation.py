@@ -23,6 +23,7 @@ from hindsight_server.domain.model import (
     RecallQuery,
     ScoreWeights,
     TimeWindow,
+    Visibility,
 )
 from hindsight_server.domain.policy import Limits
 
@@ -124,6 +125,8 @@ def validate_draft(draft: MemoryDraft, limits: Limits, now: datetime, prefix: st
         raise InvalidArgument(f"{prefix}occurred_at", "must not be in the future")
     if draft.expires_at is not None and draft.expires_at <= recorded_at:
         raise InvalidArgument(f"{prefix}expires_at", "must be after the time the memory is recorded")
+    if draft.visibility is Visibility.PRIVATE and not draft.agent_id:
+        raise InvalidArgument(f"{prefix}visibility", "PRIVATE needs the agent_id of the agent it belongs to")
 
 
 def validate_batch(drafts: list[MemoryDraft], limits: Limits, now: datetime) -> None:
@@ -162,6 +165,7 @@ def validate_list(query: ListQuery, limits: Limits) -> None:
     validate_tenant(query.tenant_id, limits)
     _identifier("subject", query.subject, limits)
     _identifier("session_id", query.session_id, limits)
+    _identifier("agent_id", query.agent_id, limits)
     if not 1 <= query.page_size <= limits.max_page_size:
         raise InvalidArgument("page_size", f"must be between 1 and {limits.max_page_size}")
 
@@ -190,6 +194,7 @@ def validate_recall(query: RecallQuery, limits: Limits) -> None:
     _text("query", query.text, limits.max_query_bytes)
     _identifier("subject", query.subject, limits)
     _identifier("session_id", query.session_id, limits)
+    _identifier("agent_id", query.agent_id, limits)
     if not 1 <= query.top_k <= limits.max_top_k:
         raise InvalidArgument("top_k", f"must be between 1 and {limits.max_top_k}")
     if not 1 <= query.token_budget <= limits.max_token_budget:

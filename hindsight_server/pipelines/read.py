@@ -13,13 +13,13 @@ class ReadPipeline:
         self._store = store
         self._limits = limits
 
-    async def get(self, tenant_id: str, memory_id: str) -> Memory:
+    async def get(self, tenant_id: str, memory_id: str, agent_id: str = "") -> Memory:
         validate_tenant(tenant_id, self._limits)
-        return await self._store.get(tenant_id, memory_id)
+        return await self._store.get(tenant_id, memory_id, agent_id)
 
-    async def history(self, tenant_id: str, memory_id: str) -> list[Memory]:
+    async def history(self, tenant_id: str, memory_id: str, agent_id: str = "") -> list[Memory]:
         validate_tenant(tenant_id, self._limits)
-        return await self._store.history(tenant_id, memory_id)
+        return await self._store.history(tenant_id, memory_id, agent_id)
 
     async def list(self, query: ListQuery) -> Page:
         validate_list(query, self._limits)

@@ -1,6 +1,6 @@
 """The recall path: channels in parallel -> fuse -> score -> threshold -> pack, with an explanation.
 
-Every channel reads through the same Visibility, so tenant, status, expiry and as_of rules are applied
+Every channel reads through the same Scope, so tenant, status, expiry and as_of rules are applied
 identically whichever channel finds a memory.
 """
 
@@ -37,7 +37,7 @@ from hindsight_server.domain.timeparse import TimeExpression, parse_time
 from hindsight_server.domain.validation import validate_recall
 from hindsight_server.inference.tier import InferenceTier
 from hindsight_server.pipelines.access import AccessTracker
-from hindsight_server.store.memories import ChannelRows, FloatVector, MemoryStore, Vectors, Visibility
+from hindsight_server.store.memories import ChannelRows, FloatVector, MemoryStore, Scope, Vectors
 
 FloatMatrix = npt.NDArray[np.float32]
 
@@ -99,7 +99,7 @@ class RecallPipeline:
         policy = self._settings.policy
         focused = focus(query.text)
         query = replace(query, text=focused.text)
-        visibility = Visibility(
+        scope = Scope(
             tenant_id=query.tenant_id,
             now=query.now,
             subject=query.subject,
@@ -108,19 +108,20 @@ class RecallPipeline:
             include_superseded=query.include_superseded,
             as_of=query.as_of,
             window=query.window,
+            agent_id=query.agent_id,
         )
         spoken = _spoken_time(query)
         spaces = self._spaces_for(query.text)
         query_vector = self._start_query_embedding(focused, spaces)
         try:
-            channels = self._channels(query, visibility, query_vector, spoken, spaces)
+            channels = self._channels(query, scope, query_vector, spoken, spaces)
             results, vectors = await _run_channels(channels)
         finally:
             if query_vector is not None and not query_vector.done():
                 query_vector.cancel()  # the recall failed before the vector channel used it
         candidates = reciprocal_rank_fusion(results, k=policy.rrf_k, limit=policy.max_candidates)
         ranked = await self._rank(
-            query, visibility, candidates, vectors, _embedded(query_vector), spoken, results, spaces
+            query, scope, candidates, vectors, _embedded(query_vector), spoken, results, spaces
         )
         ranked, was_reranked = await self._rerank(query, ranked)
         kept = [hit for hit in ranked if hit.score.final >= query.min_score][: query.top_k]
@@ -213,7 +214,7 @@ class RecallPipeline:
     def _channels(
         self,
         query: RecallQuery,
-        visibility: Visibility,
+        scope: Scope,
         query_vector: asyncio.Task[QueryVectors] | None,
         spoken: TimeExpression | None,
         spaces: tuple[VectorSpace, ...],
@@ -228,7 +229,7 @@ class RecallPipeline:
                 embedded = await query_vector
                 searches = await asyncio.gather(
                     *(
-                        self._store.vector_channel(visibility, q.main, limit, space, spaces)
+                        self._store.vector_channel(scope, q.main, limit, space, spaces)
                         for space, q in embedded.by_space.items()
                     )
                 )
@@ -244,28 +245,26 @@ class RecallPipeline:
                 policy.bm25_match_terms,
                 policy.bm25_match_rows,
             )
-            channels[Channel.LEXICAL] = lambda: self._store.lexical_channel(
-                visibility, terms, limit, bm25, spaces
-            )
+            channels[Channel.LEXICAL] = lambda: self._store.lexical_channel(scope, terms, limit, bm25, spaces)
         # A vague time ("上次", "recently") only prefers recent memories, which the final score does;
         # as a filter it would add the newest memories whatever they are about (gated out later).
         if query.entities or not query.window.is_open or (spoken is not None and not spoken.vague):
             # A time the query speaks of narrows this channel only: the others still search everywhere,
             # so a memory filed a day off is not lost. An explicit time_range narrows every channel.
-            in_time = visibility if spoken is None else replace(visibility, window=spoken.window)
+            in_time = scope if spoken is None else replace(scope, window=spoken.window)
             channels[Channel.STRUCTURED] = lambda: self._store.structured_channel(
                 in_time, query.entities, limit, spaces
             )
         if query.session_id:
             channels[Channel.SESSION] = lambda: self._store.session_channel(
-                visibility, query.session_id, limit, spaces
+                scope, query.session_id, limit, spaces
             )
         return channels
 
     async def _rank(
         self,
         query: RecallQuery,
-        visibility: Visibility,
+        scope: Scope,
         candidates: list[FusedCandidate],
         vectors: Vectors,
         query_vector: QueryVectors | None,
@@ -311,7 +310,7 @@ class RecallPipeline:
             if strong:
                 started = time.perf_counter()
                 rows, around = await self._store.adjacent_turns(
-                    visibility, [candidates[i].memory.id for i in strong], spaces
+                    scope, [candidates[i].memory.id for i in strong], spaces
                 )
                 known = {c.memory.id for c in candidates}
                 added = [hit for hit in rows.hits if hit.memory.id not in known]

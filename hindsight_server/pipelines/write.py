@@ -218,6 +218,7 @@ class WritePipeline:
             idempotency_key=draft.idempotency_key,
             embedding_state=self._unembedded_state,
             version=1,
+            visibility=draft.visibility,
         )
 
     async def update(self, patch: MemoryPatch) -> Memory:
@@ -225,11 +226,13 @@ class WritePipeline:
         validate_patch(patch, self._settings.limits)
         return await self._store.update(patch, self._clock(), self._unembedded_state)
 
-    async def decide_pending(self, tenant_id: str, memory_id: str, *, confirm: bool) -> Memory:
+    async def decide_pending(
+        self, tenant_id: str, memory_id: str, *, confirm: bool, agent_id: str = ""
+    ) -> Memory:
         """Confirm (active: recall uses it) or reject (deleted) a memory waiting in the pending area."""
         validate_tenant(tenant_id, self._settings.limits)
-        return await self._store.decide_pending(tenant_id, memory_id, confirm, self._clock())
+        return await self._store.decide_pending(tenant_id, memory_id, confirm, self._clock(), agent_id)
 
-    async def delete(self, tenant_id: str, memory_id: str) -> Memory:
+    async def delete(self, tenant_id: str, memory_id: str, agent_id: str = "") -> Memory:
         validate_tenant(tenant_id, self._settings.limits)
-        return await self._store.soft_delete(tenant_id, memory_id, self._clock())
+        return await self._store.soft_delete(tenant_id, memory_id, self._clock(), agent_id)

@@ -35,6 +35,7 @@ from hindsight_server.domain.model import (
     Status,
     Tier,
     TimeWindow,
+    Visibility,
     WriteOutcome,
 )
 from hindsight_server.domain.paging import decode_page_token, encode_page_token
@@ -45,6 +46,7 @@ from hindsight_server.pipelines.sessions import AppendResult, SessionView, TurnR
 E = TypeVar("E", bound=StrEnum)
 
 # Domain enum <-> proto enum number, one table per enum; the proto name is PREFIX_VALUE.
+_VISIBILITY = {Visibility.SHARED: pb.VISIBILITY_SHARED, Visibility.PRIVATE: pb.VISIBILITY_PRIVATE}
 _TIER = {Tier.WORKING: pb.TIER_WORKING, Tier.EPISODIC: pb.TIER_EPISODIC, Tier.SEMANTIC: pb.TIER_SEMANTIC}
 _KIND = {
     Kind.FACT: pb.KIND_FACT,
@@ -168,6 +170,7 @@ def draft_from_proto(tenant_id: str, memory: pb.MemoryInput, prefix: str = "memo
         expires_at=_time_in(memory, "expires_at", f"{prefix}expires_at"),
         idempotency_key=memory.idempotency_key,
         occurred_at=_time_in(memory, "occurred_at", f"{prefix}occurred_at"),
+        visibility=_enum_in(_VISIBILITY, memory.visibility, f"{prefix}visibility") or Visibility.SHARED,
     )
 
 
@@ -196,6 +199,7 @@ def patch_from_proto(request: pb.UpdateRequest) -> MemoryPatch:
         valid_to=_time_in(memory, "valid_to", "memory.valid_to"),
         expires_at=_time_in(memory, "expires_at", "memory.expires_at"),
         expected_version=request.expected_version if request.HasField("expected_version") else None,
+        agent_id=request.agent_id,
     )
 
 
@@ -208,6 +212,7 @@ def list_query_from_proto(request: pb.ListRequest, limits: Limits) -> ListQuery:
         kinds=_enums_in(_KIND, request.kinds, "kinds"),
         statuses=_enums_in(_STATUS, request.statuses, "statuses") or (Status.ACTIVE,),
         page_size=request.page_size or limits.default_page_size,
+        agent_id=request.agent_id,
     )
     if not request.page_token:
         return query
@@ -248,6 +253,7 @@ def recall_query_from_proto(request: pb.RecallRequest, policy: RecallPolicy, now
         include_superseded=request.include_superseded,
         as_of=_time_in(request, "as_of", "as_of"),
         explain=request.explain,
+        agent_id=request.agent_id,
     )
 
 
@@ -275,6 +281,7 @@ def memory_to_proto(memory: Memory) -> pb.Memory:
         version=memory.version,
         seen_count=memory.seen_count,
         derived_from=list(memory.derived_from),
+        visibility=_VISIBILITY[memory.visibility],
     )
     _entities_out(message.entities, memory.entities)
     _entities_out(message.provenance, memory.provenance)

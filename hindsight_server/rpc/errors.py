@@ -21,6 +21,9 @@ from hindsight_server.domain.errors import (
     HindsightError,
     InvalidArgument,
     NotFound,
+    PermissionDenied,
+    ResourceExhausted,
+    Unauthenticated,
     Unavailable,
 )
 from hindsight_server.rpc.context import current_request_id
@@ -33,6 +36,9 @@ STATUS_BY_ERROR: dict[type[HindsightError], grpc.StatusCode] = {
     FailedPrecondition: grpc.StatusCode.FAILED_PRECONDITION,
     Aborted: grpc.StatusCode.ABORTED,
     Unavailable: grpc.StatusCode.UNAVAILABLE,
+    Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
+    PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
+    ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
     DeadlineExceeded: grpc.StatusCode.DEADLINE_EXCEEDED,
 }
 

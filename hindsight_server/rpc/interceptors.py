@@ -13,7 +13,7 @@ from hindsight_server.rpc.errors import Behavior, map_errors
 Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"  # generic only in the type stubs
 
 
-class _UnaryInterceptor(grpc.aio.ServerInterceptor):
+class UnaryInterceptor(grpc.aio.ServerInterceptor):
     async def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler | None]],
@@ -33,7 +33,7 @@ class _UnaryInterceptor(grpc.aio.ServerInterceptor):
         raise NotImplementedError
 
 
-class RequestIdInterceptor(_UnaryInterceptor):
+class RequestIdInterceptor(UnaryInterceptor):
     """Takes `x-request-id` from the caller (or makes one), binds it for logs, echoes it back."""
 
     def wrap(self, behavior: Behavior, details: grpc.HandlerCallDetails) -> Behavior:
@@ -47,7 +47,7 @@ class RequestIdInterceptor(_UnaryInterceptor):
         return with_request_id
 
 
-class ErrorMappingInterceptor(_UnaryInterceptor):
+class ErrorMappingInterceptor(UnaryInterceptor):
     """Applies the one error table (rpc/errors.py) to every method."""
 
     def wrap(self, behavior: Behavior, details: grpc.HandlerCallDetails) -> Behavior:

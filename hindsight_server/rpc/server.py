@@ -9,6 +9,7 @@ from grpc_reflection.v1alpha import reflection
 
 from hindsight.v1 import memory_pb2 as pb
 from hindsight.v1 import memory_pb2_grpc as pb_grpc
+from hindsight_server.rpc.auth import AuthInterceptor
 from hindsight_server.rpc.interceptors import ErrorMappingInterceptor, RequestIdInterceptor
 from hindsight_server.rpc.servicer import MemoryServicer
 
@@ -18,9 +19,15 @@ INFERENCE_HEALTH_NAME = "hindsight.inference"
 _MiB = 1024 * 1024
 
 
-def build_server(servicer: MemoryServicer, health: HealthServicer, max_message_bytes: int) -> grpc.aio.Server:
+def build_server(
+    servicer: MemoryServicer,
+    health: HealthServicer,
+    max_message_bytes: int,
+    auth: AuthInterceptor,
+) -> grpc.aio.Server:
     server = grpc.aio.server(
-        interceptors=[RequestIdInterceptor(), ErrorMappingInterceptor()],
+        # Outermost first: the request id, then the error table around everything else (auth included).
+        interceptors=[RequestIdInterceptor(), ErrorMappingInterceptor(), auth],
         options=[
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max(max_message_bytes, 16 * _MiB)),
@@ -38,6 +45,15 @@ def build_server(servicer: MemoryServicer, health: HealthServicer, max_message_b
 
 def _status(serving: bool) -> health_pb2.HealthCheckResponse.ServingStatus.ValueType:
     return health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+def add_port(server: grpc.aio.Server, address: str, tls_cert_file: str, tls_key_file: str) -> int:
+    """Listens on `address`, with TLS when a certificate and key are configured."""
+    if not tls_cert_file:
+        return server.add_insecure_port(address)
+    with open(tls_key_file, "rb") as key, open(tls_cert_file, "rb") as cert:
+        credentials = grpc.ssl_server_credentials([(key.read(), cert.read())])
+    return server.add_secure_port(address, credentials)
 
 
 async def set_serving(health: HealthServicer, serving: bool) -> None:

@@ -3,20 +3,25 @@ the ErrorMappingInterceptor, so no handler chooses a status code."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import grpc
+from google.protobuf.message import Message
 
 from hindsight.v1 import memory_pb2 as pb
 from hindsight.v1 import memory_pb2_grpc as pb_grpc
 from hindsight_server.domain.clock import Clock
 from hindsight_server.domain.policy import Limits, RecallPolicy
-from hindsight_server.domain.validation import require_memory_id
+from hindsight_server.domain.validation import require_memory_id, validate_tenant
 from hindsight_server.pipelines.read import ReadPipeline
 from hindsight_server.pipelines.recall import RecallPipeline
+from hindsight_server.pipelines.replies import IdempotentReplies
 from hindsight_server.pipelines.sessions import SessionPipeline
 from hindsight_server.pipelines.write import WritePipeline
 from hindsight_server.rpc import convert
+
+R = TypeVar("R", bound=Message)
 
 
 class MemoryServicer(pb_grpc.MemoryServiceServicer):
@@ -26,6 +31,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         reads: ReadPipeline,
         recalls: RecallPipeline,
         sessions: SessionPipeline,
+        replies: IdempotentReplies,
         limits: Limits,
         recall_policy: RecallPolicy,
         clock: Clock,
@@ -34,6 +40,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         self._reads = reads
         self._recalls = recalls
         self._sessions = sessions
+        self._replies = replies
         self._limits = limits
         self._recall_policy = recall_policy
         self._clock = clock
@@ -53,20 +60,27 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         return pb.WriteBatchResponse(results=[convert.write_outcome_to_proto(o) for o in outcomes])
 
     async def Get(self, request: pb.GetRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.Memory:
-        memory = await self._reads.get(request.tenant_id, require_memory_id(request.id))
+        memory = await self._reads.get(request.tenant_id, require_memory_id(request.id), request.agent_id)
         return convert.memory_to_proto(memory)
 
     async def Update(
         self, request: pb.UpdateRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.Memory:
-        memory = await self._writes.update(convert.patch_from_proto(request))
-        return convert.memory_to_proto(memory)
+        async def run() -> Message:
+            return convert.memory_to_proto(await self._writes.update(convert.patch_from_proto(request)))
+
+        return await self._once("Update", request, pb.Memory, run)
 
     async def Delete(
         self, request: pb.DeleteRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.Memory:
-        memory = await self._writes.delete(request.tenant_id, require_memory_id(request.id))
-        return convert.memory_to_proto(memory)
+        async def run() -> Message:
+            memory_id = require_memory_id(request.id)
+            return convert.memory_to_proto(
+                await self._writes.delete(request.tenant_id, memory_id, request.agent_id)
+            )
+
+        return await self._once("Delete", request, pb.Memory, run)
 
     async def AppendTurn(
         self, request: pb.AppendTurnRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -83,32 +97,60 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def EndSession(
         self, request: pb.EndSessionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.EndSessionResponse:
-        episode = await self._sessions.end_session(request.tenant_id, request.session_id, request.reason)
-        response = pb.EndSessionResponse()
-        if episode is not None:
-            response.episode.CopyFrom(convert.memory_to_proto(episode))
-        return response
+        async def run() -> Message:
+            episode = await self._sessions.end_session(request.tenant_id, request.session_id, request.reason)
+            response = pb.EndSessionResponse()
+            if episode is not None:
+                response.episode.CopyFrom(convert.memory_to_proto(episode))
+            return response
+
+        return await self._once("EndSession", request, pb.EndSessionResponse, run)
 
     async def ConfirmPending(
         self, request: pb.PendingDecisionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.Memory:
-        memory = await self._writes.decide_pending(
-            request.tenant_id, require_memory_id(request.id), confirm=True
-        )
-        return convert.memory_to_proto(memory)
+        return await self._once("ConfirmPending", request, pb.Memory, self._decide(request, confirm=True))
 
     async def RejectPending(
         self, request: pb.PendingDecisionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.Memory:
-        memory = await self._writes.decide_pending(
-            request.tenant_id, require_memory_id(request.id), confirm=False
+        return await self._once("RejectPending", request, pb.Memory, self._decide(request, confirm=False))
+
+    def _decide(
+        self, request: pb.PendingDecisionRequest, *, confirm: bool
+    ) -> Callable[[], Awaitable[Message]]:
+        async def run() -> Message:
+            memory = await self._writes.decide_pending(
+                request.tenant_id, require_memory_id(request.id), confirm=confirm, agent_id=request.agent_id
+            )
+            return convert.memory_to_proto(memory)
+
+        return run
+
+    async def _once(
+        self, method: str, request: Any, response_type: type[R], run: Callable[[], Awaitable[Message]]
+    ) -> R:
+        """Runs a mutating call once per idempotency key (a retry gets the first answer)."""
+        validate_tenant(request.tenant_id, self._limits)
+        key = request.idempotency_key
+        unkeyed = type(request)()
+        unkeyed.CopyFrom(request)
+        unkeyed.idempotency_key = ""
+
+        async def answer() -> bytes:
+            return (await run()).SerializeToString(deterministic=True)
+
+        reply = await self._replies.once(
+            request.tenant_id, method, key, unkeyed.SerializeToString(deterministic=True), answer
         )
-        return convert.memory_to_proto(memory)
+        return response_type.FromString(reply)
 
     async def History(
         self, request: pb.HistoryRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.HistoryResponse:
-        versions = await self._reads.history(request.tenant_id, require_memory_id(request.id))
+        versions = await self._reads.history(
+            request.tenant_id, require_memory_id(request.id), request.agent_id
+        )
         return pb.HistoryResponse(versions=[convert.memory_to_proto(m) for m in versions])
 
     async def List(

@@ -139,6 +139,9 @@ class Stack:
             "HINDSIGHT_DATA_DIR": str(self.data_dir),
             "HINDSIGHT_INFERENCE__URL": inference_url,
         }
+        if "require_api_keys" not in self.settings.security.model_fields_set:
+            # The embedded single-user mode: no API keys unless the configuration asks for them.
+            env["HINDSIGHT_SECURITY__REQUIRE_API_KEYS"] = "false"
         if self._triton_english() is None and not self.settings.inference.url:
             env["HINDSIGHT_INFERENCE__ENGLISH_MODEL"] = ""  # the embedded tier serves no English model
         return [

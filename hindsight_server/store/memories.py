@@ -43,6 +43,10 @@ from hindsight_server.store.rows import MEMORY_COLUMNS, memory_from_row
 
 FloatVector = npt.NDArray[np.float32]
 
+# A private memory is seen by the agent that wrote it only (private ones always carry an agent_id, so
+# a caller without one sees shared memories alone). Every read by a caller applies it.
+_SEEN_BY = "(visibility = 'shared' OR agent_id = {agent})"
+
 # The column holding each space's vectors (identifiers from this table only, never from a caller).
 _VECTOR_COLUMN = {VectorSpace.MULTILINGUAL: "embedding", VectorSpace.ENGLISH: "embedding_en"}
 
@@ -90,7 +94,7 @@ def _where_subject_tier_kind(sql: _Sql, subject: str, tiers: Sequence[Tier], kin
 
 
 @dataclass(frozen=True, slots=True)
-class Visibility:
+class Scope:
     """Which memories a recall channel may see; shared by every channel so they agree."""
 
     tenant_id: str
@@ -101,9 +105,11 @@ class Visibility:
     include_superseded: bool = False
     as_of: datetime | None = None
     window: TimeWindow = field(default_factory=TimeWindow)
+    agent_id: str = ""  # the calling agent: shared memories and its own private ones
 
     def apply(self, sql: _Sql) -> None:
         sql.where(f"tenant_id = {sql.param(self.tenant_id)}")
+        sql.where(_SEEN_BY.format(agent=sql.param(self.agent_id)))
         if self.as_of is not None:
             # What was believed then: recorded by then, and not yet replaced or removed then.
             as_of = sql.param(self.as_of)
@@ -277,6 +283,7 @@ class MemoryStore:
         sql = _Sql()
         tenant = sql.param(patch.tenant_id)
         memory_id = sql.param(patch.memory_id)
+        seen = _SEEN_BY.format(agent=sql.param(patch.agent_id))
         assignments = [f"updated_at = {sql.param(now)}", "version = version + 1"]
         for path in sorted(patch.mask):
             value = getattr(patch, path)
@@ -303,7 +310,7 @@ class MemoryStore:
             row = await connection.fetchrow(
                 f"""WITH previous AS (
                         SELECT id, lexical_terms, tsvector_to_array(lexical) AS previous_lexemes
-                        FROM memories WHERE tenant_id = {tenant} AND id = {memory_id} FOR UPDATE),
+                        FROM memories WHERE tenant_id = {tenant} AND id = {memory_id} AND {seen} FOR UPDATE),
                     changed AS (
                         UPDATE memories m SET {", ".join(assignments)} FROM previous p
                         WHERE m.id = p.id AND m.status IN ('active', 'pending') {version_check}
@@ -321,7 +328,7 @@ class MemoryStore:
                 await _adjust_df(connection, patch.tenant_id, changes)
         if row is not None:
             return memory_from_row(row)
-        current = await self.get(patch.tenant_id, patch.memory_id)  # NotFound when it does not exist
+        current = await self.get(patch.tenant_id, patch.memory_id, patch.agent_id)  # NotFound if none
         if not is_mutable(current.status):
             raise FailedPrecondition(f"memory {current.id!r} is {current.status.value} and cannot be updated")
         raise Aborted(
@@ -329,18 +336,19 @@ class MemoryStore:
             "re-read it and retry"
         )
 
-    async def soft_delete(self, tenant_id: str, memory_id: str, now: datetime) -> Memory:
+    async def soft_delete(self, tenant_id: str, memory_id: str, now: datetime, agent_id: str = "") -> Memory:
         async with translate_errors():
             row = await self._pool.fetchrow(
                 f"""UPDATE memories SET status = 'deleted', updated_at = $3, version = version + 1
-                    WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
+                    WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted' AND {_SEEN_BY.format(agent="$4")}
                     RETURNING {MEMORY_COLUMNS}""",
                 tenant_id,
                 memory_id,
                 now,
+                agent_id,
             )
         # Deleting twice is not an error: the second call returns the deleted memory.
-        return memory_from_row(row) if row is not None else await self.get(tenant_id, memory_id)
+        return memory_from_row(row) if row is not None else await self.get(tenant_id, memory_id, agent_id)
 
     async def expire_now(self, tenant_id: str, memory_ids: Sequence[str], now: datetime) -> None:
         """Ends the memories' lifetime now (they leave recall at once; the expiry job marks them)."""
@@ -354,23 +362,26 @@ class MemoryStore:
                 now,
             )
 
-    async def decide_pending(self, tenant_id: str, memory_id: str, confirm: bool, now: datetime) -> Memory:
+    async def decide_pending(
+        self, tenant_id: str, memory_id: str, confirm: bool, now: datetime, agent_id: str = ""
+    ) -> Memory:
         """A pending memory becomes active (confirmed) or deleted (rejected); FailedPrecondition when it
         is not pending."""
         status = "active" if confirm else "deleted"
         async with translate_errors():
             row = await self._pool.fetchrow(
                 f"""UPDATE memories SET status = $3, updated_at = $4, version = version + 1
-                    WHERE tenant_id = $1 AND id = $2 AND status = 'pending'
+                    WHERE tenant_id = $1 AND id = $2 AND status = 'pending' AND {_SEEN_BY.format(agent="$5")}
                     RETURNING {MEMORY_COLUMNS}""",
                 tenant_id,
                 memory_id,
                 status,
                 now,
+                agent_id,
             )
         if row is not None:
             return memory_from_row(row)
-        current = await self.get(tenant_id, memory_id)  # NotFound when it does not exist
+        current = await self.get(tenant_id, memory_id, agent_id)  # NotFound when it does not exist
         verb = "confirmed" if confirm else "rejected"
         raise FailedPrecondition(
             f"memory {memory_id!r} is {current.status.value}, not pending: it cannot be {verb}"
@@ -378,7 +389,7 @@ class MemoryStore:
 
     # ------------------------------------------------------------------------------------------ reads
 
-    async def history(self, tenant_id: str, memory_id: str) -> list[Memory]:
+    async def history(self, tenant_id: str, memory_id: str, agent_id: str = "") -> list[Memory]:
         """The version chain through a memory, oldest first: what it superseded, back to the first
         version, and what superseded it, up to the latest."""
         async with translate_errors():
@@ -397,20 +408,24 @@ class MemoryStore:
                         WHERE m.tenant_id = $1),
                     chain AS (SELECT id, step FROM older UNION SELECT id, step FROM newer)
                     SELECT {MEMORY_COLUMNS} FROM memories JOIN chain USING (id)
-                    WHERE tenant_id = $1 ORDER BY chain.step""",
+                    WHERE tenant_id = $1 AND {_SEEN_BY.format(agent="$3")} ORDER BY chain.step""",
                 tenant_id,
                 memory_id,
+                agent_id,
             )
         if not rows:
             raise NotFound("memory", memory_id)
         return [memory_from_row(row) for row in rows]
 
-    async def get(self, tenant_id: str, memory_id: str) -> Memory:
+    async def get(self, tenant_id: str, memory_id: str, agent_id: str = "") -> Memory:
+        """The memory as the calling agent may see it; another agent's private memory is NotFound."""
         async with translate_errors():
             row = await self._pool.fetchrow(
-                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE tenant_id = $1 AND id = $2",
+                f"""SELECT {MEMORY_COLUMNS} FROM memories
+                    WHERE tenant_id = $1 AND id = $2 AND {_SEEN_BY.format(agent="$3")}""",
                 tenant_id,
                 memory_id,
+                agent_id,
             )
         if row is None:
             raise NotFound("memory", memory_id)
@@ -419,6 +434,7 @@ class MemoryStore:
     async def page(self, query: ListQuery) -> Page:
         sql = _Sql()
         sql.where(f"tenant_id = {sql.param(query.tenant_id)}")
+        sql.where(_SEEN_BY.format(agent=sql.param(query.agent_id)))
         _where_subject_tier_kind(sql, query.subject, query.tiers, query.kinds)
         if query.session_id:
             sql.where(f"session_id = {sql.param(query.session_id)}")
@@ -443,7 +459,7 @@ class MemoryStore:
 
     async def lexical_channel(
         self,
-        visibility: Visibility,
+        scope: Scope,
         terms: Sequence[str],
         limit: int,
         bm25: Bm25,
@@ -458,7 +474,7 @@ class MemoryStore:
                    FROM lexical_stats s LEFT JOIN lexical_df d
                      ON d.tenant_id = s.tenant_id AND d.term = ANY($2::text[])
                    WHERE s.tenant_id = $1""",
-                visibility.tenant_id,
+                scope.tenant_id,
                 list(terms),
             )
         if not stats:
@@ -474,7 +490,7 @@ class MemoryStore:
         weighted_terms, idfs = sql.param(list(plan.idf)), sql.param(list(plan.idf.values()))
         k1, b = sql.param(bm25.k1), sql.param(bm25.b)
         avgdl = sql.param(max(total / max(documents, 1), 1.0))
-        visibility.apply(sql)
+        scope.apply(sql)
         sql.where(f"lexical @@ {query}::tsquery")
         async with translate_errors():
             rows = await self._pool.fetch(
@@ -492,12 +508,12 @@ class MemoryStore:
         return _channel_rows(rows, spaces)
 
     async def structured_channel(
-        self, visibility: Visibility, entities: Entities, limit: int, spaces: Sequence[VectorSpace]
+        self, scope: Scope, entities: Entities, limit: int, spaces: Sequence[VectorSpace]
     ) -> ChannelRows:
         """Memories carrying any of the wanted entity values (most matches first), or, with no entities,
         the newest memories inside the time window."""
         sql = _Sql()
-        visibility.apply(sql)
+        scope.apply(sql)
         score = "0"
         if entities:
             pairs = sql.param(
@@ -509,7 +525,7 @@ class MemoryStore:
 
     async def vector_channel(
         self,
-        visibility: Visibility,
+        scope: Scope,
         query: FloatVector,
         limit: int,
         space: VectorSpace,
@@ -521,7 +537,7 @@ class MemoryStore:
         sql = _Sql()
         vector = sql.param(Vector(query))
         column = _VECTOR_COLUMN[space]
-        visibility.apply(sql)
+        scope.apply(sql)
         sql.where(f"{column} IS NOT NULL")
         async with translate_errors():
             rows = await self._pool.fetch(
@@ -535,13 +551,13 @@ class MemoryStore:
         return _channel_rows(rows, spaces)
 
     async def adjacent_turns(
-        self, visibility: Visibility, memory_ids: Sequence[str], spaces: Sequence[VectorSpace]
+        self, scope: Scope, memory_ids: Sequence[str], spaces: Sequence[VectorSpace]
     ) -> tuple[ChannelRows, dict[str, tuple[str | None, str | None]]]:
         """The memories recorded right before and right after each given one in its session (by
         created_at, then id), and for each given id its (previous, next) ids. One round trip."""
         sql = _Sql()
         ids = sql.param(list(memory_ids))
-        visibility.apply(sql)
+        scope.apply(sql)
         async with translate_errors():
             rows = await self._pool.fetch(
                 f"""SELECT around.of_id, around.side, n.* FROM (
@@ -579,11 +595,11 @@ class MemoryStore:
         return _channel_rows(unique, spaces), adjacency
 
     async def session_channel(
-        self, visibility: Visibility, session_id: str, limit: int, spaces: Sequence[VectorSpace]
+        self, scope: Scope, session_id: str, limit: int, spaces: Sequence[VectorSpace]
     ) -> ChannelRows:
         """The session's working and episodic memory, newest first."""
         sql = _Sql()
-        visibility.apply(sql)
+        scope.apply(sql)
         sql.where(f"session_id = {sql.param(session_id)}")
         sql.where("tier IN ('working', 'episodic')")
         return await self._ranked(sql, "extract(epoch FROM created_at)", limit, spaces)
@@ -603,8 +619,8 @@ class MemoryStore:
 _INSERT_COLUMNS = (
     "id, tenant_id, subject, agent_id, session_id, tier, kind, intent, entities, content, confidence, "
     "status, valid_from, valid_to, created_at, updated_at, expires_at, idempotency_key, embedding_state, "
-    "lexical, lexical_terms, language, content_key, supersedes, derived_from, provenance, embedding, "
-    "embedding_en"
+    "lexical, lexical_terms, language, content_key, supersedes, derived_from, provenance, visibility, "
+    "embedding, embedding_en"
 )
 
 
@@ -669,13 +685,13 @@ async def _insert_rows(
                        u.valid_to, u.created_at, u.updated_at, u.expires_at, u.idempotency_key,
                        u.embedding_state, u.lexical::tsvector, u.lexical_terms, u.language,
                        u.content_key, u.supersedes, u.derived_from::uuid[], u.provenance::jsonb,
-                       u.embedding, u.embedding_en
+                       u.visibility, u.embedding, u.embedding_en
                 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
                             $7::text[], $8::text[], $9::text[], $10::text[], $11::float8[],
                             $12::text[], $13::timestamptz[], $14::timestamptz[], $15::timestamptz[],
                             $16::timestamptz[], $17::timestamptz[], $18::text[], $19::text[],
                             $20::text[], $21::int[], $22::text[], $23::text[], $24::uuid[],
-                            $25::text[], $26::text[], $27::vector[], $28::vector[])
+                            $25::text[], $26::text[], $27::text[], $28::vector[], $29::vector[])
                      AS u({_INSERT_COLUMNS})
                 ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL
                 DO NOTHING
@@ -731,7 +747,8 @@ async def _peers(
     rows = await connection.fetch(
         """WITH peers AS (
                SELECT id, content, intent, entities, content_key, embedding FROM memories
-               WHERE tenant_id = $1 AND subject = $2 AND kind = $3 AND tier = $4 AND status = 'active'),
+               WHERE tenant_id = $1 AND subject = $2 AND kind = $3 AND tier = $4 AND status = 'active'
+                 AND visibility = $8 AND (visibility = 'shared' OR agent_id = $9)),
            nearest AS (
                SELECT id FROM peers WHERE $7::vector IS NOT NULL AND embedding IS NOT NULL
                ORDER BY embedding <=> $7::vector LIMIT 5)
@@ -749,6 +766,8 @@ async def _peers(
         content_key(memory.content),
         memory.intent,
         None if vector is None else Vector(vector),
+        memory.visibility.value,
+        memory.agent_id,
     )
     return [
         Existing(
@@ -865,7 +884,8 @@ def _insert_values(memory: Memory, lexical: LexicalDocument) -> tuple[Any, ...]:
         # unnest cannot take a 2-D array of ragged rows: each row's sources travel as one uuid[] literal
         "{" + ",".join(memory.derived_from) + "}",
         json.dumps(memory.provenance, ensure_ascii=False),
+        memory.visibility.value,
     )
 
 
-__all__ = ["ChannelRows", "FloatVector", "MemoryStore", "PendingEmbedding", "Vectors", "Visibility"]
+__all__ = ["ChannelRows", "FloatVector", "MemoryStore", "PendingEmbedding", "Scope", "Vectors"]

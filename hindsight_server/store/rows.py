@@ -6,14 +6,14 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from hindsight_server.domain.model import EmbeddingState, Kind, Memory, Status, Tier
+from hindsight_server.domain.model import EmbeddingState, Kind, Memory, Status, Tier, Visibility
 
 # Every column a Memory is built from; selected by every read so the mapping has one shape.
 MEMORY_COLUMNS = (
     "id, tenant_id, subject, agent_id, session_id, tier, kind, intent, entities, content, confidence, "
     "status, supersedes, superseded_by, valid_from, valid_to, created_at, updated_at, expires_at, "
     "access_count, last_accessed_at, idempotency_key, embedding_state, version, seen_count, last_seen_at, "
-    "derived_from, provenance"
+    "derived_from, provenance, visibility"
 )
 
 
@@ -47,6 +47,7 @@ def memory_from_row(row: Mapping[str, Any]) -> Memory:
         last_seen_at=row["last_seen_at"],
         derived_from=tuple(str(source) for source in row["derived_from"]),
         provenance=_json(row["provenance"]),
+        visibility=Visibility(row["visibility"]),
     )
 
 

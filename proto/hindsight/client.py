@@ -6,13 +6,17 @@ the tests.
                                      subject="user-7")
         found = await client.recall("acme", "靠窗")
 
-Every call has a deadline (`timeout_s`, per client or per call). Reads are retried by gRPC on UNAVAILABLE
-(service config); writes are safe to retry by hand when they carry an idempotency key.
+Every call has a deadline (`timeout_s`, per client or per call). Every call is retried by gRPC on
+UNAVAILABLE with backoff (service config): reads are idempotent, and every mutating call carries an
+idempotency key (the caller's, or a fresh one per call), so a retry never applies twice.
+`api_key` (from `hindsight tenants create`) is sent as `authorization: Bearer ...`; `tls_ca_file`
+switches to TLS, trusting that CA.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
@@ -33,6 +37,7 @@ __all__ = [
     "TierName",
     "kind_value",
     "memory_input",
+    "new_idempotency_key",
     "role_value",
     "status_value",
     "tier_value",
@@ -44,15 +49,13 @@ KindName = Literal["fact", "preference", "event", "task", "summary", "instructio
 StatusName = Literal["active", "pending", "superseded", "expired", "deleted"]
 
 _SERVICE = "hindsight.v1.MemoryService"
-# Reads are idempotent: gRPC retries them itself when a server is briefly unreachable.
+# Reads are idempotent and mutating calls carry idempotency keys: gRPC retries them all itself when a
+# server is briefly unreachable (UNAVAILABLE: the call did not run, or its key makes a rerun harmless).
 _SERVICE_CONFIG = json.dumps(
     {
         "methodConfig": [
             {
-                "name": [
-                    {"service": _SERVICE, "method": m}
-                    for m in ("Get", "List", "Recall", "Summarize", "History")
-                ],
+                "name": [{"service": _SERVICE}],
                 "retryPolicy": {
                     "maxAttempts": 4,
                     "initialBackoff": "0.05s",
@@ -87,6 +90,11 @@ def status_value(name: str) -> pb.Status.ValueType:
     return pb.Status.ValueType(_enum_value(pb.Status, "STATUS", name))
 
 
+def new_idempotency_key() -> str:
+    """A fresh key for one logical call: its retries reuse it, so the server applies it once."""
+    return uuid.uuid4().hex
+
+
 def role_value(name: str) -> pb.Role.ValueType:
     return pb.Role.ValueType(_enum_value(pb.Role, "ROLE", name))
 
@@ -118,6 +126,7 @@ def memory_input(
     expires_at: datetime | None = None,
     occurred_at: datetime | None = None,
     idempotency_key: str = "",
+    visibility: str = "",
 ) -> pb.MemoryInput:
     message = pb.MemoryInput(
         content=content,
@@ -127,8 +136,10 @@ def memory_input(
         agent_id=agent_id,
         session_id=session_id,
         intent=intent,
-        idempotency_key=idempotency_key,
+        idempotency_key=idempotency_key or new_idempotency_key(),
     )
+    if visibility:
+        message.visibility = pb.Visibility.ValueType(_enum_value(pb.Visibility, "VISIBILITY", visibility))
     if entities:
         message.entities.CopyFrom(_struct(entities))
     if confidence is not None:
@@ -148,18 +159,25 @@ class HindsightClient:
         timeout_s: float = 5.0,
         metadata: Sequence[tuple[str, str]] = (),
         channel: grpc.aio.Channel | None = None,
+        api_key: str = "",
+        tls_ca_file: str = "",
     ) -> None:
         self.target = target
         self._timeout_s = timeout_s
-        self._metadata = tuple(metadata)
-        self._channel = channel or grpc.aio.insecure_channel(
-            target,
-            options=[
-                ("grpc.service_config", _SERVICE_CONFIG),
-                ("grpc.enable_retries", 1),
-                ("grpc.max_receive_message_length", 16 * 1024 * 1024),
-            ],
-        )
+        self._metadata = tuple(metadata) + ((("authorization", f"Bearer {api_key}"),) if api_key else ())
+        options = [
+            ("grpc.service_config", _SERVICE_CONFIG),
+            ("grpc.enable_retries", 1),
+            ("grpc.max_receive_message_length", 16 * 1024 * 1024),
+        ]
+        if channel is not None:
+            self._channel = channel
+        elif tls_ca_file:
+            with open(tls_ca_file, "rb") as ca:
+                credentials = grpc.ssl_channel_credentials(root_certificates=ca.read())
+            self._channel = grpc.aio.secure_channel(target, credentials, options=options)
+        else:
+            self._channel = grpc.aio.insecure_channel(target, options=options)
         self._stub = pb_grpc.MemoryServiceStub(self._channel)
         self._health = health_pb2_grpc.HealthStub(self._channel)
 
@@ -208,6 +226,8 @@ class HindsightClient:
         memory_id: str,
         *,
         expected_version: int | None = None,
+        idempotency_key: str = "",
+        agent_id: str = "",
         timeout_s: float | None = None,
         **changes: Any,
     ) -> pb.Memory:
@@ -225,22 +245,42 @@ class HindsightClient:
             else:
                 setattr(memory, name, value)
         request = pb.UpdateRequest(
-            tenant_id=tenant_id, id=memory_id, memory=memory, update_mask=list(changes)
+            tenant_id=tenant_id,
+            id=memory_id,
+            memory=memory,
+            update_mask=list(changes),
+            agent_id=agent_id,
+            idempotency_key=idempotency_key or new_idempotency_key(),
         )
         if expected_version is not None:
             request.expected_version = expected_version
         response: pb.Memory = await self._stub.Update(request, **self._call_options(timeout_s))
         return response
 
-    async def delete(self, tenant_id: str, memory_id: str, *, timeout_s: float | None = None) -> pb.Memory:
-        request = pb.DeleteRequest(tenant_id=tenant_id, id=memory_id)
+    async def delete(
+        self,
+        tenant_id: str,
+        memory_id: str,
+        *,
+        agent_id: str = "",
+        idempotency_key: str = "",
+        timeout_s: float | None = None,
+    ) -> pb.Memory:
+        request = pb.DeleteRequest(
+            tenant_id=tenant_id,
+            id=memory_id,
+            agent_id=agent_id,
+            idempotency_key=idempotency_key or new_idempotency_key(),
+        )
         response: pb.Memory = await self._stub.Delete(request, **self._call_options(timeout_s))
         return response
 
     # ------------------------------------------------------------------------------------------ reads
 
-    async def get(self, tenant_id: str, memory_id: str, *, timeout_s: float | None = None) -> pb.Memory:
-        request = pb.GetRequest(tenant_id=tenant_id, id=memory_id)
+    async def get(
+        self, tenant_id: str, memory_id: str, *, agent_id: str = "", timeout_s: float | None = None
+    ) -> pb.Memory:
+        request = pb.GetRequest(tenant_id=tenant_id, id=memory_id, agent_id=agent_id)
         response: pb.Memory = await self._stub.Get(request, **self._call_options(timeout_s))
         return response
 
@@ -255,6 +295,7 @@ class HindsightClient:
         statuses: Sequence[str] = (),
         page_size: int = 0,
         page_token: str = "",
+        agent_id: str = "",
         timeout_s: float | None = None,
     ) -> pb.ListResponse:
         request = pb.ListRequest(
@@ -266,6 +307,7 @@ class HindsightClient:
             statuses=[status_value(s) for s in statuses],
             page_size=page_size,
             page_token=page_token,
+            agent_id=agent_id,
         )
         response: pb.ListResponse = await self._stub.List(request, **self._call_options(timeout_s))
         return response
@@ -302,6 +344,7 @@ class HindsightClient:
         now: datetime | None = None,
         explain: bool = False,
         min_score: float | None = None,
+        agent_id: str = "",
         timeout_s: float | None = None,
     ) -> pb.RecallResponse:
         request = pb.RecallRequest(
@@ -316,6 +359,7 @@ class HindsightClient:
             profile=profile,
             include_superseded=include_superseded,
             explain=explain,
+            agent_id=agent_id,
         )
         if entities:
             request.entities.CopyFrom(_struct(entities))
@@ -355,7 +399,7 @@ class HindsightClient:
             role=role_value(role),
             subject=subject,
             agent_id=agent_id,
-            idempotency_key=idempotency_key,
+            idempotency_key=idempotency_key or new_idempotency_key(),
         )
         if entities:
             request.entities.CopyFrom(_struct(entities))
@@ -373,32 +417,47 @@ class HindsightClient:
         return response
 
     async def end_session(
-        self, tenant_id: str, session_id: str, *, reason: str = "", timeout_s: float | None = None
+        self,
+        tenant_id: str,
+        session_id: str,
+        *,
+        reason: str = "",
+        idempotency_key: str = "",
+        timeout_s: float | None = None,
     ) -> pb.EndSessionResponse:
-        request = pb.EndSessionRequest(tenant_id=tenant_id, session_id=session_id, reason=reason)
+        request = pb.EndSessionRequest(
+            tenant_id=tenant_id,
+            session_id=session_id,
+            reason=reason,
+            idempotency_key=idempotency_key or new_idempotency_key(),
+        )
         response: pb.EndSessionResponse = await self._stub.EndSession(
             request, **self._call_options(timeout_s)
         )
         return response
 
     async def confirm_pending(
-        self, tenant_id: str, memory_id: str, *, timeout_s: float | None = None
+        self, tenant_id: str, memory_id: str, *, idempotency_key: str = "", timeout_s: float | None = None
     ) -> pb.Memory:
-        request = pb.PendingDecisionRequest(tenant_id=tenant_id, id=memory_id)
+        request = pb.PendingDecisionRequest(
+            tenant_id=tenant_id, id=memory_id, idempotency_key=idempotency_key or new_idempotency_key()
+        )
         response: pb.Memory = await self._stub.ConfirmPending(request, **self._call_options(timeout_s))
         return response
 
     async def reject_pending(
-        self, tenant_id: str, memory_id: str, *, timeout_s: float | None = None
+        self, tenant_id: str, memory_id: str, *, idempotency_key: str = "", timeout_s: float | None = None
     ) -> pb.Memory:
-        request = pb.PendingDecisionRequest(tenant_id=tenant_id, id=memory_id)
+        request = pb.PendingDecisionRequest(
+            tenant_id=tenant_id, id=memory_id, idempotency_key=idempotency_key or new_idempotency_key()
+        )
         response: pb.Memory = await self._stub.RejectPending(request, **self._call_options(timeout_s))
         return response
 
     async def history(
-        self, tenant_id: str, memory_id: str, *, timeout_s: float | None = None
+        self, tenant_id: str, memory_id: str, *, agent_id: str = "", timeout_s: float | None = None
     ) -> pb.HistoryResponse:
-        request = pb.HistoryRequest(tenant_id=tenant_id, id=memory_id)
+        request = pb.HistoryRequest(tenant_id=tenant_id, id=memory_id, agent_id=agent_id)
         response: pb.HistoryResponse = await self._stub.History(request, **self._call_options(timeout_s))
         return response
 

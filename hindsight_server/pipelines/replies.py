@@ -1,0 +1,62 @@
+"""Requests safe to retry: the first call with an idempotency key runs, later ones get its answer.
+
+The answer is kept as the bytes the transport serialised, so this works for any mutating RPC without
+knowing its messages. A retry that arrives while the first call still runs is told to retry later
+(ABORTED) rather than running twice; a first call that fails frees the key. The same key sent with a
+different request is refused: it would otherwise silently answer a question that was not asked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+
+from hindsight_server.domain.clock import Clock
+from hindsight_server.domain.errors import Aborted, FailedPrecondition, InvalidArgument
+from hindsight_server.domain.policy import Limits
+from hindsight_server.store.replies import ReplyStore
+
+__all__ = ["IdempotentReplies"]
+
+_FORGET_BATCH = 5_000
+
+
+class IdempotentReplies:
+    def __init__(self, store: ReplyStore, clock: Clock, limits: Limits, keep: timedelta) -> None:
+        self._store = store
+        self._clock = clock
+        self._limits = limits
+        self._keep = keep
+
+    async def once(
+        self, tenant_id: str, method: str, key: str, request: bytes, run: Callable[[], Awaitable[bytes]]
+    ) -> bytes:
+        """The answer of `run` for this (tenant, method, key), computed once."""
+        if not key:
+            return await run()
+        if len(key) > self._limits.max_identifier_chars:
+            raise InvalidArgument(
+                "idempotency_key", f"longer than {self._limits.max_identifier_chars} characters"
+            )
+        fingerprint = hashlib.sha256(request).digest()
+        claimed, answer, first = await self._store.claim(tenant_id, method, key, fingerprint, self._clock())
+        if not claimed:
+            if first != fingerprint:
+                raise FailedPrecondition(
+                    f"idempotency_key {key!r} was used for a different {method} request; use a new key"
+                )
+            if answer is None:
+                raise Aborted(f"a {method} request with idempotency_key {key!r} is still running; retry")
+            return answer
+        try:
+            answer = await run()
+        except BaseException:
+            await self._store.release(tenant_id, method, key)
+            raise
+        await self._store.complete(tenant_id, method, key, answer)
+        return answer
+
+    async def forget_expired(self, now: datetime) -> int:
+        """The `replies` job: answers older than the retry window go (a batch per run)."""
+        return await self._store.forget_older_than(now - self._keep, _FORGET_BATCH)

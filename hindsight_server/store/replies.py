@@ -1,0 +1,80 @@
+"""ReplyStore: the SQL of `request_replies`, the answers kept for mutating requests that carried an
+idempotency key (so a retried Update, Delete, EndSession ... changes nothing twice)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import asyncpg
+
+from hindsight_server.store.errors import translate_errors
+
+__all__ = ["ReplyStore"]
+
+
+class ReplyStore:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def claim(
+        self, tenant_id: str, method: str, key: str, fingerprint: bytes, now: datetime
+    ) -> tuple[bool, bytes | None, bytes]:
+        """(claimed, stored answer, stored fingerprint). Claimed: this call is the first with the key
+        and must run. Not claimed: the answer of the first (None while it still runs)."""
+        async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
+            inserted = await connection.fetchval(
+                """INSERT INTO request_replies (tenant_id, method, key, fingerprint, created_at)
+                   VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING true""",
+                tenant_id,
+                method,
+                key,
+                fingerprint,
+                now,
+            )
+            if inserted:
+                return True, None, fingerprint
+            row = await connection.fetchrow(
+                """SELECT response, fingerprint FROM request_replies
+                   WHERE tenant_id = $1 AND method = $2 AND key = $3""",
+                tenant_id,
+                method,
+                key,
+            )
+        return False, row["response"], row["fingerprint"]
+
+    async def complete(self, tenant_id: str, method: str, key: str, response: bytes) -> None:
+        async with translate_errors():
+            await self._pool.execute(
+                """UPDATE request_replies SET response = $4
+                   WHERE tenant_id = $1 AND method = $2 AND key = $3""",
+                tenant_id,
+                method,
+                key,
+                response,
+            )
+
+    async def release(self, tenant_id: str, method: str, key: str) -> None:
+        """The first call failed: the key is free again, so a retry runs instead of waiting forever."""
+        async with translate_errors():
+            await self._pool.execute(
+                """DELETE FROM request_replies
+                   WHERE tenant_id = $1 AND method = $2 AND key = $3 AND response IS NULL""",
+                tenant_id,
+                method,
+                key,
+            )
+
+    async def forget_older_than(self, before: datetime, limit: int) -> int:
+        """Drops answers kept past their retry window (a job); returns how many."""
+        async with translate_errors():
+            deleted = await self._pool.fetchval(
+                """WITH old AS (SELECT tenant_id, method, key FROM request_replies
+                                WHERE created_at < $1 LIMIT $2)
+                   , gone AS (DELETE FROM request_replies r USING old
+                              WHERE (r.tenant_id, r.method, r.key) = (old.tenant_id, old.method, old.key)
+                              RETURNING 1)
+                   SELECT count(*) FROM gone""",
+                before,
+                limit,
+            )
+        return int(deleted)

@@ -1,0 +1,67 @@
+"""ApiKeyStore: the SQL of `api_keys`. Only the SHA-256 of a key's secret is stored."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+
+from hindsight_server.store.errors import translate_errors
+
+__all__ = ["ApiKeyRecord", "ApiKeyStore"]
+
+_COLUMNS = "key_id, tenant_id, key_hash, label, created_at, revoked_at"
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKeyRecord:
+    key_id: str
+    tenant_id: str
+    key_hash: bytes
+    label: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+class ApiKeyStore:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def add(self, key_id: str, tenant_id: str, key_hash: bytes, label: str, now: datetime) -> None:
+        async with translate_errors():
+            await self._pool.execute(
+                """INSERT INTO api_keys (key_id, tenant_id, key_hash, label, created_at)
+                   VALUES ($1, $2, $3, $4, $5)""",
+                key_id,
+                tenant_id,
+                key_hash,
+                label,
+                now,
+            )
+
+    async def find(self, key_id: str) -> ApiKeyRecord | None:
+        async with translate_errors():
+            row = await self._pool.fetchrow(
+                f"SELECT {_COLUMNS} FROM api_keys WHERE key_id = $1",
+                key_id,
+            )
+        return None if row is None else ApiKeyRecord(**dict(row))
+
+    async def list(self, tenant_id: str = "") -> list[ApiKeyRecord]:
+        async with translate_errors():
+            rows = await self._pool.fetch(
+                f"""SELECT {_COLUMNS} FROM api_keys
+                    WHERE $1 = '' OR tenant_id = $1 ORDER BY tenant_id, created_at""",
+                tenant_id,
+            )
+        return [ApiKeyRecord(**dict(row)) for row in rows]
+
+    async def revoke(self, key_id: str, now: datetime) -> bool:
+        async with translate_errors():
+            done = await self._pool.fetchval(
+                "UPDATE api_keys SET revoked_at = $2 WHERE key_id = $1 AND revoked_at IS NULL RETURNING true",
+                key_id,
+                now,
+            )
+        return bool(done)

@@ -1,0 +1,226 @@
+"""Strangers are refused and tenants never see each other: API keys, tenant isolation on every RPC,
+agents' private memories, requests safe to retry, the per-tenant rate, and TLS."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from hindsight.client import HindsightClient
+from hindsight.v1 import memory_pb2 as pb
+from hindsight_server.app import RunningServer, start_server
+from hindsight_server.config import Settings
+from tests.support.processes import run_cli
+
+UNKNOWN_ID = "01a22b8a-0000-7000-8000-000000000000"
+
+
+async def _code(call: Awaitable[Any]) -> grpc.StatusCode:
+    with pytest.raises(grpc.aio.AioRpcError) as failed:
+        await call
+    return failed.value.code()
+
+
+# ------------------------------------------------------------------------------------------ API keys
+
+
+@pytest.fixture(scope="module")
+async def keyed_server(make_settings: Callable[..., Settings]) -> AsyncIterator[RunningServer]:
+    running = await start_server(make_settings(security__require_api_keys=True, security__api_key_cache_s=0))
+    yield running
+    await running.stop()
+
+
+async def _create_key(dsn: str, tenant: str) -> dict[str, str]:
+    made = await run_cli(["tenants", "create", tenant, "--dsn", dsn, "--label", "test", "--json"])
+    assert made.code == 0, made.stderr
+    created: dict[str, str] = json.loads(made.stdout)
+    return created
+
+
+async def test_calls_need_their_tenants_key(
+    keyed_server: RunningServer, postgres_dsn: str, tenant: str
+) -> None:
+    key = await _create_key(postgres_dsn, tenant)
+    assert key["api_key"].startswith(f"hs_{key['key_id']}_")
+    target = f"127.0.0.1:{keyed_server.port}"
+    async with HindsightClient(target) as anonymous:
+        assert await _code(anonymous.recall(tenant, "x")) == grpc.StatusCode.UNAUTHENTICATED
+        assert await anonymous.health() == "SERVING"  # probes need no key
+    async with HindsightClient(target, api_key="hs_nope_nope") as forged:
+        assert await _code(forged.recall(tenant, "x")) == grpc.StatusCode.UNAUTHENTICATED
+    async with HindsightClient(target, api_key=key["api_key"]) as owner:
+        written = await owner.write(tenant, "the key works", tier="semantic", kind="fact")
+        assert (await owner.get(tenant, written.memory.id)).content == "the key works"
+        with pytest.raises(grpc.aio.AioRpcError) as elsewhere:
+            await owner.recall(f"{tenant}-other", "x")
+        assert elsewhere.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert key["api_key"] not in (elsewhere.value.details() or "")
+
+    listed = await run_cli(["tenants", "list", "--tenant", tenant, "--dsn", postgres_dsn, "--json"])
+    assert [row["key_id"] for row in json.loads(listed.stdout)] == [key["key_id"]]
+    assert key["api_key"] not in listed.stdout  # the secret is shown once, never again
+    revoked = await run_cli(["tenants", "revoke", key["key_id"], "--dsn", postgres_dsn])
+    assert revoked.code == 0, revoked.stderr
+    async with HindsightClient(target, api_key=key["api_key"]) as former:
+        assert await _code(former.recall(tenant, "x")) == grpc.StatusCode.UNAUTHENTICATED
+
+
+async def test_the_cli_sends_the_key(keyed_server: RunningServer, postgres_dsn: str, tenant: str) -> None:
+    key = await _create_key(postgres_dsn, tenant)
+    common = ["--target", f"127.0.0.1:{keyed_server.port}", "--tenant", tenant]
+    refused = await run_cli(["recall", *common, "--query", "x"])
+    assert refused.code != 0 and "UNAUTHENTICATED" in refused.stderr
+    allowed = await run_cli(["recall", *common, "--query", "x"], env={"HINDSIGHT_API_KEY": key["api_key"]})
+    assert allowed.code == 0, allowed.stderr
+
+
+# ------------------------------------------------------------------------------------------ isolation
+
+
+async def test_another_tenant_sees_and_changes_nothing(client: HindsightClient, tenant: str) -> None:
+    intruder = f"{tenant}-b"
+    secret = await client.write(
+        tenant, "用户的门禁密码是 4711", tier="semantic", kind="fact", subject="u1", session_id="s1",
+        entities={"door": "A"}, intent="door_code", confidence=0.5,
+    )  # fmt: skip
+    await client.append_turn(tenant, "s1", "以后都给我订靠窗的位置", subject="u1")
+    memory_id = secret.memory.id
+    not_found = grpc.StatusCode.NOT_FOUND
+    assert await _code(client.get(intruder, memory_id)) == not_found
+    assert await _code(client.history(intruder, memory_id)) == not_found
+    assert await _code(client.update(intruder, memory_id, content="changed")) == not_found
+    assert await _code(client.delete(intruder, memory_id)) == not_found
+    assert await _code(client.confirm_pending(intruder, memory_id)) == not_found
+    assert await _code(client.reject_pending(intruder, memory_id)) == not_found
+    assert await _code(client.summarize(intruder, "s1")) == not_found
+    assert await _code(client.end_session(intruder, "s1")) == not_found
+    assert not (await client.list(intruder, statuses=["active", "pending"])).memories
+    found = await client.recall(
+        intruder, "门禁密码 靠窗", session_id="s1", entities={"door": "A"}, explain=True, min_score=0
+    )
+    assert not found.hits and not found.injection_text
+    assert all(not channel.memory_ids for channel in found.explanation.channels)
+    # ... and the owner's memory is as it was.
+    assert (await client.get(tenant, memory_id)) == secret.memory
+
+
+# ------------------------------------------------------------------------------------------ agents
+
+
+async def test_private_memories_are_seen_by_their_agent_only(client: HindsightClient, tenant: str) -> None:
+    shared = await client.write(tenant, "the user prefers aisle seats", tier="semantic", kind="preference",
+                                agent_id="travel")  # fmt: skip
+    private = await client.write(tenant, "the user's aisle seat notes for travel only", tier="semantic",
+                                 kind="fact", agent_id="travel", visibility="private")  # fmt: skip
+    assert private.memory.visibility == pb.VISIBILITY_PRIVATE
+    assert shared.memory.visibility == pb.VISIBILITY_SHARED
+
+    async def seen_by(agent: str) -> set[str]:
+        found = await client.recall(tenant, "aisle seat", agent_id=agent, min_score=0)
+        listed = await client.list(tenant, agent_id=agent)
+        assert {m.id for m in listed.memories} == {h.memory.id for h in found.hits}
+        return {h.memory.id for h in found.hits}
+
+    assert await seen_by("travel") == {shared.memory.id, private.memory.id}
+    assert await seen_by("calendar") == {shared.memory.id}
+    assert await seen_by("") == {shared.memory.id}
+    assert (
+        await _code(client.get(tenant, private.memory.id, agent_id="calendar")) == grpc.StatusCode.NOT_FOUND
+    )
+    assert (await client.get(tenant, private.memory.id, agent_id="travel")).id == private.memory.id
+    with pytest.raises(grpc.aio.AioRpcError) as orphan:
+        await client.write(tenant, "no owner", tier="semantic", kind="fact", visibility="private")
+    assert orphan.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "memory.visibility" in (orphan.value.details() or "")
+
+
+# ------------------------------------------------------------------------------------------ retries
+
+
+async def test_a_retried_mutation_applies_once(client: HindsightClient, tenant: str) -> None:
+    written = await client.write(tenant, "v1", tier="semantic", kind="fact")
+    first = await client.update(tenant, written.memory.id, content="v2", idempotency_key="edit-1")
+    again = await client.update(tenant, written.memory.id, content="v2", idempotency_key="edit-1")
+    assert again == first
+    assert (await client.get(tenant, written.memory.id)).version == first.version == 2
+    with pytest.raises(grpc.aio.AioRpcError) as reused:
+        await client.update(tenant, written.memory.id, content="v3", idempotency_key="edit-1")
+    assert reused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "different Update request" in (reused.value.details() or "")
+
+    await client.append_turn(tenant, "s", "I need a room on Friday")
+    ended = await client.end_session(tenant, "s", idempotency_key="end-1")
+    retried = await client.end_session(tenant, "s", idempotency_key="end-1")
+    assert ended.episode.id and retried.episode.id == ended.episode.id
+
+    pending = await client.write(tenant, "maybe tea", tier="semantic", kind="preference", confidence=0.4)
+    confirmed = await client.confirm_pending(tenant, pending.memory.id, idempotency_key="ok-1")
+    assert await client.confirm_pending(tenant, pending.memory.id, idempotency_key="ok-1") == confirmed
+    deleted = await client.delete(tenant, written.memory.id, idempotency_key="del-1")
+    assert await client.delete(tenant, written.memory.id, idempotency_key="del-1") == deleted
+
+
+async def test_a_failed_call_frees_its_key(client: HindsightClient, tenant: str) -> None:
+    assert await _code(client.delete(tenant, UNKNOWN_ID, idempotency_key="k")) == grpc.StatusCode.NOT_FOUND
+    written = await client.write(tenant, "now it exists", tier="semantic", kind="fact")
+    assert await _code(client.delete(tenant, UNKNOWN_ID, idempotency_key="k")) == grpc.StatusCode.NOT_FOUND
+    assert (await client.delete(tenant, written.memory.id, idempotency_key="k2")).status == pb.STATUS_DELETED
+
+
+# ------------------------------------------------------------------------------------------ rate
+
+
+async def test_a_tenant_over_its_rate_is_told_to_slow_down(
+    make_settings: Callable[..., Settings], tenant: str
+) -> None:
+    settings = make_settings(security__requests_per_s_per_tenant=0.01, security__request_burst_per_tenant=2)
+    running = await start_server(settings)
+    try:
+        async with HindsightClient(f"127.0.0.1:{running.port}") as client:
+            await client.recall(tenant, "x")
+            await client.recall(tenant, "x")
+            with pytest.raises(grpc.aio.AioRpcError) as limited:
+                await client.recall(tenant, "x")
+            assert limited.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert tenant in (limited.value.details() or "")
+            await client.recall(f"{tenant}-other", "x")  # others keep their own budget
+    finally:
+        await running.stop()
+
+
+# ------------------------------------------------------------------------------------------ TLS
+
+
+def _self_signed(directory: Path) -> tuple[Path, Path]:
+    cert, key = directory / "server.crt", directory / "server.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+async def test_tls_when_configured(
+    make_settings: Callable[..., Settings], tmp_path: Path, tenant: str
+) -> None:
+    cert, key = _self_signed(tmp_path)
+    running = await start_server(
+        make_settings(security__tls_cert_file=str(cert), security__tls_key_file=str(key))
+    )
+    try:
+        target = f"127.0.0.1:{running.port}"
+        async with HindsightClient(target, tls_ca_file=str(cert)) as secure:
+            written = await secure.write(tenant, "over TLS", tier="semantic", kind="fact")
+            assert written.created
+        async with HindsightClient(target, timeout_s=2) as plain:
+            assert await _code(plain.get(tenant, written.memory.id)) == grpc.StatusCode.UNAVAILABLE
+    finally:
+        await running.stop()
