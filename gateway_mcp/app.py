@@ -15,12 +15,11 @@ from mcp.shared.exceptions import MCPError
 
 from gateway_mcp.auth import TenantOf
 from gateway_mcp.calls import CALLS, Caller
-from gateway_mcp.channel import memory_client
+from gateway_mcp.channel import MemoryClients
 from gateway_mcp.config import GatewaySettings
 from gateway_mcp.errors import describe
 from gateway_mcp.prompt import INSTRUCTIONS
 from gateway_mcp.tools import DEBUG_TOOL, TOOLS, ToolSpec
-from hindsight.client import HindsightClient
 
 __all__ = ["GatewayState", "build_server", "enabled_tools"]
 
@@ -29,7 +28,7 @@ SERVER_NAME = "hindsight"
 
 @dataclass(frozen=True, slots=True)
 class GatewayState:
-    client: HindsightClient
+    clients: MemoryClients
 
 
 def _version() -> str:
@@ -49,11 +48,11 @@ def build_server(settings: GatewaySettings, tenant_of: TenantOf) -> Server[Gatew
 
     @asynccontextmanager
     async def lifespan(_: Server[GatewayState]) -> AsyncIterator[GatewayState]:
-        client = memory_client(settings.targets, settings.deadline_s)
+        clients = MemoryClients(settings.targets, settings.deadline_s, settings.api_keys)
         try:
-            yield GatewayState(client)
+            yield GatewayState(clients)
         finally:
-            await client.close()
+            await clients.close()
 
     async def list_tools(
         ctx: ServerRequestContext[GatewayState], params: types.PaginatedRequestParams | None
@@ -73,7 +72,8 @@ def build_server(settings: GatewaySettings, tenant_of: TenantOf) -> Server[Gatew
         try:
             arguments = spec.arguments.model_validate(params.arguments or {})
             caller = Caller(tenant=tenant_of(), agent_id=settings.agent_id)
-            text, result = await CALLS[spec.name](ctx.lifespan_context.client, caller, arguments)
+            client = ctx.lifespan_context.clients.for_tenant(caller.tenant)
+            text, result = await CALLS[spec.name](client, caller, arguments)
         except Exception as error:  # every failure becomes a tool error, never a traceback
             return types.CallToolResult(
                 content=[types.TextContent(text=describe(error, spec.name))], is_error=True

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import grpc
 
 from gateway_mcp.config import channel_target
 from hindsight.client import HindsightClient
 
-__all__ = ["memory_client"]
+__all__ = ["MemoryClients"]
 
 _SERVICE = "hindsight.v1.MemoryService"
 # Reads are idempotent, and every Write the gateway sends carries an idempotency key (a retried Write
@@ -39,15 +39,34 @@ _SERVICE_CONFIG = json.dumps(
 )
 
 
-def memory_client(targets: Sequence[str], deadline_s: float) -> HindsightClient:
-    """The shared typed client over a channel of the gateway's own: every call gets `deadline_s`."""
-    target = channel_target(targets)
-    channel = grpc.aio.insecure_channel(
-        target,
-        options=[
-            ("grpc.service_config", _SERVICE_CONFIG),
-            ("grpc.enable_retries", 1),
-            ("grpc.max_receive_message_length", 16 * 1024 * 1024),
-        ],
-    )
-    return HindsightClient(target, timeout_s=deadline_s, channel=channel)
+class MemoryClients:
+    """One channel of the gateway's own (round robin, retries) and, over it, a typed client per tenant
+    that carries that tenant's API key: every call gets `deadline_s`."""
+
+    def __init__(self, targets: Sequence[str], deadline_s: float, api_keys: Mapping[str, str]) -> None:
+        self._target = channel_target(targets)
+        self._deadline_s = deadline_s
+        self._api_keys = dict(api_keys)
+        self._channel = grpc.aio.insecure_channel(
+            self._target,
+            options=[
+                ("grpc.service_config", _SERVICE_CONFIG),
+                ("grpc.enable_retries", 1),
+                ("grpc.max_receive_message_length", 16 * 1024 * 1024),
+            ],
+        )
+        self._clients: dict[str, HindsightClient] = {}
+
+    def for_tenant(self, tenant: str) -> HindsightClient:
+        client = self._clients.get(tenant)
+        if client is None:
+            client = self._clients[tenant] = HindsightClient(
+                self._target,
+                timeout_s=self._deadline_s,
+                channel=self._channel,
+                api_key=self._api_keys.get(tenant, ""),
+            )
+        return client
+
+    async def close(self) -> None:
+        await self._channel.close()

@@ -55,6 +55,9 @@ class GatewaySettings(BaseSettings):
     agent_id: str = Field("mcp-gateway", max_length=256)
     # SHA-256 (hex) of each bearer token -> the tenant it acts for (`hindsight mcp --hash-token`).
     tokens: dict[str, str] = Field(default_factory=dict)
+    # Tenant -> its API key on the memory servers (`hindsight tenants create`), sent with every call made
+    # for that tenant; a tenant without one calls without a key (the embedded single-user mode).
+    api_keys: dict[str, str] = Field(default_factory=dict, repr=False)
     # memory_debug exposes every channel's raw candidates: for developers, off unless asked for.
     debug_tool: bool = False
     # Streamable HTTP.
