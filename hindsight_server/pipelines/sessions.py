@@ -196,18 +196,7 @@ class SessionPipeline:
         )
 
     async def _write_turn(self, session: SessionRecord, turn: Turn, now: datetime) -> Memory:
-        draft = MemoryDraft(
-            tenant_id=session.tenant_id,
-            content=turn.text,
-            tier=Tier.WORKING,
-            kind=Kind.EVENT,
-            subject=session.subject,
-            agent_id=session.agent_id,
-            session_id=session.session_id,
-            entities=turn.entities,
-            occurred_at=turn.occurred_at,
-            idempotency_key=f"turn:{session.session_id}:{turn.index}",
-        )
+        draft = _from_turn(session, turn, "turn", turn.text, Tier.WORKING, Kind.EVENT)
         memory = replace(self._writes.new_memory(draft, now), provenance=_provenance(session, turn))
         (outcome,) = await self._writes.commit([memory], now, verbatim=True)
         return outcome.memory
@@ -216,18 +205,8 @@ class SessionPipeline:
         decision = decide(turn.text)
         if not decision.keep:
             return []
-        draft = MemoryDraft(
-            tenant_id=session.tenant_id,
-            content=decision.content,
-            tier=decision.tier,
-            kind=decision.kind,
-            subject=session.subject,
-            agent_id=session.agent_id,
-            session_id=session.session_id,
-            entities=turn.entities,
-            confidence=decision.confidence,
-            occurred_at=turn.occurred_at,
-            idempotency_key=f"remember:{session.session_id}:{turn.index}",
+        draft = _from_turn(
+            session, turn, "remember", decision.content, decision.tier, decision.kind, decision.confidence
         )
         memory = self._writes.new_memory(draft, now)
         memory = replace(
@@ -340,6 +319,32 @@ class SessionPipeline:
 def _require_session_id(session_id: str) -> None:
     if not session_id.strip():
         raise InvalidArgument("session_id", "required")
+
+
+def _from_turn(
+    session: SessionRecord,
+    turn: Turn,
+    purpose: str,
+    content: str,
+    tier: Tier,
+    kind: Kind,
+    confidence: float = 1.0,
+) -> MemoryDraft:
+    """A memory a turn gives rise to; its idempotency key names the purpose, session and turn, so an
+    append run again writes it once."""
+    return MemoryDraft(
+        tenant_id=session.tenant_id,
+        content=content,
+        tier=tier,
+        kind=kind,
+        subject=session.subject,
+        agent_id=session.agent_id,
+        session_id=session.session_id,
+        entities=turn.entities,
+        confidence=confidence,
+        occurred_at=turn.occurred_at,
+        idempotency_key=f"{purpose}:{session.session_id}:{turn.index}",
+    )
 
 
 def _provenance(session: SessionRecord, turn: Turn) -> dict[str, JsonValue]:
