@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import sys
 import time
 import uuid
 from collections import defaultdict
@@ -191,6 +192,7 @@ async def evaluate(
 ) -> dict[str, Any]:
     """min_score 0 (default) measures the ranking alone; None applies the server's threshold too."""
     scores = RecallScores(tuple(sorted(ks)))
+    degraded: dict[str, int] = defaultdict(int)  # channel -> queries it could not answer
     run = uuid.uuid4().hex[:8]
     semaphore = asyncio.Semaphore(concurrency)
     async with HindsightClient(target, timeout_s=30) as client:
@@ -208,8 +210,14 @@ async def evaluate(
                     )
                 ranked = [item_of.get(hit.memory.id, "") for hit in response.hits]
                 scores.add(query.category, query.evidence, ranked)
+                for channel in response.channels_degraded:
+                    degraded[pb.Channel.Name(channel)] += 1
 
             await asyncio.gather(*(recall(q) for q in conversation.queries if q.evidence))
+    if degraded:
+        # The figures measure the method only if every channel answered: say so when one did not.
+        counts = ", ".join(f"{channel} {n}" for channel, n in sorted(degraded.items()))
+        print(f"warning: queries answered with a degraded channel: {counts}", file=sys.stderr)
     return scores.as_dict()
 
 
