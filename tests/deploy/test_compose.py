@@ -149,7 +149,7 @@ def test_server_environment_is_a_valid_configuration(
     assert settings.database.dsn.startswith("postgresql://hindsight:")
     assert settings.database.dsn.endswith("@postgres:5432/hindsight")
     assert settings.inference.url == "triton:8001"
-    assert settings.inference.english_model == ""
+    assert settings.inference.english_model == "embed_en"
 
 
 def test_gateway_environment_is_a_valid_configuration(
