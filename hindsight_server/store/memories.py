@@ -133,15 +133,23 @@ Vectors = dict[VectorSpace, dict[str, FloatVector]]  # per space, by memory id
 
 @dataclass(frozen=True, slots=True)
 class ChannelRows:
-    """A channel's hits, and the embeddings of those that have one, in the spaces asked for (to score
-    every candidate by similarity, not only those the vector channel found)."""
+    """A channel's hits, and the embeddings of those that have one, in the first space asked for that
+    each has a vector in (to score every candidate by similarity, not only those the vector channel
+    found)."""
 
     hits: list[ChannelHit]
     vectors: Vectors
 
 
 def _vector_columns(spaces: Sequence[VectorSpace]) -> str:
-    return "".join(f", {_VECTOR_COLUMN[space]}" for space in spaces)
+    """Each memory's vector in the first of `spaces` (preferred first) it has one in: a query scores a
+    memory in one space only, so the others would be bytes on the wire for nothing."""
+    columns = []
+    for index, space in enumerate(spaces):
+        column = _VECTOR_COLUMN[space]
+        earlier = " AND ".join(f"{_VECTOR_COLUMN[s]} IS NULL" for s in spaces[:index])
+        columns.append(f"CASE WHEN {earlier} THEN {column} END AS {column}" if earlier else column)
+    return "".join(f", {column}" for column in columns)
 
 
 def _channel_rows(rows: Sequence[asyncpg.Record], spaces: Sequence[VectorSpace]) -> ChannelRows:
