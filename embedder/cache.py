@@ -5,10 +5,19 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
+
+
+@dataclass(frozen=True, slots=True)
+class CacheStats:
+    hits: int
+    misses: int  # absent or expired
+    size: int
+    capacity: int
 
 
 class TTLCache(Generic[K, V]):
@@ -20,17 +29,25 @@ class TTLCache(Generic[K, V]):
         self.maxsize, self.ttl_s = maxsize, ttl_s
         self._clock = clock
         self._entries: OrderedDict[K, tuple[float, V]] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
 
     def get(self, key: K) -> V | None:
         entry = self._entries.get(key)
         if entry is None:
+            self.misses += 1
             return None
         expires_at, value = entry
         if self._clock() >= expires_at:
             del self._entries[key]
+            self.misses += 1
             return None
         self._entries.move_to_end(key)
+        self.hits += 1
         return value
+
+    def stats(self) -> CacheStats:
+        return CacheStats(self.hits, self.misses, len(self._entries), self.maxsize)
 
     def put(self, key: K, value: V) -> None:
         if self.maxsize == 0:

@@ -8,6 +8,7 @@ Every call carries a deadline (`timeout_s`), and every tritonclient failure is t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from tritonclient.grpc import MAX_GRPC_MESSAGE_SIZE, InferInput, InferRequestedO
 from tritonclient.grpc.aio import InferenceServerClient
 from tritonclient.utils import InferenceServerException
 
-from embedder.cache import TTLCache
+from embedder.cache import CacheStats, TTLCache
 from embedder.errors import InferenceError, InferenceUnavailable
 
 DEFAULT_URL = "127.0.0.1:8001"
@@ -66,6 +67,7 @@ class EmbeddingResult:
 class QueryEmbedding:
     vector: FloatMatrix  # [dimension], read-only (shared by the cache)
     truncated: bool
+    cached: bool = False  # answered from the query cache (for tracing)
 
 
 class _ModelClient:
@@ -190,13 +192,16 @@ class TritonEmbedder(_ModelClient):
         """One query's embedding; repeated queries within the TTL are answered from the cache."""
         cached = self._cache.get(text)
         if cached is not None:
-            return cached
+            return dataclasses.replace(cached, cached=True)
         result = await self.embed([self._query_prefix + text], timeout_s=timeout_s)
         vector = result.vectors[0].copy()
         vector.setflags(write=False)
         embedding = QueryEmbedding(vector, bool(result.truncated[0]))
         self._cache.put(text, embedding)
         return embedding
+
+    def query_cache_stats(self) -> CacheStats:
+        return self._cache.stats()
 
     async def _infer(
         self, texts: Sequence[str], timeout_s: float

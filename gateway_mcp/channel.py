@@ -9,6 +9,7 @@ import grpc
 
 from gateway_mcp.config import channel_target
 from hindsight.client import HindsightClient
+from hindsight.telemetry import client_interceptors
 
 __all__ = ["MemoryClients"]
 
@@ -54,6 +55,8 @@ class MemoryClients:
                 ("grpc.enable_retries", 1),
                 ("grpc.max_receive_message_length", 16 * 1024 * 1024),
             ],
+            # With tracing on, each call is a client span whose context the server continues.
+            interceptors=client_interceptors(),
         )
         self._clients: dict[str, HindsightClient] = {}
 

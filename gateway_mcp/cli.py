@@ -147,12 +147,19 @@ def run(args: argparse.Namespace) -> int:
     )
     # Stateless HTTP ends a "session" with every request, and the SDK logs each one at INFO.
     logging.getLogger("mcp.server.streamable_http").setLevel(logging.WARNING)
-    if args.stdio:
-        from gateway_mcp.server import serve_stdio
+    from gateway_mcp.telemetry import install_telemetry
 
-        asyncio.run(serve_stdio(settings))
-        return 0
-    return asyncio.run(_serve_http(settings))
+    telemetry = install_telemetry(settings)  # before the channel is made: it asks whether tracing is on
+    try:
+        if args.stdio:
+            from gateway_mcp.server import serve_stdio
+
+            asyncio.run(serve_stdio(settings))
+            return 0
+        return asyncio.run(_serve_http(settings))
+    finally:
+        if telemetry is not None:
+            telemetry.shutdown()  # exports what is still buffered
 
 
 def main(argv: Sequence[str] | None = None) -> int:

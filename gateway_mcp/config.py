@@ -18,7 +18,7 @@ import re
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
@@ -64,6 +64,11 @@ class GatewaySettings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=0, le=65535)  # 0: any free port (tests)
     path: str = Field("/mcp", pattern=r"^/[A-Za-z0-9._~/-]*$")
+    # OpenTelemetry, service hindsight-mcp: a span per tool call (the MCP SDK's) and per gRPC call, whose
+    # context the memory servers continue. otlp | console (stderr) | none; empty: OTEL_TRACES_EXPORTER,
+    # else otlp when OTEL_EXPORTER_OTLP_ENDPOINT is set, else none.
+    telemetry_exporter: Literal["", "none", "console", "otlp"] = ""
+    otlp_endpoint: str = ""  # empty: OTEL_EXPORTER_OTLP_ENDPOINT, else the SDK's default
 
     @classmethod
     def settings_customise_sources(

@@ -18,6 +18,8 @@ import grpc
 from grpc_health.v1._async import HealthServicer
 
 from embedder.client import TritonEmbedder, TritonReranker
+from hindsight.telemetry import tracing_enabled
+from hindsight_server.app_telemetry import attach_status, install_telemetry, recorder_for, watch_backlog
 from hindsight_server.config import Settings
 from hindsight_server.domain.clock import Clock, system_clock
 from hindsight_server.domain.consolidation import ConsolidationPolicy
@@ -26,6 +28,7 @@ from hindsight_server.domain.model import VectorSpace
 from hindsight_server.domain.ratelimit import RateLimiter
 from hindsight_server.inference.summarizer import LlmSummarizer
 from hindsight_server.inference.tier import DimensionMismatch, InferenceTier
+from hindsight_server.inference.tracing import record_call
 from hindsight_server.pipelines.access import AccessTracker
 from hindsight_server.pipelines.backfill import BackfillSettings, EmbeddingBackfill
 from hindsight_server.pipelines.jobs import JobRegistry, JobRunner, JobScheduler
@@ -47,6 +50,7 @@ from hindsight_server.store.pool import create_pool
 from hindsight_server.store.replies import ReplyStore
 from hindsight_server.store.sessions import SessionStore
 from hindsight_server.store.tenants import ApiKeyStore
+from hindsight_server.telemetry.status import StatusBoard
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +70,7 @@ class RunningServer:
     access: AccessTracker | None = None
     summarizer: LlmSummarizer | None = None
     jobs: JobRunner | None = None  # the lifecycle jobs (scheduled here when settings.jobs.enabled)
+    status: StatusBoard | None = None  # the figures of `hindsight status` (Ops/Status)
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
@@ -86,6 +91,8 @@ class RunningServer:
             await self.inference.close()
         if self.summarizer is not None:
             await self.summarizer.close()
+        if self.status is not None:
+            self.status.close()
 
 
 async def _watch_database(store: MemoryStore, health: HealthServicer, interval_s: float) -> None:
@@ -132,6 +139,7 @@ async def _connect_inference(settings: Settings) -> InferenceTier | None:
             model=config.embed_model,
             cache_size=config.query_cache_size,
             cache_ttl_s=config.query_cache_ttl_s,
+            on_call=record_call,
         )
     }
     if config.english_model:
@@ -141,6 +149,7 @@ async def _connect_inference(settings: Settings) -> InferenceTier | None:
             query_prefix=config.english_query_prefix,
             cache_size=config.query_cache_size,
             cache_ttl_s=config.query_cache_ttl_s,
+            on_call=record_call,
         )
     tier = InferenceTier(
         embedders,
@@ -148,7 +157,11 @@ async def _connect_inference(settings: Settings) -> InferenceTier | None:
             VectorSpace.MULTILINGUAL: settings.embedding.dimension,
             VectorSpace.ENGLISH: settings.embedding.english_dimension,
         },
-        reranker=TritonReranker(config.url, model=config.rerank_model) if config.rerank_model else None,
+        reranker=(
+            TritonReranker(config.url, model=config.rerank_model, on_call=record_call)
+            if config.rerank_model
+            else None
+        ),
     )
     try:
         await tier.refresh()
@@ -312,6 +325,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
     if applied:
         log.info("schema migrated: %s", ", ".join(applied))
     inference = await _connect_inference(settings)
+    traced = tracing_enabled()  # an SDK is installed: add the spans that cost more than no-op calls
     try:
         pool = await create_pool(
             db.dsn,
@@ -320,6 +334,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
             statement_timeout_ms=db.statement_timeout_ms,
             connect_timeout_s=db.connect_timeout_s,
             hnsw_ef_search=db.hnsw_ef_search,
+            traced=traced,
         )
     except HindsightError as exc:
         if inference is not None:
@@ -328,7 +343,8 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
 
     store = MemoryStore(pool)
     config = settings.inference
-    writes = WritePipeline(store, _write_settings(settings), clock, inference)
+    recorder = recorder_for(settings)
+    writes = WritePipeline(store, _write_settings(settings), clock, inference, recorder=recorder)
     reads = ReadPipeline(store, settings.limits)
     access = AccessTracker(store, clock, settings.recall.access_flush_s)
     recalls = RecallPipeline(
@@ -336,6 +352,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
         RecallSettings(settings.limits, settings.recall, config.query_timeout_s, config.rerank_timeout_s),
         inference,
         access,
+        recorder=recorder,
     )
     llm = settings.sessions
     summarizer = (
@@ -355,13 +372,17 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
         required=security.require_api_keys,
         limiter=RateLimiter(security.requests_per_s_per_tenant, security.request_burst_per_tenant),
     )
-    server = build_server(servicer, health, settings.server.max_message_bytes, auth)
+    server = build_server(servicer, health, settings.server.max_message_bytes, auth, traced=traced)
+    status = attach_status(server, settings, recorder, pool, inference)
     address = f"{settings.server.host}:{settings.server.port}"
     port = add_port(server, address, security.tls_cert_file, security.tls_key_file)
     await server.start()
     await set_serving(health, True)
     running = RunningServer(server, port, pool, health, settings.server.grace_s, inference, access)
     running.summarizer = summarizer
+    running.status = status
+    status.name = f"{settings.server.host}:{port}"
+    running.spawn(watch_backlog(status, pool, settings), "count-backlog")
     running.jobs = build_jobs(settings, pool, writes, sessions, clock, _server_name())
     if settings.jobs.enabled:
         scheduler = JobScheduler(running.jobs, clock, settings.jobs.poll_s)
@@ -386,6 +407,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
 
 async def serve(settings: Settings) -> None:
     """Runs one memory server until SIGINT or SIGTERM, then shuts down gracefully."""
+    telemetry = install_telemetry(settings)  # before the server starts: it asks whether tracing is on
     running = await start_server(settings)
     print(f"hindsight memory server listening on {settings.server.host}:{running.port}", flush=True)
     stop = asyncio.Event()
@@ -396,3 +418,5 @@ async def serve(settings: Settings) -> None:
     await stop.wait()
     log.info("shutting down (grace %.1fs)", settings.server.grace_s)
     await running.stop()
+    if telemetry is not None:
+        telemetry.shutdown()  # exports what is still buffered

@@ -5,6 +5,7 @@ hindsight serve                   one memory server (needs HINDSIGHT_DATABASE__D
 hindsight migrate                 apply schema migrations and exit
 hindsight jobs list|run NAME      the lifecycle jobs: their schedule, or one run now (JSON)
 hindsight mcp --stdio|--http      the MCP gateway (tools -> gRPC), see gateway_mcp/README.md
+hindsight status [--target ...]   each server's recall p50/p95/p99 against the P99 target, backlog, pool
 hindsight write|get|list|recall|update|delete ...   calls over gRPC (--target, --tenant, --json)
 """
 
@@ -30,6 +31,7 @@ from gateway_mcp.cli import add_arguments as add_mcp_arguments
 from hindsight.client import DEFAULT_TARGET, HindsightClient
 from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.config import Settings, load_settings
+from hindsight_server.status_cli import add_status_command
 
 if TYPE_CHECKING:  # the server's packages are imported only by the commands that need them
     from hindsight_server.pipelines.jobs import JobRunner
@@ -526,6 +528,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port to bind (default 50051; 0 picks a free one)")
     server_command("migrate", cmd_migrate, "apply schema migrations and exit")
+    add_status_command(commands)
 
     jobs = commands.add_parser("jobs", help="the lifecycle jobs: list them, or run one now")
     job_commands = jobs.add_subparsers(dest="jobs_command", required=True, metavar="ACTION")

@@ -11,7 +11,7 @@ import os
 import tomllib
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -163,6 +163,24 @@ class StackSettings(_Section):
     start_timeout_s: float = Field(120.0, gt=0)
 
 
+class TelemetrySettings(_Section):
+    """OpenTelemetry (traces and metrics) and the recall latency target `hindsight status` checks."""
+
+    # otlp: OTLP over gRPC to a collector; console: JSON lines on stderr; none: no SDK at all (the
+    # instrumentation stays the API's no-op). Empty: the standard OTEL_TRACES_EXPORTER, else otlp when
+    # OTEL_EXPORTER_OTLP_ENDPOINT is set (compose, Helm), else none (`make up`: nothing listens for it).
+    exporter: Literal["", "none", "console", "otlp"] = ""
+    otlp_endpoint: str = ""  # e.g. http://127.0.0.1:4317; empty: OTEL_EXPORTER_OTLP_ENDPOINT or the SDK's
+    service_name: str = "hindsight-server"  # OTEL_SERVICE_NAME wins when set
+    sample_ratio: float = Field(1.0, ge=0, le=1)  # share of new traces kept (a caller's choice is followed)
+    metrics_interval_s: float = Field(60.0, gt=0)  # how often metrics are exported
+    recall_p99_target_ms: float = Field(80.0, gt=0)  # the seeds' P99 recall target
+    window_s: float = Field(60.0, gt=0)  # the sliding window the p50/p95/p99 of status are taken over
+    window_max_samples: int = Field(20_000, ge=100)  # at most this many recalls in it (the newest)
+    backlog_interval_s: float = Field(5.0, gt=0)  # how often pending embeddings are counted
+    backlog_cap: int = Field(100_000, ge=1)  # the count stops here (its cost is bounded)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="HINDSIGHT_", env_nested_delimiter="__", frozen=True, extra="forbid"
@@ -183,6 +201,7 @@ class Settings(BaseSettings):
     security: SecuritySettings = SecuritySettings()
     jobs: JobsSettings = JobsSettings()
     recall: RecallPolicy = RecallPolicy()
+    telemetry: TelemetrySettings = TelemetrySettings()
 
     @classmethod
     def settings_customise_sources(

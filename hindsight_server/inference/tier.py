@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from embedder.cache import CacheStats
 from embedder.client import TritonEmbedder, TritonReranker
 from embedder.errors import InferenceError
 from hindsight_server.domain.errors import InferenceUnavailable
@@ -40,6 +41,7 @@ class DocumentEmbeddings:
 class QueryVector:
     vector: FloatMatrix  # [dimension]
     truncated: bool
+    cached: bool = False  # from the query-embedding cache
 
 
 class InferenceTier:
@@ -158,7 +160,7 @@ class InferenceTier:
             result = await model.embed_query(text, timeout_s=timeout_s)
         except InferenceError as exc:
             raise self._failed(exc, space) from exc
-        return QueryVector(result.vector, result.truncated)
+        return QueryVector(result.vector, result.truncated, result.cached)
 
     async def rerank(self, query: str, passages: Sequence[str], timeout_s: float) -> list[float]:
         """Cross-encoder logits, one per passage; InferenceUnavailable when it cannot answer in time."""
@@ -181,6 +183,13 @@ class InferenceTier:
         else:
             self._mark(False, str(error))
         return InferenceUnavailable(f"inference tier: {error}")
+
+    def query_cache_stats(self) -> dict[VectorSpace, CacheStats]:
+        """Each embedder's query cache: hits, misses, entries."""
+        stats = {VectorSpace.MULTILINGUAL: self._embedder.query_cache_stats()}
+        if self._english is not None:
+            stats[VectorSpace.ENGLISH] = self._english.query_cache_stats()
+        return stats
 
     async def close(self) -> None:
         await self._embedder.close()

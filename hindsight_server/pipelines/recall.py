@@ -38,6 +38,7 @@ from hindsight_server.domain.validation import validate_recall
 from hindsight_server.inference.tier import InferenceTier
 from hindsight_server.pipelines.access import AccessTracker
 from hindsight_server.store.memories import ChannelRows, FloatVector, MemoryStore, Scope, Vectors
+from hindsight_server.telemetry.recorder import Recorder, completed, stage, staged
 
 FloatMatrix = npt.NDArray[np.float32]
 
@@ -88,13 +89,26 @@ class RecallPipeline:
         settings: RecallSettings,
         inference: InferenceTier | None = None,
         access: AccessTracker | None = None,
+        *,
+        recorder: Recorder | None = None,
     ) -> None:
         self._store = store
         self._settings = settings
         self._inference = inference
         self._access = access
+        self._recorder = recorder or Recorder()
 
     async def recall(self, query: RecallQuery) -> RecallResult:
+        """Recalls, in a span with a child per stage (embed, each channel, fuse, rank, rerank, pack) and
+        with its latency recorded for the p99 target (telemetry.recorder)."""
+        with self._recorder.recall() as span:
+            result = await self._recall(query)
+            span.set_attribute("hindsight.hits", len(result.hits))
+            span.set_attribute("hindsight.tokens_used", result.tokens_used)
+            span.set_attribute("hindsight.channels_degraded", [c.value for c in result.channels_degraded])
+        return result
+
+    async def _recall(self, query: RecallQuery) -> RecallResult:
         validate_recall(query, self._settings.limits)
         policy = self._settings.policy
         focused = focus(query.text)
@@ -119,16 +133,20 @@ class RecallPipeline:
         finally:
             if query_vector is not None and not query_vector.done():
                 query_vector.cancel()  # the recall failed before the vector channel used it
-        candidates = reciprocal_rank_fusion(results, k=policy.rrf_k, limit=policy.max_candidates)
+        with stage("recall.fuse") as span:
+            candidates = reciprocal_rank_fusion(results, k=policy.rrf_k, limit=policy.max_candidates)
+            span.set_attribute("hindsight.candidates", len(candidates))
         ranked = await self._rank(
             query, scope, candidates, vectors, _embedded(query_vector), spoken, results, spaces
         )
         ranked, was_reranked = await self._rerank(query, ranked)
-        kept = [hit for hit in ranked if hit.score.final >= query.min_score][: query.top_k]
-        packed = pack(
-            [PackItem(hit.memory, hit.directly_relevant) for hit in kept],
-            query.token_budget,
-        )
+        with stage("recall.pack") as span:
+            kept = [hit for hit in ranked if hit.score.final >= query.min_score][: query.top_k]
+            packed = pack(
+                [PackItem(hit.memory, hit.directly_relevant) for hit in kept],
+                query.token_budget,
+            )
+            span.set_attribute("hindsight.packed", len(packed.packed_ids))
         hits = [replace(hit, packed=hit.memory.id in packed.packed_ids) for hit in kept]
         if self._access is not None:
             self._access.record(query.tenant_id, [hit.memory.id for hit in hits])
@@ -147,6 +165,7 @@ class RecallPipeline:
             reranked=was_reranked,
         )
 
+    @staged("recall.rerank")
     async def _rerank(
         self, query: RecallQuery, ranked: list[RankedMemory]
     ) -> tuple[list[RankedMemory], bool]:
@@ -201,9 +220,11 @@ class RecallPipeline:
     ) -> QueryVectors:
         timeout_s = self._settings.query_timeout_s
         texts = (focused.text, *focused.turns)
-        embedded = await asyncio.gather(
-            *(inference.embed_query(t, timeout_s, space) for space in spaces for t in texts)
-        )
+        with stage("recall.embed", **{"hindsight.texts": len(texts) * len(spaces)}) as span:
+            embedded = await asyncio.gather(
+                *(inference.embed_query(t, timeout_s, space) for space in spaces for t in texts)
+            )
+            span.set_attribute("hindsight.cache_hit", all(e.cached for e in embedded))
         by_space = {}
         for index, space in enumerate(spaces):
             mine = embedded[index * len(texts) : (index + 1) * len(texts)]
@@ -261,6 +282,7 @@ class RecallPipeline:
             )
         return channels
 
+    @staged("recall.rank")
     async def _rank(
         self,
         query: RecallQuery,
@@ -317,6 +339,7 @@ class RecallPipeline:
                 _merge_vectors(vectors, rows.vectors)
                 candidates.extend(FusedCandidate(hit.memory, {Channel.CONTEXT: hit}, 0.0) for hit in added)
                 results.append(ChannelResult(Channel.CONTEXT, added, (time.perf_counter() - started) * 1000))
+                completed("recall.channel.context", started, **{"hindsight.rows": len(added)})
                 context_of = {n for pair in around.values() for n in pair if n}
                 lexical, dense, thresholds = signals()
                 matching += [False] * len(added)
@@ -414,11 +437,14 @@ async def _run_channels(
     vectors: Vectors = {}
 
     async def timed(channel: Channel, run: ChannelRun) -> ChannelResult:
-        started = time.perf_counter()
-        try:
-            rows = await run()
-        except InferenceUnavailable as exc:  # degrade: the other channels still answer
-            return ChannelResult(channel, [], (time.perf_counter() - started) * 1000, error=str(exc))
+        with stage(f"recall.channel.{channel.value}") as span:
+            started = time.perf_counter()
+            try:
+                rows = await run()
+            except InferenceUnavailable as exc:  # degrade: the other channels still answer
+                span.set_attribute("hindsight.degraded", True)
+                return ChannelResult(channel, [], (time.perf_counter() - started) * 1000, error=str(exc))
+            span.set_attribute("hindsight.rows", len(rows.hits))
         _merge_vectors(vectors, rows.vectors)
         return ChannelResult(channel, rows.hits, elapsed_ms=(time.perf_counter() - started) * 1000)
 

@@ -32,6 +32,7 @@ from hindsight_server.domain.policy import Limits, TtlPolicy, WritePolicy
 from hindsight_server.domain.validation import validate_batch, validate_draft, validate_patch, validate_tenant
 from hindsight_server.inference.tier import DocumentEmbeddings, InferenceTier
 from hindsight_server.store.memories import FloatVector, MemoryStore
+from hindsight_server.telemetry.recorder import Recorder, staged
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,11 +59,14 @@ class WritePipeline:
         settings: WriteSettings,
         clock: Clock,
         inference: InferenceTier | None = None,
+        *,
+        recorder: Recorder | None = None,
     ) -> None:
         self._store = store
         self._settings = settings
         self._clock = clock
         self._inference = inference
+        self._recorder = recorder or Recorder()  # spans and latency of Write / WriteBatch
 
     @property
     def _unembedded_state(self) -> EmbeddingState:
@@ -73,7 +77,8 @@ class WritePipeline:
         of it (domain.conflicts)."""
         now = self._clock()
         validate_draft(draft, self._settings.limits, now)
-        (outcome,) = await self.commit([self.new_memory(draft, now)], now, verbatim=False)
+        with self._recorder.write("write"):
+            (outcome,) = await self.commit([self.new_memory(draft, now)], now, verbatim=False)
         return outcome
 
     async def write_batch(
@@ -83,7 +88,11 @@ class WritePipeline:
         history): every item is stored as given, without merging or superseding."""
         now = self._clock()
         validate_batch(list(drafts), self._settings.limits, now)
-        return await self.commit([self.new_memory(draft, now) for draft in drafts], now, verbatim=verbatim)
+        with self._recorder.write("write_batch") as span:
+            span.set_attribute("hindsight.batch_size", len(drafts))
+            return await self.commit(
+                [self.new_memory(draft, now) for draft in drafts], now, verbatim=verbatim
+            )
 
     async def commit(
         self, memories: Sequence[Memory], now: datetime, *, verbatim: bool
@@ -109,6 +118,7 @@ class WritePipeline:
             for outcome, truncated in zip(outcomes, embedded.multilingual.truncated, strict=True)
         ]
 
+    @staged("write.store")  # insert, or insert resolving merges and supersedes, in one transaction
     async def _store_all(
         self,
         memories: Sequence[Memory],
@@ -157,6 +167,7 @@ class WritePipeline:
             and language(content) == ENGLISH
         )
 
+    @staged("write.embed")
     async def _embed_inline(self, texts: list[str], wants_english: list[bool]) -> InlineEmbeddings | None:
         """The multilingual vectors (None when they do not arrive in the budget) and, concurrently, the
         English ones of a small write."""

@@ -12,6 +12,7 @@ from hindsight.v1 import memory_pb2_grpc as pb_grpc
 from hindsight_server.rpc.auth import AuthInterceptor
 from hindsight_server.rpc.interceptors import ErrorMappingInterceptor, RequestIdInterceptor
 from hindsight_server.rpc.servicer import MemoryServicer
+from hindsight_server.rpc.tracing import TracingInterceptor
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["MemoryService"].full_name
 # Reported separately: the memory service keeps SERVING (degraded) while the inference tier is away.
@@ -26,10 +27,14 @@ def build_server(
     health: HealthServicer,
     max_message_bytes: int,
     auth: AuthInterceptor,
+    *,
+    traced: bool = False,
 ) -> grpc.aio.Server:
+    # `traced` (tracing is on): a server span per call, outermost so that it times the others too.
+    tracing = [TracingInterceptor()] if traced else []
     server = grpc.aio.server(
         # Outermost first: the request id, then the error table around everything else (auth included).
-        interceptors=[RequestIdInterceptor(), ErrorMappingInterceptor(), auth],
+        interceptors=[*tracing, RequestIdInterceptor(), ErrorMappingInterceptor(), auth],
         options=[
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max(max_message_bytes, 16 * _MiB)),

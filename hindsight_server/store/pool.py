@@ -8,6 +8,7 @@ import asyncpg
 from pgvector.asyncpg import register_vector
 
 from hindsight_server.store.errors import translate_errors
+from hindsight_server.store.tracing import TracedConnection
 
 
 async def _init_connection(connection: asyncpg.Connection) -> None:
@@ -22,8 +23,10 @@ async def create_pool(
     statement_timeout_ms: int,
     connect_timeout_s: float,
     hnsw_ef_search: int = 100,
+    traced: bool = False,
 ) -> asyncpg.Pool:
-    """Opens the pool; Unavailable when the database cannot be reached."""
+    """Opens the pool; Unavailable when the database cannot be reached. `traced`: a span per statement
+    (store/tracing.py), when tracing is on."""
     settings: dict[str, Any] = {
         "statement_timeout": str(statement_timeout_ms),
         "application_name": "hindsight",
@@ -43,5 +46,6 @@ async def create_pool(
             command_timeout=None,
             server_settings=settings,
             init=_init_connection,
+            connection_class=TracedConnection if traced else asyncpg.Connection,
         )
     return pool

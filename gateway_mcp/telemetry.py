@@ -1,0 +1,24 @@
+"""The gateway's OpenTelemetry: the SDK for the process (service hindsight-mcp) per its settings.
+
+A span per tool call comes from the MCP SDK itself (`tools/call memory_recall`, continuing a client's
+trace from the request's `_meta` when it sends one); the gRPC channel's interceptor adds a client span per
+call and carries its context to the memory server as `traceparent` metadata (gateway_mcp/channel.py).
+"""
+
+from __future__ import annotations
+
+from gateway_mcp.config import GatewaySettings
+from hindsight.telemetry import InstalledTelemetry, TelemetryConfig, install
+
+__all__ = ["SERVICE_NAME", "install_telemetry"]
+
+SERVICE_NAME = "hindsight-mcp"
+
+
+def install_telemetry(settings: GatewaySettings) -> InstalledTelemetry | None:
+    """Call before the gateway's channel is made: the channel asks whether tracing is on."""
+    return install(
+        TelemetryConfig(
+            SERVICE_NAME, exporter=settings.telemetry_exporter, otlp_endpoint=settings.otlp_endpoint
+        )
+    )

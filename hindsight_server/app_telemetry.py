@@ -1,0 +1,66 @@
+"""The composition root's telemetry wiring (kept beside app.py so that file only calls it): the
+process's OpenTelemetry SDK from the settings, and one server's status board with the Ops/Status
+service and the backlog count."""
+
+from __future__ import annotations
+
+import functools
+
+import asyncpg
+import grpc
+
+from hindsight.telemetry import InstalledTelemetry, TelemetryConfig, install
+from hindsight_server.config import Settings
+from hindsight_server.inference.tier import InferenceTier
+from hindsight_server.inference.tracing import cache_figures, inference_figures
+from hindsight_server.rpc.ops import ops_handler
+from hindsight_server.store.stats import pending_embeddings, pool_figures
+from hindsight_server.telemetry.recorder import Recorder
+from hindsight_server.telemetry.status import StatusBoard, StatusSources
+
+
+def install_telemetry(settings: Settings) -> InstalledTelemetry | None:
+    """The SDK for this process, per `telemetry.exporter` (None: nothing installed)."""
+    config = settings.telemetry
+    return install(
+        TelemetryConfig(
+            service_name=config.service_name,
+            exporter=config.exporter,
+            otlp_endpoint=config.otlp_endpoint,
+            sample_ratio=config.sample_ratio,
+            metrics_interval_s=config.metrics_interval_s,
+        )
+    )
+
+
+def recorder_for(settings: Settings) -> Recorder:
+    return Recorder(settings.telemetry.window_s, settings.telemetry.window_max_samples)
+
+
+def attach_status(
+    server: grpc.aio.Server,
+    settings: Settings,
+    recorder: Recorder,
+    pool: asyncpg.Pool,
+    inference: InferenceTier | None,
+) -> StatusBoard:
+    """The server's status board, served as Ops/Status (call before the server starts)."""
+    sources = (
+        StatusSources(functools.partial(pool_figures, pool))
+        if inference is None
+        else StatusSources(
+            functools.partial(pool_figures, pool),
+            functools.partial(cache_figures, inference),
+            functools.partial(inference_figures, inference),
+        )
+    )
+    board = StatusBoard(recorder, settings.telemetry.recall_p99_target_ms, sources)
+    server.add_generic_rpc_handlers((ops_handler(board.snapshot),))
+    return board
+
+
+async def watch_backlog(board: StatusBoard, pool: asyncpg.Pool, settings: Settings) -> None:
+    config = settings.telemetry
+    await board.watch_backlog(
+        functools.partial(pending_embeddings, pool), config.backlog_interval_s, config.backlog_cap
+    )

@@ -1,0 +1,70 @@
+"""A server span per RPC, continuing the caller's trace from its `traceparent` metadata (W3C), with
+OpenTelemetry's gRPC attributes and the rpc.server.duration histogram.
+
+Installed only when tracing is on (build_server(traced=True)). Health checks, reflection and the ops
+service are left out: load balancers and probes call them every few seconds, and each would be a trace.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import Any
+
+import grpc
+from opentelemetry import metrics
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from hindsight.telemetry import PROPAGATOR, SERVER_ERRORS, rpc_attributes
+from hindsight_server.rpc.errors import Behavior
+from hindsight_server.rpc.interceptors import UnaryInterceptor
+from hindsight_server.telemetry.recorder import TRACER
+
+_UNTRACED = ("/grpc.health.v1.Health/", "/grpc.reflection.", "/hindsight.ops.v1.Ops/")
+
+
+@functools.cache
+def _duration() -> metrics.Histogram:
+    return metrics.get_meter("hindsight_server").create_histogram(
+        "rpc.server.duration", unit="ms", description="gRPC calls served, by method and status code"
+    )
+
+
+class TracingInterceptor(UnaryInterceptor):
+    def wrap(self, behavior: Behavior, details: grpc.HandlerCallDetails) -> Behavior:
+        method: str = details.method
+        if method.startswith(_UNTRACED):
+            return behavior
+        name = method.lstrip("/")
+        carrier = {key: value for key, value in details.invocation_metadata or () if isinstance(value, str)}
+        parent = PROPAGATOR.extract(carrier)
+        attributes = rpc_attributes(name)
+
+        async def traced(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            started = time.perf_counter()
+            code = grpc.StatusCode.UNKNOWN
+            with TRACER.start_as_current_span(
+                name,
+                context=parent,
+                kind=SpanKind.SERVER,
+                attributes=attributes,
+                record_exception=False,  # the error interceptor inside maps (and logs) failures
+                set_status_on_exception=False,
+            ) as span:
+                try:
+                    response = await behavior(request, context)
+                    code = grpc.StatusCode.OK
+                    return response
+                except grpc.aio.AbortError:
+                    code = context.code() or grpc.StatusCode.UNKNOWN
+                    raise
+                finally:
+                    span.set_attribute("rpc.grpc.status_code", code.value[0])
+                    if code in SERVER_ERRORS:
+                        span.set_status(Status(StatusCode.ERROR, code.name))
+                    _duration().record(
+                        (time.perf_counter() - started) * 1000,
+                        {**attributes, "rpc.grpc.status_code": code.value[0]},
+                    )
+
+        return traced

@@ -1,0 +1,138 @@
+"""`hindsight status [--target HOST:PORT ...] [--json]`: each memory server's health, its recall
+p50/p95/p99 over the last window against the P99 target (met / missed), write latency, the
+deferred-embedding backlog, the pool and the query-embedding caches (from `hindsight.ops.v1.Ops/Status`,
+rpc/ops.py).
+
+Give every server's own address: behind the nginx gateway a call reaches one server chosen by it, so
+the gateway's address shows whichever server answered. Exit status: 0 when every target answered, 1
+when one could not be reached (its line says why).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+from hindsight.client import DEFAULT_TARGET
+
+EXIT_UNREACHABLE = 1
+
+
+def add_status_command(commands: Any) -> None:
+    """Registers the command on the `hindsight` parser's subcommands."""
+    status = commands.add_parser(
+        "status", help="each memory server's recall p99 against its target, latency, backlog, pool, caches"
+    )
+    status.add_argument(
+        "--target",
+        action="append",
+        help=f"a memory server's HOST:PORT; repeat for each server (default {DEFAULT_TARGET})",
+    )
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.add_argument(
+        "--timeout", type=float, default=5.0, help="deadline per server in seconds (default 5)"
+    )
+    status.add_argument("--tls-ca-file", default="", help="the CA of servers that listen with TLS")
+    status.set_defaults(handler=cmd_status)
+
+
+def _ms(value: Any) -> str:
+    return "-" if value is None else f"{value:.1f} ms"
+
+
+def _latency(figures: dict[str, Any]) -> str:
+    if not figures.get("count"):
+        return "none in the window"
+    return (
+        f"p50 {_ms(figures['p50_ms'])}  p95 {_ms(figures['p95_ms'])}  p99 {_ms(figures['p99_ms'])}"
+        f"  max {_ms(figures['max_ms'])}  ({figures['count']:,})"
+    )
+
+
+def _verdict(recall: dict[str, Any]) -> str:
+    met = recall.get("target_met")
+    target = f"target p99 <= {recall['target_p99_ms']:g} ms"
+    if met is None:
+        return f"{target}: no recall in the window"
+    return f"{target}: {'met' if met else 'MISSED'}"
+
+
+def render(target: str, serving: str, inference: str, figures: dict[str, Any]) -> str:
+    """One server's figures as a few lines for a terminal."""
+    recall = figures["recall"]
+    lines = [
+        f"{target}  {serving}  (inference {inference.lower().replace('_', ' ')})"
+        f"  pid {figures['pid']}, up {figures['uptime_s']:,.0f} s",
+        f"  {'recall':<12}{_latency(recall)} over {figures['window_s']:g} s; {_verdict(recall)}",
+    ]
+    stages = recall.get("stages", {})
+    if stages:
+        worst = ", ".join(
+            f"{name.removeprefix('recall.')} {_ms(s.get('p99_ms'))}"
+            for name, s in stages.items()
+            if name.startswith("recall.") and s.get("count")
+        )
+        if worst:
+            lines.append(f"  {'stages':<12}p99: {worst}")
+    for operation, latency in figures.get("write", {}).items():
+        lines.append(f"  {operation:<12}{_latency(latency)}")
+    backlog = figures["embedding_backlog"]
+    if backlog["pending"] is None:
+        lines.append(
+            f"  {'backlog':<12}not counted yet{': ' + backlog['problem'] if backlog['problem'] else ''}"
+        )
+    else:
+        more = "+" if backlog["capped"] else ""
+        lines.append(
+            f"  {'backlog':<12}{backlog['pending']:,}{more} memories waiting for an embedding"
+            f" (counted {backlog['age_s']:g} s ago)"
+        )
+    pool = figures["pool"]
+    lines.append(
+        f"  {'pool':<12}{pool['size']} connections: {pool['in_use']} in use, {pool['idle']} idle"
+        f" (min {pool['min_size']}, max {pool['max_size']})"
+    )
+    for space, cache in figures.get("query_cache", {}).items():
+        lookups = cache["hits"] + cache["misses"]
+        share = f" ({cache['hits'] / lookups:.0%} hits)" if lookups else ""
+        lines.append(
+            f"  {'cache':<12}{space}: {cache['hits']:,} hits, {cache['misses']:,} misses{share},"
+            f" {cache['size']:,} of {cache['capacity']:,} entries"
+        )
+    return "\n".join(lines)
+
+
+async def _gather(targets: list[str], timeout_s: float, tls_ca_file: str) -> list[dict[str, Any]]:
+    from hindsight_server.rpc.ops import StatusUnavailable, fetch_status
+
+    async def one(target: str) -> dict[str, Any]:
+        try:
+            status = await fetch_status(target, timeout_s, tls_ca_file)
+        except StatusUnavailable as error:
+            return {"target": target, "error": str(error)}
+        return {
+            "target": target,
+            "serving": status.serving,
+            "inference": status.inference,
+            "figures": status.figures,
+        }
+
+    return list(await asyncio.gather(*(one(target) for target in targets)))
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    targets = [part.strip() for given in args.target or [DEFAULT_TARGET] for part in given.split(",")]
+    results = asyncio.run(_gather([t for t in targets if t], args.timeout, args.tls_ca_file))
+    unreachable = [result for result in results if "error" in result]
+    if args.json:
+        print(json.dumps({"servers": results}, ensure_ascii=False, indent=2))
+    else:
+        for result in results:
+            if "error" not in result:
+                print(render(result["target"], result["serving"], result["inference"], result["figures"]))
+    for result in unreachable:
+        print(f"hindsight status: cannot reach {result['error']}", file=sys.stderr)
+    return EXIT_UNREACHABLE if unreachable else 0

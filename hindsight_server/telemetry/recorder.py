@@ -1,0 +1,184 @@
+"""Spans and latencies of the pipelines' stages: the one telemetry module the pipelines and the store use.
+
+- `Recorder`: one server's record: sliding windows of recall, write and stage latencies (`status`
+  reads them). `recorder.recall()` / `recorder.write(op)` wrap a whole operation: its span, its
+  latency (window and histogram), and they make the recorder current for the stages inside, through a
+  context variable that the channel tasks and the query-embedding task inherit.
+- `stage(name)`: a child span and the stage's latency; `staged(name)` does the same for an async
+  method; `completed(name, started)` records a stage that has already run.
+
+With no SDK installed the spans are the API's no-op ones and the histograms no-op instruments; only the
+windows are kept whatever the exporter, since `hindsight status` must answer without a collector.
+Attributes carry counts, names and flags, never memory content or query text.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import ParamSpec, TypeVar
+
+from opentelemetry import metrics, trace
+from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.util.types import AttributeValue
+
+from hindsight_server.telemetry.window import LatencyWindow
+
+__all__ = ["Recorder", "completed", "stage", "staged"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+TRACER = trace.get_tracer("hindsight_server")
+STAGE_ATTRIBUTE = "hindsight.stage"
+_active: ContextVar[Recorder | None] = ContextVar("hindsight_recorder", default=None)
+
+
+@dataclass(frozen=True, slots=True)
+class _Instruments:
+    recall: metrics.Histogram
+    write: metrics.Histogram
+    stage: metrics.Histogram
+
+
+@functools.cache
+def _instruments() -> _Instruments:
+    # From the global meter provider's proxy: they record into the SDK once one is installed, and
+    # are no-ops until then (or forever, with the exporter "none").
+    meter = metrics.get_meter("hindsight_server")
+    return _Instruments(
+        recall=meter.create_histogram(
+            "hindsight.recall.duration", unit="ms", description="Recall inside the server, whole"
+        ),
+        write=meter.create_histogram(
+            "hindsight.write.duration",
+            unit="ms",
+            description="Write and WriteBatch inside the server (attribute hindsight.operation)",
+        ),
+        stage=meter.create_histogram(
+            "hindsight.stage.duration",
+            unit="ms",
+            description="One stage of a recall or write (attribute hindsight.stage)",
+        ),
+    )
+
+
+class Recorder:
+    """One server's latency record over the last `window_s` seconds."""
+
+    def __init__(
+        self, window_s: float = 60.0, max_samples: int = 10_000, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.window_s = window_s
+        self._max_samples = max_samples
+        self._clock = clock
+        self.recalls = self._window()
+        self._writes: dict[str, LatencyWindow] = {}
+        self._stages: dict[str, LatencyWindow] = {}
+
+    def _window(self) -> LatencyWindow:
+        return LatencyWindow(self.window_s, self._max_samples, self._clock)
+
+    def writes(self) -> dict[str, LatencyWindow]:
+        return dict(self._writes)
+
+    def stages(self) -> dict[str, LatencyWindow]:
+        return dict(self._stages)
+
+    def add_stage(self, name: str, milliseconds: float) -> None:
+        window = self._stages.get(name)
+        if window is None:
+            window = self._stages[name] = self._window()
+        window.add(milliseconds)
+
+    @contextmanager
+    def recall(self) -> Iterator[Span]:
+        """A whole recall; its latency counts toward the p99 target only when it succeeds."""
+        with self._operation("recall") as span:
+            started = time.perf_counter()
+            yield span
+            milliseconds = (time.perf_counter() - started) * 1000
+        self.recalls.add(milliseconds)
+        _instruments().recall.record(milliseconds)
+
+    @contextmanager
+    def write(self, operation: str) -> Iterator[Span]:
+        """A whole Write or WriteBatch (`operation`), successful ones only."""
+        with self._operation(operation) as span:
+            started = time.perf_counter()
+            yield span
+            milliseconds = (time.perf_counter() - started) * 1000
+        window = self._writes.get(operation)
+        if window is None:
+            window = self._writes[operation] = self._window()
+        window.add(milliseconds)
+        _instruments().write.record(milliseconds, {"hindsight.operation": operation})
+
+    @contextmanager
+    def _operation(self, name: str) -> Iterator[Span]:
+        token = _active.set(self)
+        try:
+            with _span(name) as span:
+                yield span
+        finally:
+            _active.reset(token)
+
+
+@contextmanager
+def _span(name: str, attributes: dict[str, AttributeValue] | None = None) -> Iterator[Span]:
+    """The current span's child; a failure is recorded by its class only: an exception's message may
+    quote what a caller sent (the spans never carry content)."""
+    with TRACER.start_as_current_span(
+        name, attributes=attributes, record_exception=False, set_status_on_exception=False
+    ) as span:
+        try:
+            yield span
+        except BaseException as exc:
+            span.set_attribute("error.type", type(exc).__name__)
+            span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+            raise
+
+
+def _record_stage(name: str, milliseconds: float) -> None:
+    _instruments().stage.record(milliseconds, {STAGE_ATTRIBUTE: name})
+    recorder = _active.get()
+    if recorder is not None:
+        recorder.add_stage(name, milliseconds)
+
+
+@contextmanager
+def stage(name: str, **attributes: AttributeValue) -> Iterator[Span]:
+    """A child span of the current one named `name` (e.g. "recall.fuse"), and its latency when it
+    succeeds. Add attributes (counts) to the yielded span as they become known."""
+    started = time.perf_counter()
+    with _span(name, attributes or None) as span:
+        yield span
+    _record_stage(name, (time.perf_counter() - started) * 1000)
+
+
+def staged(name: str) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
+    """Runs every call of the decorated coroutine function as `stage(name)`."""
+
+    def decorate(function: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+        @functools.wraps(function)
+        async def in_stage(*args: P.args, **kwargs: P.kwargs) -> R:
+            with stage(name):
+                return await function(*args, **kwargs)
+
+        return in_stage
+
+    return decorate
+
+
+def completed(name: str, started: float, **attributes: AttributeValue) -> None:
+    """Records a stage that ran from `started` (time.perf_counter()) until now, as a child span of the
+    current one: for a step inside code that times itself."""
+    elapsed_ns = int((time.perf_counter() - started) * 1e9)
+    end = time.time_ns()
+    span = TRACER.start_span(name, start_time=end - elapsed_ns, attributes=attributes or None)
+    span.end(end_time=end)
+    _record_stage(name, elapsed_ns / 1e6)

@@ -1,0 +1,275 @@
+"""One server's figures, as `hindsight status` shows them and as OpenTelemetry metrics export them.
+
+The board reads the recorder's windows (recall p50/p95/p99 against the target, write, stages) and, from
+callables the composition root gives it, the pool, the query-embedding caches and the inference tier;
+the deferred-embedding backlog is a count the board refreshes on a schedule (`watch_backlog`), so a
+status call or a metric export never waits on the database.
+
+Metrics (observable, read at each export): hindsight.recall.p99 (ms), hindsight.recall.p99_target_met
+(1 met / 0 missed, over the window; nothing while no recall ran in it), hindsight.embedding.backlog,
+db.client.connection.count (state idle | used) and db.client.connection.max, hindsight.query_cache.hits,
+.misses and .size (by model space). Each observation carries `hindsight.server` (HOST:PORT), so several
+servers in one process (tests) stay apart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import os
+import time
+import weakref
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from opentelemetry import metrics
+from opentelemetry.metrics import CallbackOptions, Observation
+
+from hindsight_server.domain.errors import HindsightError
+from hindsight_server.telemetry.recorder import Recorder
+from hindsight_server.telemetry.window import LatencySummary
+
+__all__ = ["CacheFigures", "InferenceFigures", "PoolFigures", "StatusBoard", "StatusSources"]
+
+log = logging.getLogger(__name__)
+SERVER_ATTRIBUTE = "hindsight.server"
+
+
+@dataclass(frozen=True, slots=True)
+class PoolFigures:
+    size: int  # open connections
+    idle: int
+    min_size: int
+    max_size: int
+
+    @property
+    def in_use(self) -> int:
+        return self.size - self.idle
+
+
+@dataclass(frozen=True, slots=True)
+class CacheFigures:
+    hits: int
+    misses: int
+    size: int
+    capacity: int
+
+
+@dataclass(frozen=True, slots=True)
+class InferenceFigures:
+    available: bool  # the multilingual model answers
+    problem: str  # why not, when it does not
+    english: bool  # the English model answers
+    rerank: bool  # a cross-encoder answers
+
+
+def _no_caches() -> Mapping[str, CacheFigures]:
+    return {}
+
+
+def _no_inference() -> InferenceFigures | None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class StatusSources:
+    pool: Callable[[], PoolFigures]
+    caches: Callable[[], Mapping[str, CacheFigures]] = _no_caches  # by model space
+    inference: Callable[[], InferenceFigures | None] = _no_inference  # None: no tier configured
+
+
+@dataclass(slots=True)
+class _Backlog:
+    pending: int | None = None  # None: not counted yet
+    capped: bool = False  # the count stopped at the cap: at least this many
+    counted_at: float | None = None
+    problem: str = ""
+
+
+_BOARDS: weakref.WeakSet[StatusBoard] = weakref.WeakSet()
+
+
+class StatusBoard:
+    def __init__(
+        self,
+        recorder: Recorder,
+        target_p99_ms: float,
+        sources: StatusSources,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.recorder = recorder
+        self.target_p99_ms = target_p99_ms
+        self.name = ""  # HOST:PORT, once the server listens
+        self._sources = sources
+        self._clock = clock
+        self._started = clock()
+        self._backlog = _Backlog()
+        _observe_boards()
+        _BOARDS.add(self)
+
+    def close(self) -> None:
+        """Stops exporting this board's metrics (the server stopped)."""
+        _BOARDS.discard(self)
+
+    def target_met(self, summary: LatencySummary | None = None) -> bool | None:
+        """Whether the recall p99 over the window is within the target; None when no recall ran in it."""
+        summary = summary or self.recorder.recalls.summary()
+        return None if summary is None else summary.p99_ms <= self.target_p99_ms
+
+    async def watch_backlog(
+        self, count: Callable[[int], Awaitable[int]], interval_s: float, cap: int
+    ) -> None:
+        """Counts the memories waiting for an embedding every interval (at most `cap`, to bound the
+        count's cost when a tier outage left a large backlog); a failed count keeps the last figure."""
+        while True:
+            try:
+                pending = await asyncio.wait_for(count(cap), timeout=interval_s)
+                self._backlog = _Backlog(pending, pending >= cap, self._clock())
+            except (HindsightError, TimeoutError) as exc:
+                self._backlog.problem = str(exc) or type(exc).__name__
+            await asyncio.sleep(interval_s)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The figures as JSON-ready values (the Ops/Status answer)."""
+        recalls = self.recorder.recalls.summary()
+        backlog = self._backlog
+        pool = self._sources.pool()
+        inference = self._sources.inference()
+        return {
+            "server": self.name,
+            "pid": os.getpid(),
+            "uptime_s": round(self._clock() - self._started, 1),
+            "window_s": self.recorder.window_s,
+            "recall": {
+                **_summary(recalls),
+                "target_p99_ms": self.target_p99_ms,
+                "target_met": self.target_met(recalls),
+                "stages": {
+                    name: _summary(window.summary())
+                    for name, window in sorted(self.recorder.stages().items())
+                },
+            },
+            "write": {name: _summary(window.summary()) for name, window in self.recorder.writes().items()},
+            "embedding_backlog": {
+                "pending": backlog.pending,
+                "capped": backlog.capped,
+                "age_s": None if backlog.counted_at is None else round(self._clock() - backlog.counted_at, 1),
+                "problem": backlog.problem,
+            },
+            "pool": {**asdict(pool), "in_use": pool.in_use},
+            "query_cache": {space: asdict(figures) for space, figures in self._sources.caches().items()},
+            "inference": None if inference is None else asdict(inference),
+        }
+
+    # -------------------------------------------------------------------------------- metric callbacks
+
+    def _attributes(self, **more: str | float) -> dict[str, str | float]:
+        return {SERVER_ATTRIBUTE: self.name, **more}
+
+    def observe_recall(self) -> list[Observation]:
+        summary = self.recorder.recalls.summary()
+        if summary is None:
+            return []
+        return [Observation(summary.p99_ms, self._attributes())]
+
+    def observe_target(self) -> list[Observation]:
+        met = self.target_met()
+        if met is None:
+            return []
+        return [Observation(int(met), self._attributes(**{"hindsight.target_ms": self.target_p99_ms}))]
+
+    def observe_backlog(self) -> list[Observation]:
+        pending = self._backlog.pending
+        return [] if pending is None else [Observation(pending, self._attributes())]
+
+    def observe_connections(self) -> list[Observation]:
+        pool = self._sources.pool()
+        state = "db.client.connection.state"
+        return [
+            Observation(pool.idle, self._attributes(**{state: "idle"})),
+            Observation(pool.in_use, self._attributes(**{state: "used"})),
+        ]
+
+    def observe_max_connections(self) -> list[Observation]:
+        return [Observation(self._sources.pool().max_size, self._attributes())]
+
+    def observe_cache(self, figure: str) -> list[Observation]:
+        return [
+            Observation(getattr(figures, figure), self._attributes(**{"hindsight.space": space}))
+            for space, figures in self._sources.caches().items()
+        ]
+
+
+def _summary(summary: LatencySummary | None) -> dict[str, Any]:
+    return {"count": 0} if summary is None else summary.as_dict()
+
+
+def _each_board(
+    read: Callable[[StatusBoard], list[Observation]],
+) -> Callable[[CallbackOptions], Iterable[Observation]]:
+    def callback(options: CallbackOptions) -> Iterable[Observation]:
+        return [observation for board in list(_BOARDS) for observation in read(board)]
+
+    return callback
+
+
+@dataclass(frozen=True, slots=True)
+class _Gauges:
+    instruments: list[Any] = field(default_factory=list)
+
+
+@functools.cache
+def _observe_boards() -> _Gauges:
+    """The observable instruments, created once per process; their callbacks read every live board."""
+    meter = metrics.get_meter("hindsight_server")
+    return _Gauges(
+        [
+            meter.create_observable_gauge(
+                "hindsight.recall.p99",
+                [_each_board(StatusBoard.observe_recall)],
+                unit="ms",
+                description="Recall p99 over the status window",
+            ),
+            meter.create_observable_gauge(
+                "hindsight.recall.p99_target_met",
+                [_each_board(StatusBoard.observe_target)],
+                unit="1",
+                description="1 while the recall p99 over the window is within telemetry.recall_p99_target_ms",
+            ),
+            meter.create_observable_gauge(
+                "hindsight.embedding.backlog",
+                [_each_board(StatusBoard.observe_backlog)],
+                unit="{memory}",
+                description="Memories waiting for their embedding (counted up to telemetry.backlog_cap)",
+            ),
+            meter.create_observable_up_down_counter(
+                "db.client.connection.count",
+                [_each_board(StatusBoard.observe_connections)],
+                unit="{connection}",
+                description="The PostgreSQL pool's open connections, by state",
+            ),
+            meter.create_observable_up_down_counter(
+                "db.client.connection.max",
+                [_each_board(StatusBoard.observe_max_connections)],
+                unit="{connection}",
+            ),
+            meter.create_observable_counter(
+                "hindsight.query_cache.hits",
+                [_each_board(lambda board: board.observe_cache("hits"))],
+                unit="{lookup}",
+            ),
+            meter.create_observable_counter(
+                "hindsight.query_cache.misses",
+                [_each_board(lambda board: board.observe_cache("misses"))],
+                unit="{lookup}",
+            ),
+            meter.create_observable_gauge(
+                "hindsight.query_cache.size",
+                [_each_board(lambda board: board.observe_cache("size"))],
+                unit="{entry}",
+            ),
+        ]
+    )

@@ -1,0 +1,90 @@
+"""In-process OpenTelemetry for the telemetry tests: the SDK with an in-memory span exporter and an
+in-memory metric reader, installed for the process (OpenTelemetry allows one provider per process, so
+once per session), and memory servers started after it, so they trace (tracing is decided at start)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from opentelemetry import metrics, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from hindsight.client import HindsightClient
+from hindsight_server.app import RunningServer, start_server
+from hindsight_server.config import Settings
+
+
+@dataclass(frozen=True)
+class Telemetry:
+    spans: InMemorySpanExporter
+    metrics: InMemoryMetricReader
+
+    def finished(self) -> list[ReadableSpan]:
+        return list(self.spans.get_finished_spans())
+
+    def points(self, name: str) -> list[Any]:
+        """The data points of metric `name` collected now (observable instruments are read now)."""
+        data = self.metrics.get_metrics_data()
+        found: list[Any] = []  # number or histogram data points
+        for resource in data.resource_metrics if data else ():
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    if metric.name == name:
+                        found.extend(metric.data.data_points)
+        return found
+
+
+@pytest.fixture(scope="session")
+def otel() -> Iterator[Telemetry]:
+    spans = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))  # exported as each span ends
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        pytest.skip("another tracer provider is installed in this process")
+    trace.set_tracer_provider(tracer_provider)
+    metrics.set_meter_provider(meter_provider)
+    yield Telemetry(spans, reader)
+    tracer_provider.shutdown()
+    meter_provider.shutdown()
+
+
+@pytest.fixture(scope="session")
+async def traced_server(
+    otel: Telemetry, make_settings: Callable[..., Settings]
+) -> AsyncIterator[RunningServer]:
+    # A generous target: the "met" side of the p99 gauge must hold on a busy 2-core machine.
+    running = await start_server(make_settings(telemetry__recall_p99_target_ms=60_000))
+    yield running
+    await running.stop()
+
+
+@pytest.fixture(scope="session")
+async def traced_client(traced_server: RunningServer) -> AsyncIterator[HindsightClient]:
+    async with HindsightClient(f"127.0.0.1:{traced_server.port}", timeout_s=10) as client:
+        yield client
+
+
+async def spans_of_trace(
+    otel: Telemetry, ready: Callable[[Sequence[ReadableSpan]], bool], timeout_s: float = 10.0
+) -> list[ReadableSpan]:
+    """Waits until the finished spans satisfy `ready` (the server ends its spans in its own task)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        spans = otel.finished()
+        if ready(spans):
+            return spans
+        if time.monotonic() > deadline:
+            names = sorted({span.name for span in spans})
+            raise AssertionError(f"the expected spans did not arrive; finished: {names}")
+        await asyncio.sleep(0.02)

@@ -1,0 +1,120 @@
+"""Metrics of real recalls (latency histograms, the p99-target gauge on both sides of the target) and
+`hindsight status` against running servers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from hindsight.client import HindsightClient
+from hindsight_server.app import RunningServer, start_server
+from hindsight_server.config import Settings
+from hindsight_server.telemetry.status import SERVER_ATTRIBUTE
+from tests.conftest import REPO_ROOT
+from tests.telemetry.conftest import Telemetry
+
+
+def _for(server: RunningServer, points: list[Any]) -> list[Any]:
+    assert server.status is not None
+    return [p for p in points if p.attributes.get(SERVER_ATTRIBUTE) == server.status.name]
+
+
+async def _recall_a_few(client: HindsightClient, tenant: str) -> None:
+    await client.write(tenant, "用户偏好靠窗座位", tier="semantic", kind="preference")
+    for _ in range(3):
+        await client.recall(tenant, "靠窗")
+
+
+async def test_recall_latency_and_the_target_met(
+    otel: Telemetry, traced_server: RunningServer, traced_client: HindsightClient, tenant: str
+) -> None:
+    await _recall_a_few(traced_client, tenant)
+    latency = otel.points("hindsight.recall.duration")
+    assert latency and sum(point.count for point in latency) >= 3
+    stages = {p.attributes["hindsight.stage"] for p in otel.points("hindsight.stage.duration")}
+    assert {"recall.channel.lexical", "recall.fuse", "recall.rank", "recall.pack"} <= stages
+    (met,) = _for(traced_server, otel.points("hindsight.recall.p99_target_met"))
+    assert met.value == 1 and met.attributes["hindsight.target_ms"] == 60_000
+    (p99,) = _for(traced_server, otel.points("hindsight.recall.p99"))
+    assert 0 < p99.value < 60_000
+    (used, idle) = sorted(
+        _for(traced_server, otel.points("db.client.connection.count")),
+        key=lambda p: p.attributes["db.client.connection.state"] != "used",
+    )
+    assert used.value >= 0 and idle.value >= 0
+
+
+async def test_the_target_gauge_flips_to_missed_below_any_latency(
+    otel: Telemetry, make_settings: Callable[..., Settings], tenant: str
+) -> None:
+    strict = await start_server(make_settings(telemetry__recall_p99_target_ms=0.001))
+    try:
+        assert strict.status is not None
+        assert strict.status.target_met() is None  # nothing recalled yet: no verdict, no data point
+        assert _for(strict, otel.points("hindsight.recall.p99_target_met")) == []
+        async with HindsightClient(f"127.0.0.1:{strict.port}", timeout_s=10) as client:
+            await _recall_a_few(client, tenant)
+        (missed,) = _for(strict, otel.points("hindsight.recall.p99_target_met"))
+        assert missed.value == 0
+        assert strict.status.snapshot()["recall"]["target_met"] is False
+        # The same board flips back once the target is one every recall keeps.
+        strict.status.target_p99_ms = 60_000
+        (met,) = _for(strict, otel.points("hindsight.recall.p99_target_met"))
+        assert met.value == 1
+    finally:
+        await strict.stop()
+
+
+async def _hindsight(*args: str) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "hindsight_server",
+        *args,
+        cwd=REPO_ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), timeout=60)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def test_status_json_shows_the_figures(
+    traced_server: RunningServer, traced_client: HindsightClient, tenant: str
+) -> None:
+    await _recall_a_few(traced_client, tenant)
+    code, out, err = await _hindsight("status", "--json", "--target", f"127.0.0.1:{traced_server.port}")
+    assert code == 0, err
+    (server,) = json.loads(out)["servers"]
+    assert server["serving"] == "SERVING" and server["inference"] == "NOT_CONFIGURED"
+    figures = server["figures"]
+    recall = figures["recall"]
+    assert recall["count"] >= 3 and 0 < recall["p50_ms"] <= recall["p95_ms"] <= recall["p99_ms"]
+    assert recall["target_p99_ms"] == 60_000 and recall["target_met"] is True
+    assert recall["stages"]["recall.fuse"]["count"] >= 3
+    assert figures["write"]["write"]["count"] >= 1
+    assert figures["pool"]["max_size"] >= figures["pool"]["size"] >= 1
+    assert set(figures["embedding_backlog"]) >= {"pending", "capped", "age_s"}
+    assert figures["inference"] is None and figures["query_cache"] == {}
+
+    code, out, err = await _hindsight("status", "--target", f"127.0.0.1:{traced_server.port}")
+    assert code == 0, err
+    assert "target p99 <= 60000 ms: met" in out and "SERVING" in out
+
+
+async def test_status_of_an_unreachable_server_fails_clearly(traced_server: RunningServer) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    code, out, err = await _hindsight(
+        "status", "--json", "--target", f"127.0.0.1:{traced_server.port}", "--target", f"127.0.0.1:{closed}"
+    )
+    assert code == 1
+    assert f"hindsight status: cannot reach 127.0.0.1:{closed}: UNAVAILABLE" in err
+    servers = json.loads(out)["servers"]
+    assert "figures" in servers[0] and "error" in servers[1]  # the reachable one is still shown
