@@ -7,8 +7,9 @@
 - `stage(name)`: a child span and the stage's latency; `staged(name)` does the same for an async
   method; `completed(name, started)` records a stage that has already run.
 
-With no SDK installed the spans are the API's no-op ones and the histograms no-op instruments; only the
-windows are kept whatever the exporter, since `hindsight status` must answer without a collector.
+With no SDK installed (the exporter "none") no span is made at all, not even the API's no-op one, and
+the histograms are no-op instruments; the windows are kept whatever the exporter, since `hindsight
+status` must answer without a collector.
 Attributes carry counts, names and flags, never memory content or query text.
 """
 
@@ -17,9 +18,10 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from types import TracebackType
 from typing import ParamSpec, TypeVar
 
 from opentelemetry import metrics, trace
@@ -128,10 +130,26 @@ class Recorder:
             _active.reset(token)
 
 
+_sdk_installed = False
+
+
+def _tracing() -> bool:
+    """Whether an SDK tracer provider is installed; without one even the API's no-op spans are skipped
+    (creating and entering one costs ~6 us here, several times the rest of a stage's bookkeeping). A
+    provider, once installed, stays for the process's life."""
+    global _sdk_installed
+    if not _sdk_installed:
+        _sdk_installed = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    return _sdk_installed
+
+
 @contextmanager
 def _span(name: str, attributes: dict[str, AttributeValue] | None = None) -> Iterator[Span]:
     """The current span's child; a failure is recorded by its class only: an exception's message may
     quote what a caller sent (the spans never carry content)."""
+    if not _tracing():
+        yield trace.INVALID_SPAN
+        return
     with TRACER.start_as_current_span(
         name, attributes=attributes, record_exception=False, set_status_on_exception=False
     ) as span:
@@ -150,14 +168,38 @@ def _record_stage(name: str, milliseconds: float) -> None:
         recorder.add_stage(name, milliseconds)
 
 
-@contextmanager
-def stage(name: str, **attributes: AttributeValue) -> Iterator[Span]:
+class _Stage:
+    """A class rather than a generator: it runs around every stage of every call (without an SDK,
+    2.2 us a stage against 5.8 us as two nested generator context managers, measured on 2 busy cores)."""
+
+    __slots__ = ("_attributes", "_name", "_scope", "_started")
+
+    def __init__(self, name: str, attributes: dict[str, AttributeValue]) -> None:
+        self._name = name
+        self._attributes = attributes
+        self._scope: AbstractContextManager[Span] | None = None
+        self._started = 0.0
+
+    def __enter__(self) -> Span:
+        self._started = time.perf_counter()
+        if not _tracing():
+            return trace.INVALID_SPAN
+        self._scope = _span(self._name, self._attributes or None)
+        return self._scope.__enter__()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        if self._scope is not None:
+            self._scope.__exit__(kind, error, traceback)
+        if kind is None:
+            _record_stage(self._name, (time.perf_counter() - self._started) * 1000)
+
+
+def stage(name: str, **attributes: AttributeValue) -> AbstractContextManager[Span]:
     """A child span of the current one named `name` (e.g. "recall.fuse"), and its latency when it
-    succeeds. Add attributes (counts) to the yielded span as they become known."""
-    started = time.perf_counter()
-    with _span(name, attributes or None) as span:
-        yield span
-    _record_stage(name, (time.perf_counter() - started) * 1000)
+    succeeds. Add attributes (counts) to the span it gives as they become known."""
+    return _Stage(name, attributes)
 
 
 def staged(name: str) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
@@ -178,7 +220,8 @@ def completed(name: str, started: float, **attributes: AttributeValue) -> None:
     """Records a stage that ran from `started` (time.perf_counter()) until now, as a child span of the
     current one: for a step inside code that times itself."""
     elapsed_ns = int((time.perf_counter() - started) * 1e9)
-    end = time.time_ns()
-    span = TRACER.start_span(name, start_time=end - elapsed_ns, attributes=attributes or None)
-    span.end(end_time=end)
+    if _tracing():
+        end = time.time_ns()
+        span = TRACER.start_span(name, start_time=end - elapsed_ns, attributes=attributes or None)
+        span.end(end_time=end)
     _record_stage(name, elapsed_ns / 1e6)
