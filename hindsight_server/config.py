@@ -161,6 +161,16 @@ class StackSettings(_Section):
     english_encoder: bool = True
     english_encoder_dir: str = ""
     start_timeout_s: float = Field(120.0, gt=0)
+    # The local cluster's gRPC gateway: nginx on server.port in front of the memory servers. auto: only
+    # when there is more than one server (one server listens on server.port itself: no extra hop);
+    # nginx: always (also for one server, e.g. to compare 1 and 3 servers through the same gateway);
+    # none: the servers on consecutive ports from server.port, the MCP gateway round robins over them.
+    gateway: Literal["auto", "nginx", "none"] = "auto"
+    nginx: str = ""  # the binary; empty: nginx on PATH, then /usr/sbin/nginx
+    # Behind the gateway the servers listen on consecutive ports from this one; 0: server.port + 1.
+    servers_port: int = Field(0, ge=0, le=65535)
+    gateway_workers: int = Field(1, ge=1, le=64)  # one worker proxies far more than 2 cores can serve
+    gateway_access_log: bool = False  # <data_dir>/nginx/access.log: each call's server and grpc-status
 
 
 class TelemetrySettings(_Section):

@@ -11,7 +11,7 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 
 from hindsight_server.stack.supervisor import READY_BANNER
 
@@ -24,22 +24,36 @@ def _free_port() -> int:
 
 @contextlib.asynccontextmanager
 async def private_stack(
-    *, inference: bool = True, grpc_port: int = 0, timeout_s: float = 120
+    *,
+    inference: bool = True,
+    grpc_port: int = 0,
+    timeout_s: float = 120,
+    up_args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
 ) -> AsyncIterator[str]:
-    """Yields the gRPC target of a fresh stack (with its own Triton on free ports unless inference=False)."""
+    """Yields the gRPC target of a fresh stack (with its own Triton on free ports unless inference=False);
+    `up_args` are added to `hindsight up` (e.g. --servers 3), `env` to its environment."""
     port = _free_port()
     with tempfile.TemporaryDirectory(prefix="hindsight-bench-") as data_dir:
-        env = {**os.environ, "HINDSIGHT_STACK__INFERENCE": "true" if inference else "false"}
-        env["HINDSIGHT_MCP__PORT"] = str(_free_port())  # never the port of a `make up` beside it
+        child_env = {
+            **os.environ,
+            "HINDSIGHT_STACK__INFERENCE": "true" if inference else "false",
+            "HINDSIGHT_MCP__PORT": str(_free_port()),  # never the port of a `make up` beside it
+            **(env or {}),
+        }
         if inference:
-            env.update(
+            child_env.update(
                 HINDSIGHT_STACK__TRITON_HTTP_PORT=str(_free_port()),
                 HINDSIGHT_STACK__TRITON_GRPC_PORT=str(grpc_port or _free_port()),
                 HINDSIGHT_STACK__TRITON_METRICS_PORT=str(_free_port()),
             )
-        argv = ["-m", "hindsight_server", "up", "--data-dir", data_dir, "--port", str(port)]
+        argv = ["-m", "hindsight_server", "up", "--data-dir", data_dir, "--port", str(port), *up_args]
         process = await asyncio.create_subprocess_exec(
-            sys.executable, *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env
+            sys.executable,
+            *argv,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env=child_env,
         )
         assert process.stdout is not None
         output = []

@@ -1,8 +1,11 @@
 """`hindsight up`: the whole embedded stack in the foreground.
 
-Starts PostgreSQL (embedded), then N memory servers and the MCP gateway (streamable HTTP, round robin
-over the servers) as child processes, waits until each answers its health check, prints where every part
-listens, and on Ctrl-C / SIGTERM stops everything it started.
+Starts PostgreSQL (embedded) and Triton, then N memory servers, then (with more than one server, or
+`--gateway nginx`) nginx as the gRPC gateway on server.port in front of them, then the MCP gateway
+(streamable HTTP, calling through the gRPC gateway) as child processes; each stage waits until its
+children answer their health check (nginx's is a health call through it to a server). Prints where every
+part listens; a child that dies is restarted; Ctrl-C / SIGTERM stops everything it started, the front
+first (nginx finishes the calls in flight), then the servers.
 Children get SIGTERM if the supervisor itself dies (PR_SET_PDEATHSIG), so nothing is left behind.
 """
 
@@ -27,6 +30,13 @@ from embedder.triton import TritonServer
 from gateway_mcp.config import HEALTH_PATH, GatewaySettings, load_gateway_settings
 from hindsight_server.config import Settings
 from hindsight_server.stack.inference import embedded_triton
+from hindsight_server.stack.nginx import (
+    NginxGateway,
+    NginxNotFound,
+    check_config,
+    find_nginx,
+    write_config,
+)
 from hindsight_server.stack.postgres import EmbeddedPostgres
 
 log = logging.getLogger(__name__)
@@ -50,6 +60,8 @@ class Child:
     restarts: int = 0
     url: str = ""  # shown in the banner; empty: grpc://address
     http_health: str = ""  # a path: ready when it answers 200 over HTTP, not through the gRPC health service
+    stop_signal: int = signal.SIGTERM  # nginx: SIGQUIT, its graceful stop (SIGTERM drops calls in flight)
+    show_pid: bool = False  # in the banner
 
     async def wait_ready(self, timeout_s: float) -> None:
         assert self.process is not None
@@ -68,7 +80,7 @@ class Child:
         if process is None or process.returncode is not None:
             return
         with contextlib.suppress(ProcessLookupError):
-            process.send_signal(signal.SIGTERM)
+            process.send_signal(self.stop_signal)
         try:
             await asyncio.wait_for(process.wait(), timeout=grace_s)
         except TimeoutError:
@@ -126,13 +138,26 @@ class Stack:
     start_timeout_s: float = 60.0
     mcp: bool = True  # the MCP gateway (its own settings: gateway_mcp.config, HINDSIGHT_MCP__*)
     mcp_port: int | None = None  # None: the gateway's configured port (8765)
+    gateway: str | None = None  # None: stack.gateway (auto | nginx | none)
     children: list[Child] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.settings.data_dir).resolve()
+        mode = self.gateway or self.settings.stack.gateway
+        self.behind_nginx = mode == "nginx" or (mode == "auto" and self.servers > 1)
+
+    @property
+    def address(self) -> str:
+        """What clients call: nginx, or the first (only) server."""
+        return f"{self.settings.server.host}:{self.settings.server.port}"
+
+    def _server_ports(self) -> list[int]:
+        port, stack = self.settings.server.port, self.settings.stack
+        first = (stack.servers_port or port + 1) if self.behind_nginx else port
+        return [first + index for index in range(self.servers)]
 
     def _server_children(self, dsn: str, inference_url: str) -> list[Child]:
-        host, base_port = self.settings.server.host, self.settings.server.port
+        host = self.settings.server.host
         env = {
             **os.environ,
             "HINDSIGHT_DATABASE__DSN": dsn,
@@ -147,20 +172,52 @@ class Stack:
         return [
             Child(
                 name="memory server" if self.servers == 1 else f"memory server {index + 1}",
-                address=f"{host}:{base_port + index}",
-                argv=[sys.executable, "-m", "hindsight_server", "serve", "--port", str(base_port + index)],
+                address=f"{host}:{port}",
+                argv=[sys.executable, "-m", "hindsight_server", "serve", "--port", str(port)],
                 env=env,
             )
-            for index in range(self.servers)
+            for index, port in enumerate(self._server_ports())
+        ]
+
+    def _nginx_children(self, servers: list[Child], binary: str | None) -> list[Child]:
+        """nginx on server.port over the servers, its configuration rendered into <data_dir>/nginx and
+        checked (`nginx -t`) first, so a refused one stops `up` with nginx's own message."""
+        if binary is None:
+            return []
+        stack, server = self.settings.stack, self.settings.server
+        gateway = NginxGateway(
+            listen=self.address,
+            upstreams=tuple(child.address for child in servers),
+            work_dir=self.data_dir / "nginx",
+            workers=stack.gateway_workers,
+            access_log=stack.gateway_access_log,
+            max_message_bytes=server.max_message_bytes,
+        )
+        write_config(gateway)
+        check_config(gateway, binary)
+        balance = f"least_conn over {len(servers)} memory server{'s' if len(servers) > 1 else ''}"
+        url = f"grpc://{self.address} ({balance}; config {gateway.config_path})"
+        return [
+            Child(
+                "gateway (nginx)",
+                self.address,
+                gateway.argv(binary),
+                dict(os.environ),
+                url=url,
+                stop_signal=signal.SIGQUIT,
+                show_pid=True,
+            )
         ]
 
     def _gateway_children(self, gateway: GatewaySettings | None, servers: list[Child]) -> list[Child]:
-        """The HTTP gateway over every server started here; its own settings (tokens, tenant) come
-        from the environment or HINDSIGHT_MCP_CONFIG, the servers and the port from here."""
+        """The HTTP gateway over the gRPC gateway (or every server started here); its own settings
+        (tokens, tenant) come from the environment or HINDSIGHT_MCP_CONFIG, the targets and the port
+        from here."""
         if gateway is None:
             return []
+        targets = [self.address] if self.behind_nginx else [child.address for child in servers]
         argv = [sys.executable, "-m", "hindsight_server", "mcp", "--http", "--host", gateway.host]
-        argv += ["--port", str(gateway.port), "--target", ",".join(child.address for child in servers)]
+        argv += ["--port", str(gateway.port), "--target", ",".join(targets)]
         address = (
             f"[{gateway.host}]:{gateway.port}" if ":" in gateway.host else f"{gateway.host}:{gateway.port}"
         )
@@ -194,6 +251,11 @@ class Stack:
         except ValueError as exc:  # GatewayConfigError, or a malformed HINDSIGHT_MCP__* variable
             print(f"hindsight up failed: MCP gateway: {exc}", file=sys.stderr, flush=True)
             return 1
+        try:  # nor does a missing nginx wait for the database and Triton to start first
+            nginx = find_nginx(self.settings.stack.nginx) if self.behind_nginx else None
+        except NginxNotFound as exc:
+            print(f"hindsight up failed: {exc}", file=sys.stderr, flush=True)
+            return 1
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -201,6 +263,7 @@ class Stack:
         data_dir = self.data_dir
         postgres = EmbeddedPostgres(data_dir / "postgres")
         triton: TritonServer | None = None
+        servers: list[Child] = []
         try:
             dsn = self.settings.database.dsn or await asyncio.to_thread(postgres.start)
             triton = await asyncio.to_thread(self._triton, data_dir)  # writes the model repository
@@ -208,19 +271,26 @@ class Stack:
                 await asyncio.to_thread(triton.start)
             inference_url = triton.grpc_url if triton is not None else self.settings.inference.url
             servers = self._server_children(dsn, inference_url)
-            self.children = servers + self._gateway_children(gateway, servers)
-            for child in self.children:
-                await child.spawn()
-            for child in self.children:
-                await child.wait_ready(self.start_timeout_s)
+            front = await asyncio.to_thread(self._nginx_children, servers, nginx)
+            # Each stage is serving before the next starts: nginx's readiness is a call through it.
+            for stage in (servers, front, self._gateway_children(gateway, servers)):
+                self.children += stage
+                for child in stage:
+                    await child.spawn()
+                for child in stage:
+                    await child.wait_ready(self.start_timeout_s)
             self._print_banner(postgres, triton)
             await self._supervise(stop)
             return 0
-        except (RuntimeError, OSError) as exc:  # TritonStartError, a busy port, a child that died
+        except (RuntimeError, OSError) as exc:  # TritonStartError, a busy port, a child that died, no nginx
             print(f"hindsight up failed: {exc}", file=sys.stderr, flush=True)
             return 1
         finally:
-            await asyncio.gather(*(child.stop(self.settings.server.grace_s + 2) for child in self.children))
+            # The front (nginx, the MCP gateway: the stages after the servers) first, so no new call
+            # reaches a server that is stopping.
+            grace = self.settings.server.grace_s + 2
+            await asyncio.gather(*(child.stop(grace) for child in self.children[len(servers) :]))
+            await asyncio.gather(*(child.stop(grace) for child in self.children[: len(servers)]))
             if triton is not None:
                 await asyncio.to_thread(triton.stop)
             await asyncio.to_thread(postgres.stop)
@@ -257,6 +327,8 @@ class Stack:
             lines.append(f"  {'triton':<16} external grpc://{self.settings.inference.url}")
         else:
             lines.append(f"  {'triton':<16} off: embeddings disabled, recall without the vector channel")
-        lines += [f"  {child.name:<16} {child.url or f'grpc://{child.address}'}" for child in self.children]
+        for child in self.children:
+            pid = f", pid {child.process.pid}" if child.show_pid and child.process else ""
+            lines.append(f"  {child.name:<16} {child.url or f'grpc://{child.address}'}{pid}")
         lines.append("Ctrl-C stops everything.")
         print("\n".join(lines), flush=True)

@@ -1,0 +1,251 @@
+"""`hindsight up --servers 3`: three memory servers behind nginx as the gRPC gateway on one port. Calls
+through it are spread over the servers (nginx's access log names the server of each call), the MCP
+gateway `up` starts calls through it, and a server killed (SIGKILL) under a write load loses no
+acknowledged write while the load keeps going; the supervisor restarts it and nginx uses it again.
+
+One cluster for the module (on the session's PostgreSQL, without Triton, to stay light on 2 cores);
+stopping it cleanly, with nothing left behind, is checked when it is torn down."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import socket
+import time
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+import grpc
+import pytest
+
+from hindsight.client import HindsightClient
+from hindsight_server.stack.nginx import NginxNotFound, find_nginx
+from tests.fixtures.postgres import dsn_for_database
+from tests.support.mcp_sessions import http_session
+from tests.support.processes import Background, free_port, pid_alive
+
+SERVERS = 3
+
+try:
+    find_nginx()
+except NginxNotFound as missing:  # `make` installs it; a bare checkout without root may lack it
+    pytest.skip(str(missing), allow_module_level=True)
+
+
+def _free_consecutive_ports(count: int) -> int:
+    """The first of `count` consecutive free ports (the servers listen on consecutive ports)."""
+    for _ in range(50):
+        first = free_port()
+        if first + count > 65535:
+            continue
+        probes = []
+        try:
+            for port in range(first, first + count):
+                probe = socket.socket()
+                probes.append(probe)
+                probe.bind(("127.0.0.1", port))
+            return first
+        except OSError:
+            continue
+        finally:
+            for probe in probes:
+                probe.close()
+    raise RuntimeError("no run of free ports")
+
+
+@dataclass
+class Cluster:
+    stack: Background
+    target: str  # nginx
+    servers: list[str]  # each memory server's HOST:PORT
+    mcp_url: str
+    data_dir: Path
+
+    def server_pid(self, address: str) -> int:
+        """The pid of the process listening on a server's port (the current one, after restarts)."""
+        port = int(address.rpartition(":")[2])
+        inode = _listening_inode(port)
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            with contextlib.suppress(OSError):
+                for fd in (entry / "fd").iterdir():
+                    if os.readlink(fd) == f"socket:[{inode}]":
+                        return int(entry.name)
+        raise AssertionError(f"nothing listens on {address}")
+
+    def access_log(self) -> list[str]:
+        path = self.data_dir / "nginx" / "access.log"
+        return path.read_text().splitlines() if path.exists() else []
+
+
+def _listening_inode(port: int) -> str:
+    # gRPC binds 127.0.0.1 as a v4-mapped IPv6 socket: it is listed in tcp6.
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state == "0A" and int(local.rpartition(":")[2], 16) == port:  # 0A: LISTEN
+                return inode
+    raise AssertionError(f"nothing listens on port {port}")
+
+
+@pytest.fixture(scope="module")
+async def cluster(postgres_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Cluster]:
+    database = f"cluster_{uuid.uuid4().hex[:10]}"
+    connection = await asyncpg.connect(postgres_dsn)
+    await connection.execute(f'CREATE DATABASE "{database}"')
+    await connection.close()
+    data_dir = tmp_path_factory.mktemp("cluster")
+    port, first_server, mcp_port = free_port(), _free_consecutive_ports(SERVERS), free_port()
+    env = {
+        "HINDSIGHT_STACK__INFERENCE": "false",
+        "HINDSIGHT_STACK__SERVERS_PORT": str(first_server),
+        "HINDSIGHT_STACK__GATEWAY_ACCESS_LOG": "true",
+        "HINDSIGHT_MCP__PORT": str(mcp_port),
+        "HINDSIGHT_MCP__TENANT": "acme-mcp",
+        "HINDSIGHT_DATABASE__POOL_MIN": "1",
+        "HINDSIGHT_DATABASE__POOL_MAX": "4",
+    }
+    dsn = dsn_for_database(postgres_dsn, database)
+    args = ["up", "--servers", str(SERVERS), "--data-dir", str(data_dir), "--port", str(port), "--dsn", dsn]
+    stack = Background(args, env=env)
+    await stack.start()
+    try:
+        await stack.wait_for(r"hindsight is up:[\s\S]*Ctrl-C stops everything", timeout_s=60)
+    except BaseException:
+        await stack.stop(signal.SIGTERM)
+        raise
+    servers = [f"127.0.0.1:{first_server + i}" for i in range(SERVERS)]
+    yield Cluster(stack, f"127.0.0.1:{port}", servers, f"http://127.0.0.1:{mcp_port}/mcp", data_dir)
+
+    nginx_pid = int(re.search(r"gateway \(nginx\) .*, pid (\d+)", stack.output).group(1))  # type: ignore[union-attr]
+    children = [nginx_pid, *(int(p) for p in re.findall(r"INFO (\d+) hindsight_server.app", stack.output))]
+    code = await stack.stop(signal.SIGINT)
+    assert code == 0, stack.output
+    assert "hindsight stopped" in stack.output
+    assert not [pid for pid in children if pid_alive(pid)], stack.output
+    connection = await asyncpg.connect(postgres_dsn)
+    await connection.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+    await connection.close()
+
+
+async def _wait_until(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.1)
+
+
+@pytest.mark.timeout(60)
+async def test_calls_through_the_gateway_are_spread_over_the_servers(cluster: Cluster) -> None:
+    output = cluster.stack.output
+    assert re.search(
+        rf"gateway \(nginx\)\s+grpc://{cluster.target} \(least_conn over 3 memory servers", output
+    )
+    for number, address in enumerate(cluster.servers, start=1):
+        assert f"memory server {number}  grpc://{address}" in output
+    # The MCP gateway calls the servers through nginx, not around it.
+    assert re.search(
+        rf"hindsight mcp listening on {re.escape(cluster.mcp_url)} .*-> {cluster.target}", output
+    )
+
+    tenant = f"t-{uuid.uuid4().hex[:8]}"
+    before = len(cluster.access_log())
+    async with HindsightClient(cluster.target, timeout_s=10) as client:
+        written = await client.write(tenant, "用户偏好靠窗座位", tier="semantic", kind="preference")
+        for _ in range(29):  # one call at a time: least_conn's ties go round robin
+            assert (await client.get(tenant, written.memory.id)).content == "用户偏好靠窗座位"
+        hits = (await client.recall(tenant, "靠窗")).hits
+        assert [hit.memory.id for hit in hits] == [written.memory.id]
+    async with http_session(cluster.mcp_url) as session:
+        through_mcp = await session.call_tool("memory_recall", {"session_id": "s1", "query": "靠窗"})
+    assert through_mcp.structured_content is not None and not through_mcp.is_error, through_mcp
+
+    # The access log is flushed every second: each line names the server that answered the call.
+    await _wait_until(lambda: len(cluster.access_log()) >= before + 32, 10, "the access log")
+    lines = cluster.access_log()[before:]
+    per_server = Counter(line.split()[3] for line in lines if "/hindsight.v1.MemoryService/" in line)
+    assert set(per_server) == set(cluster.servers), lines
+    assert min(per_server.values()) >= 5, per_server  # 31 gRPC calls and one MCP recall over 3 servers
+    assert all(line.split()[5] == "0" for line in lines if "MemoryService/Get" in line)  # grpc-status OK
+
+
+@pytest.mark.timeout(60)
+async def test_a_server_killed_under_write_load_loses_no_acknowledged_write(cluster: Cluster) -> None:
+    tenant = f"t-{uuid.uuid4().hex[:8]}"
+    acknowledged: dict[str, str] = {}  # idempotency key -> id
+    errors: Counter[str] = Counter()
+    details: list[str] = []
+    acked_after_kill = 0
+    killed = asyncio.Event()
+    stop = asyncio.Event()
+
+    async with HindsightClient(cluster.target, timeout_s=10) as client:
+
+        async def writer(number: int) -> None:
+            nonlocal acked_after_kill
+            count = 0
+            while not stop.is_set():
+                count += 1
+                key = f"w{number}-{count}"
+                try:
+                    response = await client.write(
+                        tenant, f"writer {number} memory {count}", tier="episodic", kind="event",
+                        idempotency_key=key,
+                    )  # fmt: skip
+                except grpc.aio.AioRpcError as error:
+                    errors[error.code().name] += 1
+                    details.append(f"{error.code().name}: {error.details()}")
+                    continue
+                acknowledged[key] = response.memory.id
+                acked_after_kill += killed.is_set()
+
+        writers = [asyncio.create_task(writer(n)) for n in range(6)]
+        await _wait_until(lambda: len(acknowledged) >= 60, 20, "writes before the kill")
+        victim = cluster.servers[1]
+        victim_pid = cluster.server_pid(victim)
+        os.kill(victim_pid, signal.SIGKILL)
+        killed.set()
+        # The load keeps going through the other two while the supervisor restarts the victim.
+        await cluster.stack.wait_for(r"memory server 2 exited \(status -9\); restarting", timeout_s=10)
+        await _wait_until(lambda: acked_after_kill >= 100, 20, "writes after the kill")
+
+        def restarted() -> bool:
+            with contextlib.suppress(AssertionError):
+                return cluster.server_pid(victim) != victim_pid
+            return False
+
+        await _wait_until(restarted, 20, "the restarted server")
+        # ... and nginx sends it calls again (fail_timeout 2 s).
+        log_mark = len(cluster.access_log())
+        await _wait_until(
+            lambda: any(f" {victim} " in line for line in cluster.access_log()[log_mark:]), 20, "calls to it"
+        )
+        stop.set()
+        await asyncio.gather(*writers)
+
+        # Only calls in flight on the killed server can fail: at most one per writer. nginx answers 502
+        # (UNAVAILABLE, which the client retries with the same idempotency key) when the server died
+        # before its response headers, and resets the stream (INTERNAL, not retried: the write may have
+        # committed) when it had already sent them (the request id goes out first).
+        assert sum(errors.values()) <= len(writers), details
+        assert all(
+            line.startswith("UNAVAILABLE") or (line.startswith("INTERNAL") and "RST_STREAM" in line)
+            for line in details
+        ), details
+        # Every acknowledged write is there, once.
+        stored = {
+            memory.idempotency_key: memory.id async for memory in client.list_all(tenant, page_size=500)
+        }
+        missing = {key for key, memory_id in acknowledged.items() if stored.get(key) != memory_id}
+        assert not missing, f"{len(missing)} acknowledged writes lost of {len(acknowledged)}"
+        assert len(stored) <= len(acknowledged) + sum(errors.values())
