@@ -16,7 +16,8 @@ from tests.support.processes import Background, run_cli
 @pytest.mark.timeout(90)
 async def test_two_servers_share_one_database(fresh_database: Callable[[], Awaitable[str]]) -> None:
     dsn = await fresh_database()
-    env = {"HINDSIGHT_DATABASE__DSN": dsn}
+    # Keys are tested in tests/rpc/test_security.py; these calls carry none.
+    env = {"HINDSIGHT_DATABASE__DSN": dsn, "HINDSIGHT_SECURITY__REQUIRE_API_KEYS": "false"}
     servers = [Background(["serve", "--port", "0"], env) for _ in range(2)]
     await asyncio.gather(*(s.start() for s in servers))  # both migrate at once
     try:
