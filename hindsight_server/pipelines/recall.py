@@ -38,7 +38,7 @@ from hindsight_server.domain.validation import validate_recall
 from hindsight_server.inference.tier import InferenceTier
 from hindsight_server.pipelines.access import AccessTracker
 from hindsight_server.store.memories import ChannelRows, FloatVector, MemoryStore, Scope, Vectors
-from hindsight_server.telemetry.recorder import Recorder, completed, stage, staged
+from hindsight_server.telemetry.recorder import Recorder, stage, staged
 
 FloatMatrix = npt.NDArray[np.float32]
 
@@ -330,16 +330,17 @@ class RecallPipeline:
                 : policy.context_candidates
             ]
             if strong:
-                started = time.perf_counter()
-                rows, around = await self._store.adjacent_turns(
-                    scope, [candidates[i].memory.id for i in strong], spaces
-                )
-                known = {c.memory.id for c in candidates}
-                added = [hit for hit in rows.hits if hit.memory.id not in known]
+                with stage("recall.channel.context") as span:
+                    started = time.perf_counter()
+                    rows, around = await self._store.adjacent_turns(
+                        scope, [candidates[i].memory.id for i in strong], spaces
+                    )
+                    known = {c.memory.id for c in candidates}
+                    added = [hit for hit in rows.hits if hit.memory.id not in known]
+                    span.set_attribute("hindsight.rows", len(added))
                 _merge_vectors(vectors, rows.vectors)
                 candidates.extend(FusedCandidate(hit.memory, {Channel.CONTEXT: hit}, 0.0) for hit in added)
                 results.append(ChannelResult(Channel.CONTEXT, added, (time.perf_counter() - started) * 1000))
-                completed("recall.channel.context", started, **{"hindsight.rows": len(added)})
                 context_of = {n for pair in around.values() for n in pair if n}
                 lexical, dense, thresholds = signals()
                 matching += [False] * len(added)

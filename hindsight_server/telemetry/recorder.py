@@ -5,7 +5,7 @@
   latency (window and histogram), and they make the recorder current for the stages inside, through a
   context variable that the channel tasks and the query-embedding task inherit.
 - `stage(name)`: a child span and the stage's latency; `staged(name)` does the same for an async
-  method; `completed(name, started)` records a stage that has already run.
+  method.
 
 With no SDK installed (the exporter "none") no span is made at all, not even the API's no-op one, and
 the histograms are no-op instruments; the windows are kept whatever the exporter, since `hindsight
@@ -30,7 +30,7 @@ from opentelemetry.util.types import AttributeValue
 
 from hindsight_server.telemetry.window import LatencyWindow
 
-__all__ = ["Recorder", "completed", "stage", "staged"]
+__all__ = ["Recorder", "stage", "staged"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -214,14 +214,3 @@ def staged(name: str) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Await
         return in_stage
 
     return decorate
-
-
-def completed(name: str, started: float, **attributes: AttributeValue) -> None:
-    """Records a stage that ran from `started` (time.perf_counter()) until now, as a child span of the
-    current one: for a step inside code that times itself."""
-    elapsed_ns = int((time.perf_counter() - started) * 1e9)
-    if _tracing():
-        end = time.time_ns()
-        span = TRACER.start_span(name, start_time=end - elapsed_ns, attributes=attributes or None)
-        span.end(end_time=end)
-    _record_stage(name, elapsed_ns / 1e6)

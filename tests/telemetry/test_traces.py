@@ -91,6 +91,9 @@ async def test_one_recall_is_one_trace_with_a_span_per_stage(
     assert first is not None and first["db.system"] == "postgresql"
     assert first["db.operation.name"] == "SELECT"
     assert "db.query.text" not in first and "db.statement" not in first
+    # The context channel runs inside rank, around the strongest matches, with its own statement.
+    (context,) = _named(_children(spans, stages["recall.rank"]), "recall.channel.context")
+    assert [s.name for s in _children(spans, context)][:1] == ["SELECT memories"]
 
 
 async def test_writes_trace_their_stages(
