@@ -21,7 +21,7 @@ import os
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from opentelemetry import metrics
@@ -216,16 +216,12 @@ def _each_board(
     return callback
 
 
-@dataclass(frozen=True, slots=True)
-class _Gauges:
-    instruments: list[Any] = field(default_factory=list)
-
-
 @functools.cache
-def _observe_boards() -> _Gauges:
-    """The observable instruments, created once per process; their callbacks read every live board."""
+def _observe_boards() -> tuple[Any, ...]:
+    """The observable instruments, created once per process (a second creation under the same name
+    would keep the first one's callbacks only); their callbacks read every live board."""
     meter = metrics.get_meter("hindsight_server")
-    return _Gauges(
+    return tuple(
         [
             meter.create_observable_gauge(
                 "hindsight.recall.p99",
