@@ -118,6 +118,8 @@ HTTP/2 connection, and so every call, to one pod).
   value: {{ . | quote }}
 - name: OTEL_EXPORTER_OTLP_PROTOCOL
   value: {{ $.ctx.Values.telemetry.otlpProtocol | quote }}
+- name: HINDSIGHT_TELEMETRY__SAMPLE_RATIO
+  value: {{ $.ctx.Values.telemetry.sampleRatio | quote }}
 {{- end }}
 - name: OTEL_RESOURCE_ATTRIBUTES
   value: {{ printf "service.namespace=%s,k8s.namespace.name=%s" .ctx.Release.Name .ctx.Release.Namespace | quote }}
