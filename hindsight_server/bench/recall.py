@@ -217,9 +217,16 @@ async def _wait_embedded(
     deadline = time.perf_counter() + timeout_s
     while True:
         while remaining:
-            memory = await client.get(*remaining[0])
-            if memory.embedding_state == pb.EMBEDDING_STATE_PENDING:
-                break
+            try:
+                memory = await client.get(*remaining[0])
+            except grpc.aio.AioRpcError as error:
+                # The stack's lifecycle jobs soft-expire old working memories of the corpus (their TTL
+                # passed before the load): gone, so not waiting for an embedding either.
+                if error.code() != grpc.StatusCode.NOT_FOUND:
+                    raise
+            else:
+                if memory.embedding_state == pb.EMBEDDING_STATE_PENDING:
+                    break
             remaining.pop(0)
         if not remaining:
             return True

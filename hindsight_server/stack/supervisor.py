@@ -62,6 +62,9 @@ class Child:
     http_health: str = ""  # a path: ready when it answers 200 over HTTP, not through the gRPC health service
     stop_signal: int = signal.SIGTERM  # nginx: SIGQUIT, its graceful stop (SIGTERM drops calls in flight)
     show_pid: bool = False  # in the banner
+    # nginx: its workers are the master's children, not ours, and a worker whose master died keeps
+    # serving the port. In a process group of their own they are signalled, and killed, with the master.
+    own_group: bool = False
 
     async def wait_ready(self, timeout_s: float) -> None:
         assert self.process is not None
@@ -71,22 +74,31 @@ class Child:
             await wait_until_serving(self.address, timeout_s, self.process)
 
     async def spawn(self) -> None:
+        self._reap()  # what a previous run left (the workers of a master that was killed)
         self.process = await asyncio.create_subprocess_exec(
-            *self.argv, env=self.env, preexec_fn=_die_with_parent
+            *self.argv, env=self.env, preexec_fn=_die_with_parent, start_new_session=self.own_group
         )
 
     async def stop(self, grace_s: float) -> None:
         process = self.process
-        if process is None or process.returncode is not None:
+        if process is None:
             return
-        with contextlib.suppress(ProcessLookupError):
-            process.send_signal(self.stop_signal)
-        try:
-            await asyncio.wait_for(process.wait(), timeout=grace_s)
-        except TimeoutError:
+        if process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
-                process.kill()
-            await process.wait()
+                process.send_signal(self.stop_signal)
+            try:
+                await asyncio.wait_for(process.wait(), timeout=grace_s)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                await process.wait()
+        self._reap()
+
+    def _reap(self) -> None:
+        """Kills what is left of the child's own process group (nothing, after a clean exit)."""
+        if self.own_group and self.process is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)
 
 
 async def wait_until_serving(address: str, timeout_s: float, process: asyncio.subprocess.Process) -> None:
@@ -206,6 +218,7 @@ class Stack:
                 url=url,
                 stop_signal=signal.SIGQUIT,
                 show_pid=True,
+                own_group=True,
             )
         ]
 

@@ -70,20 +70,31 @@ class Cluster:
 
     def server_pid(self, address: str) -> int:
         """The pid of the process listening on a server's port (the current one, after restarts)."""
-        port = int(address.rpartition(":")[2])
-        inode = _listening_inode(port)
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            with contextlib.suppress(OSError):
-                for fd in (entry / "fd").iterdir():
-                    if os.readlink(fd) == f"socket:[{inode}]":
-                        return int(entry.name)
-        raise AssertionError(f"nothing listens on {address}")
+        (pid,) = listeners(address)
+        return pid
 
     def access_log(self) -> list[str]:
         path = self.data_dir / "nginx" / "access.log"
         return path.read_text().splitlines() if path.exists() else []
+
+
+def listeners(address: str) -> set[int]:
+    """The processes holding the listening socket of HOST:PORT (nginx: its master and its workers)."""
+    inode = _listening_inode(int(address.rpartition(":")[2]))
+    holders: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if any(os.readlink(fd) == f"socket:[{inode}]" for fd in (entry / "fd").iterdir()):
+                holders.add(int(entry.name))
+    if not holders:
+        raise AssertionError(f"nothing listens on {address}")
+    return holders
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
 
 
 def _listening_inode(port: int) -> str:
@@ -126,8 +137,7 @@ async def cluster(postgres_dsn: str, tmp_path_factory: pytest.TempPathFactory) -
     servers = [f"127.0.0.1:{first_server + i}" for i in range(SERVERS)]
     yield Cluster(stack, f"127.0.0.1:{port}", servers, f"http://127.0.0.1:{mcp_port}/mcp", data_dir)
 
-    nginx_pid = int(re.search(r"gateway \(nginx\) .*, pid (\d+)", stack.output).group(1))  # type: ignore[union-attr]
-    children = [nginx_pid, *(int(p) for p in re.findall(r"INFO (\d+) hindsight_server.app", stack.output))]
+    children = [*listeners(f"127.0.0.1:{port}"), *(listeners(server).pop() for server in servers)]
     code = await stack.stop(signal.SIGINT)
     assert code == 0, stack.output
     assert "hindsight stopped" in stack.output
@@ -145,7 +155,7 @@ async def _wait_until(predicate: Callable[[], bool], timeout_s: float, what: str
         await asyncio.sleep(0.1)
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(90)  # with the module's cluster start (first test) or stop (last)
 async def test_calls_through_the_gateway_are_spread_over_the_servers(cluster: Cluster) -> None:
     output = cluster.stack.output
     assert re.search(
@@ -179,7 +189,7 @@ async def test_calls_through_the_gateway_are_spread_over_the_servers(cluster: Cl
     assert all(line.split()[5] == "0" for line in lines if "MemoryService/Get" in line)  # grpc-status OK
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(90)  # with the module's cluster start (first test) or stop (last)
 async def test_a_server_killed_under_write_load_loses_no_acknowledged_write(cluster: Cluster) -> None:
     tenant = f"t-{uuid.uuid4().hex[:8]}"
     acknowledged: dict[str, str] = {}  # idempotency key -> id
@@ -249,3 +259,23 @@ async def test_a_server_killed_under_write_load_loses_no_acknowledged_write(clus
         missing = {key for key, memory_id in acknowledged.items() if stored.get(key) != memory_id}
         assert not missing, f"{len(missing)} acknowledged writes lost of {len(acknowledged)}"
         assert len(stored) <= len(acknowledged) + sum(errors.values())
+
+
+@pytest.mark.timeout(90)  # with the module's cluster stop
+async def test_nginx_killed_is_restarted_and_leaves_no_worker_behind(cluster: Cluster) -> None:
+    old = listeners(cluster.target)
+    (master,) = {pid for pid in old if _parent(pid) not in old}
+    os.kill(master, signal.SIGKILL)  # its worker would keep the port, and serve, without a master
+    await cluster.stack.wait_for(r"gateway \(nginx\) exited \(status -9\); restarting", timeout_s=10)
+
+    def replaced() -> bool:
+        with contextlib.suppress(AssertionError):
+            return not listeners(cluster.target) & old
+        return False
+
+    await _wait_until(replaced, 20, "a new nginx")
+    assert not [pid for pid in old if pid_alive(pid)]
+    tenant = f"t-{uuid.uuid4().hex[:8]}"
+    async with HindsightClient(cluster.target, timeout_s=10) as client:
+        written = await client.write(tenant, "after the gateway restart", tier="semantic", kind="fact")
+        assert (await client.get(tenant, written.memory.id)).content == "after the gateway restart"
