@@ -29,7 +29,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["NginxGateway", "NginxNotFound", "find_nginx", "install_nginx", "render_config"]
+__all__ = [
+    "NginxGateway",
+    "NginxNotFound",
+    "check_config",
+    "find_nginx",
+    "install_nginx",
+    "render_config",
+    "write_config",
+]
 
 _DEBIAN_PATH = "/usr/sbin/nginx"  # not on a normal user's PATH
 
@@ -104,7 +112,7 @@ def render_config(gateway: NginxGateway) -> str:
         for address in gateway.upstreams
     )
     access_log = (
-        f"    access_log {work / 'access.log'} upstream buffer=32k flush=1s;"
+        f"    access_log {gateway.access_log_path} upstream buffer=32k flush=1s;"
         if gateway.access_log
         else "    access_log off;"
     )

@@ -26,7 +26,14 @@ import grpc
 import pytest
 
 from hindsight.client import HindsightClient
-from hindsight_server.stack.nginx import NginxNotFound, find_nginx
+from hindsight_server.stack.nginx import (
+    NginxGateway,
+    NginxNotFound,
+    check_config,
+    find_nginx,
+    render_config,
+    write_config,
+)
 from tests.fixtures.postgres import dsn_for_database
 from tests.support.mcp_sessions import http_session
 from tests.support.processes import Background, free_port, pid_alive
@@ -153,6 +160,22 @@ async def _wait_until(predicate: Callable[[], bool], timeout_s: float, what: str
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.1)
+
+
+def test_the_rendered_configuration_is_valid_and_retries_only_calls_no_server_received(
+    tmp_path: Path,
+) -> None:
+    gateway = NginxGateway("127.0.0.1:50051", ("127.0.0.1:50052", "[::1]:50053"), tmp_path, access_log=True)
+    write_config(gateway)
+    check_config(gateway, find_nginx())  # nginx -t, as the supervisor runs it
+    text = render_config(gateway)
+    directives = [line.split("#")[0].strip() for line in text.splitlines()]
+    assert "grpc_next_upstream error;" in directives  # never timeout or non_idempotent: no call runs twice
+    assert "least_conn;" in directives and "listen 127.0.0.1:50051 http2;" in directives
+    assert "server [::1]:50053 max_fails=1 fail_timeout=2s;" in directives
+    # Everything nginx writes stays in its work directory: it runs without privileges.
+    paths = re.findall(r"(?m)^\s*(?:pid|error_log|access_log|\w+_temp_path) (\S+)", text)
+    assert len(paths) == 8 and all(path.startswith(str(tmp_path)) for path in paths), paths
 
 
 @pytest.mark.timeout(90)  # with the module's cluster start (first test) or stop (last)
