@@ -9,10 +9,11 @@ are what the gRPC API offers, all optional.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from datetime import UTC, datetime
+from typing import Annotated, Any
 
 import mcp_types as types
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
@@ -49,6 +50,40 @@ DEBUG_TOOL = "memory_debug"
 _TIME = "ISO 8601 with a UTC offset, e.g. 2025-01-08T14:00:00+08:00"
 
 
+def _in_utc(value: datetime) -> datetime:
+    """0001-01-01T00:00+14:00 is a valid time that no UTC datetime (nor protobuf Timestamp) holds."""
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("outside the years 0001-9999 once in UTC") from None
+
+
+# Entities travel as a protobuf Struct inside the request: three messages a level, and protobuf parses
+# 100 at most. (The memory server's own limit, limits.max_entity_depth, is far lower and names the key.)
+_MAX_ENTITY_DEPTH = 30
+
+
+def _struct_compatible(value: Any, depth: int = 0) -> Any:
+    """What a protobuf Struct can carry: numbers that fit in a double, nesting it can parse. JSON has
+    numbers of any size and any depth."""
+    if depth > _MAX_ENTITY_DEPTH:
+        raise ValueError(f"nested deeper than {_MAX_ENTITY_DEPTH} levels")
+    if isinstance(value, dict | list):
+        for item in value.values() if isinstance(value, dict) else value:
+            _struct_compatible(item, depth + 1)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        try:
+            float(value)
+        except OverflowError:
+            raise ValueError("numbers must fit in a double (at most about 1.8e308)") from None
+    return value
+
+
+# The tools' times and entities: the checks above, with the schema of the plain types.
+_Time = Annotated[AwareDatetime, AfterValidator(_in_utc)]
+_Entities = Annotated[dict[str, Any], AfterValidator(_struct_compatible)]
+
+
 class _Arguments(BaseModel):
     # extra="forbid" is what puts `additionalProperties: false` in the schema (and enforces it).
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -71,7 +106,7 @@ class WriteArguments(_Arguments):
     intent: str = Field(
         "", max_length=_IDENTIFIER, description="What the user wanted, as a label, e.g. book_meeting_room."
     )
-    entities: dict[str, Any] = Field(
+    entities: _Entities = Field(
         default_factory=dict,
         description='Key entities as a flat JSON object, e.g. {"date": "2025-01-08", "building": "A", '
         '"capacity": 10}; recall matches on them; a new value for an entity replaces the old memory.',
@@ -93,11 +128,11 @@ class WriteArguments(_Arguments):
         description="How sure you are (default 1). Below 0.7 the memory waits as pending and is not recalled "
         "until confirmed: do not write guesses as facts.",
     )
-    occurred_at: AwareDatetime | None = Field(
+    occurred_at: _Time | None = Field(
         None, description=f"When it was said or happened (default now; not in the future), {_TIME}."
     )
-    valid_from: AwareDatetime | None = Field(None, description=f"True in the world from ({_TIME}).")
-    valid_to: AwareDatetime | None = Field(None, description=f"True in the world until ({_TIME}).")
+    valid_from: _Time | None = Field(None, description=f"True in the world from ({_TIME}).")
+    valid_to: _Time | None = Field(None, description=f"True in the world until ({_TIME}).")
     idempotency_key: str = Field(
         "",
         max_length=_IDENTIFIER,
@@ -128,12 +163,12 @@ class RecallArguments(_Arguments):
         default_factory=list, max_length=6, description="Only these kinds (default: all)."
     )
     subject: str = Field("", max_length=_IDENTIFIER, description="Only memories about this subject.")
-    entities: dict[str, Any] = Field(
+    entities: _Entities = Field(
         default_factory=dict, description='Entities to match exactly, e.g. {"building": "A"}.'
     )
-    start: AwareDatetime | None = Field(None, description=f"Only memories from this time on ({_TIME}).")
-    end: AwareDatetime | None = Field(None, description=f"Only memories before this time ({_TIME}).")
-    as_of: AwareDatetime | None = Field(
+    start: _Time | None = Field(None, description=f"Only memories from this time on ({_TIME}).")
+    end: _Time | None = Field(None, description=f"Only memories before this time ({_TIME}).")
+    as_of: _Time | None = Field(
         None, description=f"Recall what was known at that time, before later corrections ({_TIME})."
     )
     profile: str = Field(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 
 from hindsight_server.domain.errors import InvalidArgument
 from hindsight_server.domain.ids import canonical_memory_id
@@ -29,6 +29,9 @@ from hindsight_server.domain.policy import Limits
 
 _TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/-]*")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# Times that time expressions are read relative to (a recall's `now`, a turn's `occurred_at`): the
+# expressions reach up to 999 years from them, which must stay inside the years 1-9999 datetime has.
+_CLOCK_RANGE = (datetime(1000, 1, 1, tzinfo=UTC), datetime(9000, 1, 1, tzinfo=UTC))
 
 
 def _identifier(field: str, value: str, limits: Limits, *, required: bool = False) -> None:
@@ -40,6 +43,19 @@ def _identifier(field: str, value: str, limits: Limits, *, required: bool = Fals
         raise InvalidArgument(field, f"longer than {limits.max_identifier_chars} characters")
     if _CONTROL.search(value):
         raise InvalidArgument(field, "contains control characters")
+
+
+def validate_identifiers(limits: Limits, **values: str) -> None:
+    """Optional identifiers sent beside a memory id or a session (agent_id, session_id, reason):
+    bounded and printable, like every other identifier."""
+    for field, value in values.items():
+        _identifier(field, value, limits)
+
+
+def _clock_time(field: str, value: datetime | None) -> None:
+    low, high = _CLOCK_RANGE
+    if value is not None and not low <= value < high:
+        raise InvalidArgument(field, f"must be between the years {low.year} and {high.year - 1}")
 
 
 def validate_tenant(tenant_id: str, limits: Limits) -> None:
@@ -112,9 +128,12 @@ def _validity(prefix: str, valid_from: datetime | None, valid_to: datetime | Non
         raise InvalidArgument(f"{prefix}valid_to", "must be after valid_from")
 
 
-def validate_draft(draft: MemoryDraft, limits: Limits, now: datetime, prefix: str = "memory.") -> None:
+def validate_draft(
+    draft: MemoryDraft, limits: Limits, now: datetime, prefix: str = "memory.", content_field: str = ""
+) -> None:
+    """`content_field`: what the request calls the content (default `<prefix>content`)."""
     validate_tenant(draft.tenant_id, limits)
-    _text(f"{prefix}content", draft.content, limits.max_content_bytes)
+    _text(content_field or f"{prefix}content", draft.content, limits.max_content_bytes)
     for name in ("subject", "agent_id", "session_id", "intent", "idempotency_key"):
         _identifier(f"{prefix}{name}", getattr(draft, name), limits)
     validate_entities(draft.entities, limits, f"{prefix}entities")
@@ -123,6 +142,7 @@ def validate_draft(draft: MemoryDraft, limits: Limits, now: datetime, prefix: st
     recorded_at = draft.occurred_at or now
     if draft.occurred_at is not None and draft.occurred_at > now:
         raise InvalidArgument(f"{prefix}occurred_at", "must not be in the future")
+    _clock_time(f"{prefix}occurred_at", draft.occurred_at)
     if draft.expires_at is not None and draft.expires_at <= recorded_at:
         raise InvalidArgument(f"{prefix}expires_at", "must be after the time the memory is recorded")
     if draft.visibility is Visibility.PRIVATE and not draft.agent_id:
@@ -192,6 +212,7 @@ def validate_weights(weights: ScoreWeights, field: str = "weights") -> None:
 def validate_recall(query: RecallQuery, limits: Limits) -> None:
     validate_tenant(query.tenant_id, limits)
     _text("query", query.text, limits.max_query_bytes)
+    _clock_time("now", query.now)
     _identifier("subject", query.subject, limits)
     _identifier("session_id", query.session_id, limits)
     _identifier("agent_id", query.agent_id, limits)

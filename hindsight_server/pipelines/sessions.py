@@ -182,6 +182,7 @@ class SessionPipeline:
             self._settings.limits,
             now,
             prefix="",
+            content_field="text",
         )
         return TurnInput(
             tenant_id=request.tenant_id,

@@ -80,6 +80,7 @@ _CHANNEL = {
 _MIN_SECONDS = int((datetime(1, 1, 2, tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds())
 _MAX_SECONDS = int((datetime(9999, 12, 30, tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds())
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MAX_PAGE_TOKEN = 512
 
 
 # ------------------------------------------------------------------------------------------ scalars
@@ -138,11 +139,14 @@ def _plain(value: Any) -> JsonValue:
     return value  # type: ignore[no-any-return]
 
 
-def _entities_in(message: Message, name: str) -> Entities:
+def _entities_in(message: Message, name: str, field: str) -> Entities:
     if not message.HasField(name):
         return {}
     struct: struct_pb2.Struct = getattr(message, name)
-    return cast(dict[str, JsonValue], _plain(json_format.MessageToDict(struct)))
+    try:
+        return cast(dict[str, JsonValue], _plain(json_format.MessageToDict(struct)))
+    except ValueError:  # a NaN or an infinity: JSON has neither
+        raise InvalidArgument(field, "numbers must be finite") from None
 
 
 def _entities_out(target: struct_pb2.Struct, entities: Entities) -> None:
@@ -163,7 +167,7 @@ def draft_from_proto(tenant_id: str, memory: pb.MemoryInput, prefix: str = "memo
         agent_id=memory.agent_id,
         session_id=memory.session_id,
         intent=memory.intent,
-        entities=_entities_in(memory, "entities"),
+        entities=_entities_in(memory, "entities", f"{prefix}entities"),
         confidence=memory.confidence if memory.HasField("confidence") else 1.0,
         valid_from=_time_in(memory, "valid_from", f"{prefix}valid_from"),
         valid_to=_time_in(memory, "valid_to", f"{prefix}valid_to"),
@@ -189,7 +193,7 @@ def patch_from_proto(request: pb.UpdateRequest) -> MemoryPatch:
         memory_id=require_memory_id(request.id),
         mask=mask,
         content=memory.content,
-        entities=_entities_in(memory, "entities"),
+        entities=_entities_in(memory, "entities", "memory.entities"),
         intent=memory.intent,
         confidence=memory.confidence if memory.HasField("confidence") else 1.0,
         subject=memory.subject,
@@ -216,6 +220,8 @@ def list_query_from_proto(request: pb.ListRequest, limits: Limits) -> ListQuery:
     )
     if not request.page_token:
         return query
+    if len(request.page_token) > _MAX_PAGE_TOKEN:  # ours are ~150; json would recurse into a deep one
+        raise InvalidArgument("page_token", "malformed; pass next_page_token from a previous response")
     return replace(query, after=decode_page_token(request.page_token, query))
 
 
@@ -248,7 +254,7 @@ def recall_query_from_proto(request: pb.RecallRequest, policy: RecallPolicy, now
         session_id=request.session_id,
         tiers=_enums_in(_TIER, request.tiers, "tiers"),
         kinds=_enums_in(_KIND, request.kinds, "kinds"),
-        entities=_entities_in(request, "entities"),
+        entities=_entities_in(request, "entities", "entities"),
         window=_window_in(request, "time_range", "time_range"),
         include_superseded=request.include_superseded,
         as_of=_time_in(request, "as_of", "as_of"),
@@ -399,7 +405,7 @@ def turn_request_from_proto(request: pb.AppendTurnRequest) -> TurnRequest:
         role=_enum_in(_ROLE, request.role, "role") or Role.USER,
         subject=request.subject,
         agent_id=request.agent_id,
-        entities=_entities_in(request, "entities"),
+        entities=_entities_in(request, "entities", "entities"),
         occurred_at=_time_in(request, "occurred_at", "occurred_at"),
         idempotency_key=request.idempotency_key,
     )

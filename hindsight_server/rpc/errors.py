@@ -27,6 +27,7 @@ from hindsight_server.domain.errors import (
     Unavailable,
 )
 from hindsight_server.rpc.context import current_request_id
+from hindsight_server.rpc.wire import Undecodable
 
 log = logging.getLogger(__name__)
 
@@ -50,20 +51,45 @@ def status_for(error: HindsightError) -> grpc.StatusCode:
     return grpc.StatusCode.INTERNAL
 
 
-def _details(error: HindsightError, code: grpc.StatusCode) -> bytes:
-    """google.rpc.Status for the `grpc-status-details-bin` trailer, with a BadRequest for bad fields."""
-    status = status_pb2.Status(code=getattr(code_pb2, code.name), message=str(error))
+# Messages often quote what the caller sent (an unknown profile, a session id, a field path with an
+# entity name). The status travels in trailers, which a gRPC client refuses past 8-16 KiB ("received
+# metadata size exceeds ..." as RESOURCE_EXHAUSTED instead of the error): quotes are clipped to these.
+_MAX_FIELD_BYTES = 128
+_MAX_MESSAGE_BYTES = 512
+
+
+def _clip(text: str, max_bytes: int) -> str:
+    encoded = text.encode("utf-8", "replace")
+    if len(encoded) <= max_bytes:
+        return text
+    return encoded[: max_bytes - 3].decode("utf-8", "ignore") + "..."
+
+
+def _message(error: HindsightError) -> tuple[str, str, str]:
+    """(message, field, reason) as sent: the field and reason only for InvalidArgument."""
+    if isinstance(error, InvalidArgument):
+        field = _clip(error.field, _MAX_FIELD_BYTES)
+        reason = _clip(error.reason, _MAX_MESSAGE_BYTES - _MAX_FIELD_BYTES)
+        return f"{field}: {reason}", field, reason
+    return _clip(str(error), _MAX_MESSAGE_BYTES), "", ""
+
+
+def _details(error: HindsightError, code: grpc.StatusCode) -> tuple[str, bytes]:
+    """The message, and the google.rpc.Status for the `grpc-status-details-bin` trailer (with a
+    BadRequest for a bad field)."""
+    message, field, reason = _message(error)
+    status = status_pb2.Status(code=getattr(code_pb2, code.name), message=message)
     if isinstance(error, InvalidArgument):
         detail = any_pb2.Any()
         detail.Pack(
             error_details_pb2.BadRequest(
                 field_violations=[
-                    error_details_pb2.BadRequest.FieldViolation(field=error.field, description=error.reason)
+                    error_details_pb2.BadRequest.FieldViolation(field=field, description=reason)
                 ]
             )
         )
         status.details.append(detail)
-    return cast(bytes, status.SerializeToString())
+    return message, cast(bytes, status.SerializeToString())
 
 
 Behavior = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]
@@ -74,11 +100,14 @@ def map_errors(behavior: Behavior) -> Behavior:
 
     async def mapped(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         try:
+            if isinstance(request, Undecodable):
+                raise request.error
             return await behavior(request, context)
         except HindsightError as error:
             code = status_for(error)
-            context.set_trailing_metadata((("grpc-status-details-bin", _details(error, code)),))
-            await context.abort(code, str(error))
+            message, details = _details(error, code)
+            context.set_trailing_metadata((("grpc-status-details-bin", details),))
+            await context.abort(code, message)
         except grpc.aio.AbortError:
             raise
         except Exception:

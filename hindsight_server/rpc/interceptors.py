@@ -9,6 +9,7 @@ import grpc
 
 from hindsight_server.rpc.context import REQUEST_ID_HEADER, bind_request_id, request_id_from
 from hindsight_server.rpc.errors import Behavior, map_errors
+from hindsight_server.rpc.wire import tolerant
 
 Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"  # generic only in the type stubs
 
@@ -25,12 +26,15 @@ class UnaryInterceptor(grpc.aio.ServerInterceptor):
         behavior: Behavior = handler.unary_unary  # type: ignore[assignment]  # aio handlers are coroutines
         return grpc.unary_unary_rpc_method_handler(
             self.wrap(behavior, handler_call_details),
-            request_deserializer=handler.request_deserializer,
+            request_deserializer=self.deserializer(handler.request_deserializer),
             response_serializer=handler.response_serializer,
         )
 
     def wrap(self, behavior: Behavior, details: grpc.HandlerCallDetails) -> Behavior:
         raise NotImplementedError
+
+    def deserializer(self, deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+        return deserializer
 
 
 class RequestIdInterceptor(UnaryInterceptor):
@@ -48,7 +52,11 @@ class RequestIdInterceptor(UnaryInterceptor):
 
 
 class ErrorMappingInterceptor(UnaryInterceptor):
-    """Applies the one error table (rpc/errors.py) to every method."""
+    """Applies the one error table (rpc/errors.py) to every method, bytes that do not parse included
+    (rpc/wire.py: otherwise gRPC itself answers UNKNOWN with the decoder's exception text)."""
 
     def wrap(self, behavior: Behavior, details: grpc.HandlerCallDetails) -> Behavior:
         return map_errors(behavior)
+
+    def deserializer(self, deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+        return tolerant(deserializer)

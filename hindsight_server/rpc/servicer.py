@@ -13,7 +13,7 @@ from hindsight.v1 import memory_pb2 as pb
 from hindsight.v1 import memory_pb2_grpc as pb_grpc
 from hindsight_server.domain.clock import Clock
 from hindsight_server.domain.policy import Limits, RecallPolicy
-from hindsight_server.domain.validation import require_memory_id, validate_tenant
+from hindsight_server.domain.validation import require_memory_id, validate_identifiers, validate_tenant
 from hindsight_server.pipelines.read import ReadPipeline
 from hindsight_server.pipelines.recall import RecallPipeline
 from hindsight_server.pipelines.replies import IdempotentReplies
@@ -60,6 +60,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         return pb.WriteBatchResponse(results=[convert.write_outcome_to_proto(o) for o in outcomes])
 
     async def Get(self, request: pb.GetRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.Memory:
+        validate_identifiers(self._limits, agent_id=request.agent_id)
         memory = await self._reads.get(request.tenant_id, require_memory_id(request.id), request.agent_id)
         return convert.memory_to_proto(memory)
 
@@ -74,6 +75,8 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def Delete(
         self, request: pb.DeleteRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.Memory:
+        validate_identifiers(self._limits, agent_id=request.agent_id)
+
         async def run() -> Message:
             memory_id = require_memory_id(request.id)
             return convert.memory_to_proto(
@@ -91,12 +94,15 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def Summarize(
         self, request: pb.SummarizeRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.SessionSummary:
+        validate_identifiers(self._limits, session_id=request.session_id)
         view = await self._sessions.summarize(request.tenant_id, request.session_id)
         return convert.session_view_to_proto(view)
 
     async def EndSession(
         self, request: pb.EndSessionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.EndSessionResponse:
+        validate_identifiers(self._limits, session_id=request.session_id, reason=request.reason)
+
         async def run() -> Message:
             episode = await self._sessions.end_session(request.tenant_id, request.session_id, request.reason)
             response = pb.EndSessionResponse()
@@ -119,6 +125,8 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     def _decide(
         self, request: pb.PendingDecisionRequest, *, confirm: bool
     ) -> Callable[[], Awaitable[Message]]:
+        validate_identifiers(self._limits, agent_id=request.agent_id)
+
         async def run() -> Message:
             memory = await self._writes.decide_pending(
                 request.tenant_id, require_memory_id(request.id), confirm=confirm, agent_id=request.agent_id
@@ -132,6 +140,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     ) -> R:
         """Runs a mutating call once per idempotency key (a retry gets the first answer)."""
         validate_tenant(request.tenant_id, self._limits)
+        validate_identifiers(self._limits, idempotency_key=request.idempotency_key)
         key = request.idempotency_key
         unkeyed = type(request)()
         unkeyed.CopyFrom(request)
@@ -148,6 +157,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def History(
         self, request: pb.HistoryRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.HistoryResponse:
+        validate_identifiers(self._limits, agent_id=request.agent_id)
         versions = await self._reads.history(
             request.tenant_id, require_memory_id(request.id), request.agent_id
         )
