@@ -41,3 +41,27 @@ async def translate_errors() -> AsyncIterator[None]:
         raise InvalidArgument("memory", "text is not valid UTF-8") from exc
     except _UNREACHABLE as exc:
         raise Unavailable("the database is unavailable; retry later") from exc
+    except asyncpg.InternalClientError as exc:
+        # asyncpg's protocol refusing an operation on a connection that a lost PostgreSQL left between
+        # two states ("cannot switch to state ...; another operation is in progress"): on BEGIN, on
+        # the reset that gives it back to the pool. Seen only restarting PostgreSQL under write load
+        # (tests/faults/test_postgres_restart.py). A retry is safe: the statement did not run, or (on the
+        # reset) it committed and the retry's idempotency key finds what it wrote.
+        raise Unavailable("the database connection was lost; retry later") from exc
+    except asyncpg.InterfaceError as exc:
+        # Leaving a transaction block whose connection died under it: InterfaceError ("the underlying
+        # connection is closed") with the loss as its context.
+        if _caused_by(exc, (*_UNREACHABLE, asyncpg.InternalClientError)):
+            raise Unavailable("the database is unavailable; retry later") from exc
+        raise
+
+
+def _caused_by(error: BaseException, classes: tuple[type[BaseException], ...]) -> bool:
+    cause = error.__cause__ or error.__context__
+    for _ in range(8):
+        if cause is None:
+            return False
+        if isinstance(cause, classes):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
