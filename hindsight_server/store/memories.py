@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -139,6 +140,13 @@ class ChannelRows:
 
     hits: list[ChannelHit]
     vectors: Vectors
+
+
+def _content_digest(content: str) -> str:
+    """What the peers index holds for exact-duplicate lookups: the SHA-256 of the normalised content
+    (domain.conflicts.content_key), not the content itself, whose B-tree entries could pass PostgreSQL's
+    ~2.7 KB index-row limit for a long memory."""
+    return hashlib.sha256(content_key(content).encode()).hexdigest()
 
 
 def _vector_columns(spaces: Sequence[VectorSpace]) -> str:
@@ -306,7 +314,7 @@ class MemoryStore:
             assignments.append(f"lexical = {sql.param(lexical.tsvector)}::tsvector")
             assignments.append(f"lexical_terms = {sql.param(lexical.length)}")
             assignments.append(f"language = {sql.param(language(patch.content))}")
-            assignments.append(f"content_key = {sql.param(content_key(patch.content))}")
+            assignments.append(f"content_key = {sql.param(_content_digest(patch.content))}")
             assignments.append(
                 f"embedding_state = {sql.param(embedding_state.value)}, embedding = NULL, embedding_en = NULL"
             )
@@ -771,7 +779,7 @@ async def _peers(
         memory.subject,
         memory.kind.value,
         memory.tier.value,
-        content_key(memory.content),
+        _content_digest(memory.content),
         memory.intent,
         None if vector is None else Vector(vector),
         memory.visibility.value,
@@ -887,7 +895,7 @@ def _insert_values(memory: Memory, lexical: LexicalDocument) -> tuple[Any, ...]:
         lexical.tsvector,
         lexical.length,
         language(memory.content),
-        content_key(memory.content),
+        _content_digest(memory.content),
         memory.supersedes,
         # unnest cannot take a 2-D array of ragged rows: each row's sources travel as one uuid[] literal
         "{" + ",".join(memory.derived_from) + "}",

@@ -457,7 +457,7 @@ _TURN_FIELDS = [
     "occurred_at",
 ]
 # A fresh session per example: a session's summary gathers every entity its turns name, and this test
-# is about one hostile turn, not about a session of hundreds (test_known_bugs.py has that).
+# is about one hostile turn, not about a session of hundreds (test_long_content.py has that).
 _FRESH_SESSION = st.uuids().map(lambda u: f"s-{u.hex[:12]}")
 
 
