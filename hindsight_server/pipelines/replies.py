@@ -20,6 +20,8 @@ from hindsight_server.store.replies import ReplyStore
 __all__ = ["IdempotentReplies"]
 
 _FORGET_BATCH = 5_000
+# A claim with no answer this long after it was made is abandoned (longer than any call's deadline).
+_ABANDONED_AFTER = timedelta(minutes=2)
 
 
 class IdempotentReplies:
@@ -40,7 +42,9 @@ class IdempotentReplies:
                 "idempotency_key", f"longer than {self._limits.max_identifier_chars} characters"
             )
         fingerprint = hashlib.sha256(request).digest()
-        claimed, answer, first = await self._store.claim(tenant_id, method, key, fingerprint, self._clock())
+        claimed, answer, first = await self._store.claim(
+            tenant_id, method, key, fingerprint, self._clock(), _ABANDONED_AFTER
+        )
         if not claimed:
             if first != fingerprint:
                 raise FailedPrecondition(

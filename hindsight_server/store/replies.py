@@ -3,7 +3,7 @@ idempotency key (so a retried Update, Delete, EndSession ... changes nothing twi
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import asyncpg
 
@@ -17,21 +17,34 @@ class ReplyStore:
         self._pool = pool
 
     async def claim(
-        self, tenant_id: str, method: str, key: str, fingerprint: bytes, now: datetime
+        self,
+        tenant_id: str,
+        method: str,
+        key: str,
+        fingerprint: bytes,
+        now: datetime,
+        abandoned_after: timedelta,
     ) -> tuple[bool, bytes | None, bytes]:
-        """(claimed, stored answer, stored fingerprint). Claimed: this call is the first with the key
-        and must run. Not claimed: the answer of the first (None while it still runs)."""
+        """(claimed, stored answer, stored fingerprint). Claimed: this call is the first with the key, or
+        the first one's claim was abandoned (no answer after `abandoned_after`: its server died, or could
+        not release the key because the database was away), and must run. Not claimed: the answer of the
+        first (None while it still runs)."""
         async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
-            inserted = await connection.fetchval(
-                """INSERT INTO request_replies (tenant_id, method, key, fingerprint, created_at)
-                   VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING true""",
+            claimed = await connection.fetchval(
+                """INSERT INTO request_replies AS r (tenant_id, method, key, fingerprint, created_at)
+                   VALUES ($1, $2, $3, $4, $5)
+                   ON CONFLICT (tenant_id, method, key) DO UPDATE
+                   SET created_at = EXCLUDED.created_at, fingerprint = EXCLUDED.fingerprint
+                   WHERE r.response IS NULL AND r.created_at < $6
+                   RETURNING true""",
                 tenant_id,
                 method,
                 key,
                 fingerprint,
                 now,
+                now - abandoned_after,
             )
-            if inserted:
+            if claimed:
                 return True, None, fingerprint
             row = await connection.fetchrow(
                 """SELECT response, fingerprint FROM request_replies

@@ -16,7 +16,7 @@ from typing import Any
 import asyncpg
 
 from hindsight_server.domain.conversation import Role, Turn
-from hindsight_server.domain.errors import NotFound
+from hindsight_server.domain.errors import FailedPrecondition, NotFound
 from hindsight_server.domain.model import Entities
 from hindsight_server.domain.session_summary import SessionSummary
 from hindsight_server.store.errors import translate_errors
@@ -81,6 +81,11 @@ class SessionStore:
                     turn.idempotency_key,
                 )
                 if replay is not None:
+                    if (replay["role"], replay["text"]) != (turn.role.value, turn.text):
+                        key = turn.idempotency_key
+                        raise FailedPrecondition(
+                            f"idempotency_key {key!r} was used for another turn; use a new key"
+                        )
                     session = await _session(connection, turn.tenant_id, turn.session_id)
                     return AppendedTurn(_turn(replay), session, None, replayed=True)
             previous = await connection.fetchval(

@@ -3,12 +3,15 @@ agents' private memories, requests safe to retry, the per-tenant rate, and TLS."
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import grpc
 import pytest
 
@@ -224,3 +227,43 @@ async def test_tls_when_configured(
             assert await _code(plain.get(tenant, written.memory.id)) == grpc.StatusCode.UNAVAILABLE
     finally:
         await running.stop()
+
+
+async def test_a_turn_key_reused_for_another_turn_is_refused(client: HindsightClient, tenant: str) -> None:
+    first = await client.append_turn(tenant, "s", "book room A", idempotency_key="turn-1")
+    assert (await client.append_turn(tenant, "s", "book room A", idempotency_key="turn-1")).turn == first.turn
+    with pytest.raises(grpc.aio.AioRpcError) as reused:
+        await client.append_turn(tenant, "s", "book room B", idempotency_key="turn-1")
+    assert reused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "idempotency_key" in (reused.value.details() or "")
+
+
+async def test_an_abandoned_claim_does_not_block_its_key(
+    client: HindsightClient, postgres_dsn: str, tenant: str
+) -> None:
+    """A server that died (or lost the database) after claiming a key leaves it unanswered: past the
+    claim's lease a retry runs instead of being told forever that the first call is still running."""
+    written = await client.write(tenant, "v1", tier="semantic", kind="fact")
+    # The request's fingerprint, as the server takes it: the request without its key.
+    same_update = pb.UpdateRequest(
+        tenant_id=tenant, id=written.memory.id, memory=pb.MemoryInput(content="v2"), update_mask=["content"]
+    )
+    fingerprint = hashlib.sha256(same_update.SerializeToString(deterministic=True)).digest()
+    connection = await asyncpg.connect(postgres_dsn)
+    try:
+        for age, key in ((timedelta(seconds=1), "fresh"), (timedelta(minutes=10), "abandoned")):
+            await connection.execute(
+                """INSERT INTO request_replies (tenant_id, method, key, fingerprint, created_at)
+                   VALUES ($1, 'Update', $2, $3, now() - $4::interval)""",
+                tenant,
+                key,
+                fingerprint,
+                age,
+            )
+    finally:
+        await connection.close()
+    with pytest.raises(grpc.aio.AioRpcError) as running:
+        await client.update(tenant, written.memory.id, content="v2", idempotency_key="fresh")
+    assert running.value.code() == grpc.StatusCode.ABORTED
+    updated = await client.update(tenant, written.memory.id, content="v2", idempotency_key="abandoned")
+    assert updated.content == "v2"
