@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 __all__ = [
@@ -64,6 +64,9 @@ class GatewaySettings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=0, le=65535)  # 0: any free port (tests)
     path: str = Field("/mcp", pattern=r"^/[A-Za-z0-9._~/-]*$")
+    # HTTPS: both files set, the HTTP transport serves TLS only (a certificate chain and its key, PEM).
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
     # OpenTelemetry, service hindsight-mcp: a span per tool call (the MCP SDK's) and per gRPC call, whose
     # context the memory servers continue. otlp | console (stderr) | none; empty: OTEL_TRACES_EXPORTER,
     # else otlp when OTEL_EXPORTER_OTLP_ENDPOINT is set, else none.
@@ -118,7 +121,14 @@ class GatewaySettings(BaseSettings):
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}{self.path}"
+        scheme = "https" if self.tls_cert_file else "http"
+        return f"{scheme}://{host}:{self.port}{self.path}"
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> GatewaySettings:
+        if bool(self.tls_cert_file) != bool(self.tls_key_file):
+            raise ValueError("tls_cert_file and tls_key_file go together")
+        return self
 
 
 def _host_and_port(address: str) -> tuple[str, str]:

@@ -114,7 +114,13 @@ class HttpGateway:
         self.app = http_app(settings)  # refuses an unsafe configuration before anything listens
         self._server = _Uvicorn(
             uvicorn.Config(
-                self.app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5
+                self.app,
+                log_level="warning",
+                access_log=False,
+                lifespan="on",
+                timeout_graceful_shutdown=5,
+                ssl_certfile=settings.tls_cert_file or None,
+                ssl_keyfile=settings.tls_key_file or None,
             )
         )
         self._task: asyncio.Task[None] | None = None
