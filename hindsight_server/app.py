@@ -30,6 +30,7 @@ from hindsight_server.inference.summarizer import LlmSummarizer
 from hindsight_server.inference.tier import DimensionMismatch, InferenceTier
 from hindsight_server.inference.tracing import record_call
 from hindsight_server.pipelines.access import AccessTracker
+from hindsight_server.pipelines.activity import WriteActivity
 from hindsight_server.pipelines.backfill import BackfillSettings, EmbeddingBackfill
 from hindsight_server.pipelines.jobs import JobRegistry, JobRunner, JobScheduler
 from hindsight_server.pipelines.lifecycle import LifecycleJobs, LifecycleSettings
@@ -344,7 +345,10 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
     store = MemoryStore(pool)
     config = settings.inference
     recorder = recorder_for(settings)
-    writes = WritePipeline(store, _write_settings(settings), clock, inference, recorder=recorder)
+    activity = WriteActivity()  # the backfill worker gives way while writes embed inline
+    writes = WritePipeline(
+        store, _write_settings(settings), clock, inference, recorder=recorder, activity=activity
+    )
     reads = ReadPipeline(store, settings.limits)
     access = AccessTracker(store, clock, settings.recall.access_flush_s)
     recalls = RecallPipeline(
@@ -399,6 +403,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
                 config.backfill_idle_s,
                 config.backfill_timeout_s,
             ),
+            activity,
         )
         running.spawn(_watch_inference(inference, health, config.health_interval_s), "watch-inference")
         running.spawn(backfill.run_forever(), "embedding-backfill")

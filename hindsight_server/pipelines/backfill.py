@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from hindsight_server.domain.errors import HindsightError, InferenceUnavailable
 from hindsight_server.domain.model import VectorSpace
 from hindsight_server.inference.tier import InferenceTier
+from hindsight_server.pipelines.activity import WriteActivity
 from hindsight_server.store.memories import FloatVector, MemoryStore, PendingEmbedding
 
 log = logging.getLogger(__name__)
@@ -26,13 +27,24 @@ class BackfillSettings:
     chunk: int = 32
     idle_s: float = 0.5
     timeout_s: float = 10.0
+    # Before each chunk, wait while writes embedded inline within the last give_way_s, for at most
+    # max_give_way_s: bulk ingestion keeps the cores, the backlog still moves (one chunk per bound).
+    give_way_s: float = 0.2
+    max_give_way_s: float = 2.0
 
 
 class EmbeddingBackfill:
-    def __init__(self, store: MemoryStore, inference: InferenceTier, settings: BackfillSettings) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        inference: InferenceTier,
+        settings: BackfillSettings,
+        activity: WriteActivity | None = None,
+    ) -> None:
         self._store = store
         self._inference = inference
         self._settings = settings
+        self._activity = activity
 
     async def run_once(self) -> int:
         """Embeds up to one batch of pending memories; returns how many (0 when the tier is away)."""
@@ -62,12 +74,21 @@ class EmbeddingBackfill:
         vectors: dict[str, FloatVector] = {}
         size = self._settings.chunk
         for start in range(0, len(rows), size):
+            await self._give_way()
             chunk = rows[start : start + size]
             embedded = await inference.embed_documents(
                 [row.content for row in chunk], timeout_s=self._settings.timeout_s, space=space
             )
             vectors.update((row.memory_id, v) for row, v in zip(chunk, embedded.vectors, strict=True))
         return vectors
+
+    async def _give_way(self) -> None:
+        if self._activity is None:
+            return
+        step, waited = self._settings.give_way_s, 0.0
+        while not self._activity.quiet_for(step) and waited < self._settings.max_give_way_s:
+            await asyncio.sleep(step)
+            waited += step
 
     async def run_forever(self) -> None:
         while True:

@@ -31,6 +31,7 @@ from hindsight_server.domain.model import (
 from hindsight_server.domain.policy import Limits, TtlPolicy, WritePolicy
 from hindsight_server.domain.validation import validate_batch, validate_draft, validate_patch, validate_tenant
 from hindsight_server.inference.tier import DocumentEmbeddings, InferenceTier
+from hindsight_server.pipelines.activity import WriteActivity
 from hindsight_server.store.memories import FloatVector, MemoryStore
 from hindsight_server.telemetry.recorder import Recorder, staged
 
@@ -61,12 +62,14 @@ class WritePipeline:
         inference: InferenceTier | None = None,
         *,
         recorder: Recorder | None = None,
+        activity: WriteActivity | None = None,
     ) -> None:
         self._store = store
         self._settings = settings
         self._clock = clock
         self._inference = inference
         self._recorder = recorder or Recorder()  # spans and latency of Write / WriteBatch
+        self._activity = activity or WriteActivity()  # the backfill worker gives way to inline embedding
 
     @property
     def _unembedded_state(self) -> EmbeddingState:
@@ -174,6 +177,7 @@ class WritePipeline:
         inference = self._inference
         if inference is None or not inference.available:
             return None
+        self._activity.touch()
         budget = self._settings.inline_budget_s + self._settings.inline_budget_per_item_s * len(texts)
         english_rows = [i for i, wanted in enumerate(wants_english) if wanted]
         inline_english = (

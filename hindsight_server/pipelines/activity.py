@@ -1,0 +1,23 @@
+"""When the write path last embedded inline, so the background worker can give way to it."""
+
+from __future__ import annotations
+
+import math
+import time
+
+__all__ = ["WriteActivity"]
+
+
+class WriteActivity:
+    """Acknowledgements come first: while writes are embedding inline, the backfill worker (which
+    competes for the same inference tier and cores) waits between its chunks, up to a bound so a
+    server that never stops writing still fills its backlog."""
+
+    def __init__(self) -> None:
+        self._last = -math.inf
+
+    def touch(self) -> None:
+        self._last = time.monotonic()
+
+    def quiet_for(self, seconds: float) -> bool:
+        return time.monotonic() - self._last >= seconds
