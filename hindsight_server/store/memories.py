@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -140,13 +139,6 @@ class ChannelRows:
 
     hits: list[ChannelHit]
     vectors: Vectors
-
-
-def _content_digest(content: str) -> str:
-    """What the peers index holds for exact-duplicate lookups: the SHA-256 of the normalised content
-    (domain.conflicts.content_key), not the content itself, whose B-tree entries could pass PostgreSQL's
-    ~2.7 KB index-row limit for a long memory."""
-    return hashlib.sha256(content_key(content).encode()).hexdigest()
 
 
 def _vector_columns(spaces: Sequence[VectorSpace]) -> str:
@@ -314,7 +306,7 @@ class MemoryStore:
             assignments.append(f"lexical = {sql.param(lexical.tsvector)}::tsvector")
             assignments.append(f"lexical_terms = {sql.param(lexical.length)}")
             assignments.append(f"language = {sql.param(language(patch.content))}")
-            assignments.append(f"content_key = {sql.param(_content_digest(patch.content))}")
+            assignments.append(f"content_key = {sql.param(content_key(patch.content))}")
             assignments.append(
                 f"embedding_state = {sql.param(embedding_state.value)}, embedding = NULL, embedding_en = NULL"
             )
@@ -772,14 +764,15 @@ async def _peers(
                   CASE WHEN $7::vector IS NULL OR embedding IS NULL THEN NULL
                        ELSE 1 - (embedding <=> $7::vector) END AS similarity
            FROM peers
-           WHERE content_key = $5 OR ($6 <> '' AND intent = $6) OR id IN (SELECT id FROM nearest)
+           WHERE (md5(content_key) = md5($5) AND content_key = $5)
+              OR ($6 <> '' AND intent = $6) OR id IN (SELECT id FROM nearest)
            ORDER BY similarity DESC NULLS LAST
            LIMIT 20""",
         memory.tenant_id,
         memory.subject,
         memory.kind.value,
         memory.tier.value,
-        _content_digest(memory.content),
+        content_key(memory.content),
         memory.intent,
         None if vector is None else Vector(vector),
         memory.visibility.value,
@@ -895,7 +888,7 @@ def _insert_values(memory: Memory, lexical: LexicalDocument) -> tuple[Any, ...]:
         lexical.tsvector,
         lexical.length,
         language(memory.content),
-        _content_digest(memory.content),
+        content_key(memory.content),
         memory.supersedes,
         # unnest cannot take a 2-D array of ragged rows: each row's sources travel as one uuid[] literal
         "{" + ",".join(memory.derived_from) + "}",

@@ -2,7 +2,7 @@
 0006) on `content_key`, then the normalised content itself: PostgreSQL refuses an index row over 2,704
 bytes (after compression), so a memory whose content did not compress below that could not be stored
 (ProgramLimitExceededError -> INTERNAL) although limits allow 16 KiB. Migration 0009 indexes the
-content's SHA-256 instead.
+content's MD5 instead.
 """
 
 from __future__ import annotations
