@@ -9,7 +9,7 @@ Also Update and soft Delete, which change stored memories.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -45,6 +45,10 @@ class WriteSettings:
     inline_budget_per_item_s: float = 0.002
     english_inline_max_batch: int = 16
     conflicts: ConflictPolicy = field(default_factory=ConflictPolicy)
+
+
+# What a new memory does to its peers (domain.conflicts.resolve, or a fixed answer).
+Decide = Callable[[Memory, list[Existing]], ConflictResolution]
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,14 +102,14 @@ class WritePipeline:
             )
 
     async def commit(
-        self, memories: Sequence[Memory], now: datetime, *, verbatim: bool
+        self, memories: Sequence[Memory], now: datetime, *, verbatim: bool, decide: Decide | None = None
     ) -> list[WriteOutcome]:
         """Embeds (within the inline budget) and stores memories built by this pipeline or by the
-        lifecycle (episodes, patterns); all or nothing."""
+        lifecycle (episodes, patterns); all or nothing. `decide` replaces the conflict rules."""
         wants_english = [self._wants_english(m.content) for m in memories]
         embedded = await self._embed_inline([m.content for m in memories], wants_english)
         if embedded is None:
-            return await self._store_all(memories, {}, now, verbatim=verbatim)
+            return await self._store_all(memories, {}, now, verbatim=verbatim, decide=decide)
         # Ready once it has every vector it needs; an English one still missing comes from the worker.
         complete = [
             replace(m, embedding_state=EmbeddingState.READY) if not wanted or index in embedded.english else m
@@ -115,7 +119,7 @@ class WritePipeline:
             VectorSpace.MULTILINGUAL: list(embedded.multilingual.vectors),
             VectorSpace.ENGLISH: [embedded.english.get(i) for i in range(len(memories))],
         }
-        outcomes = await self._store_all(complete, vectors, now, verbatim=verbatim)
+        outcomes = await self._store_all(complete, vectors, now, verbatim=verbatim, decide=decide)
         return [
             replace(outcome, embedding_truncated=truncated) if outcome.created else outcome
             for outcome, truncated in zip(outcomes, embedded.multilingual.truncated, strict=True)
@@ -129,7 +133,10 @@ class WritePipeline:
         now: datetime,
         *,
         verbatim: bool,
+        decide: Decide | None,
     ) -> list[WriteOutcome]:
+        if decide is not None:
+            return await self._store.insert_resolving(memories, vectors, decide, now)
         if verbatim or not any(resolves_conflicts(m) for m in memories):
             return await self._store.insert(memories, vectors)
         return await self._store.insert_resolving(memories, vectors, self._decide, now)
@@ -146,17 +153,7 @@ class WritePipeline:
         """Stores `memory` as the new version of `old_id`, whatever the conflict rules would say (the
         session summary: each refresh is a version, so History and as_of show what was settled when)."""
         fixed = ConflictResolution(Action.SUPERSEDE, old_id, reason)
-        wants_english = [self._wants_english(memory.content)]
-        embedded = await self._embed_inline([memory.content], wants_english)
-        vectors: dict[VectorSpace, list[FloatVector | None]] = {}
-        if embedded is not None:
-            vectors = {
-                VectorSpace.MULTILINGUAL: list(embedded.multilingual.vectors),
-                VectorSpace.ENGLISH: [embedded.english.get(0)],
-            }
-            if not wants_english[0] or 0 in embedded.english:
-                memory = replace(memory, embedding_state=EmbeddingState.READY)
-        (outcome,) = await self._store.insert_resolving([memory], vectors, lambda _m, _p: fixed, now)
+        (outcome,) = await self.commit([memory], now, verbatim=False, decide=lambda _m, _p: fixed)
         return outcome
 
     async def expire_now(self, tenant_id: str, memory_ids: Sequence[str]) -> None:

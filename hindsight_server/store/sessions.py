@@ -56,7 +56,6 @@ class TurnInput:
 class AppendedTurn:
     turn: Turn
     session: SessionRecord  # as it is after the append
-    previous_turn_at: datetime | None  # the session's last turn before this one
     replayed: bool  # the idempotency key was used before: nothing was appended
 
 
@@ -87,12 +86,8 @@ class SessionStore:
                             f"idempotency_key {key!r} was used for another turn; use a new key"
                         )
                     session = await _session(connection, turn.tenant_id, turn.session_id)
-                    return AppendedTurn(_turn(replay), session, None, replayed=True)
-            previous = await connection.fetchval(
-                "SELECT last_turn_at FROM sessions WHERE tenant_id = $1 AND session_id = $2 FOR UPDATE",
-                turn.tenant_id,
-                turn.session_id,
-            )
+                    return AppendedTurn(_turn(replay), session, replayed=True)
+            # The upsert numbers the turn under the session row's lock.
             row = await connection.fetchrow(
                 f"""INSERT INTO sessions AS s (tenant_id, session_id, subject, agent_id, turn_count,
                                                created_at, last_turn_at)
@@ -125,7 +120,7 @@ class SessionStore:
                 turn.idempotency_key or None,
             )
         appended = Turn(session.turn_count, turn.role, turn.text, turn.occurred_at, dict(turn.entities))
-        return AppendedTurn(appended, session, previous, replayed=False)
+        return AppendedTurn(appended, session, replayed=False)
 
     async def get(self, tenant_id: str, session_id: str) -> SessionRecord:
         async with translate_errors(), self._pool.acquire() as connection:
