@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ssl
-import subprocess
 from pathlib import Path
 
 import httpx2
@@ -11,21 +10,12 @@ import pytest
 
 from gateway_mcp.auth import hash_token
 from gateway_mcp.config import load_gateway_settings
+from tests.support.certs import self_signed
 from tests.support.mcp_sessions import http_gateway
 
 
-def _self_signed(directory: Path) -> tuple[Path, Path]:
-    cert, key = directory / "gateway.crt", directory / "gateway.key"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return cert, key
-
-
 async def test_the_http_gateway_serves_https_when_configured(tmp_path: Path, memory_target: str) -> None:
-    cert, key = _self_signed(tmp_path)
+    cert, key = self_signed(tmp_path)
     settings = load_gateway_settings(
         port=0,
         targets=[memory_target],

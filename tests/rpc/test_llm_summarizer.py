@@ -19,12 +19,7 @@ from starlette.routing import Route
 from hindsight.client import HindsightClient
 from hindsight_server.app import start_server
 from hindsight_server.config import Settings
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.support.processes import free_port
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +67,7 @@ async def test_an_unreachable_llm_falls_back_to_the_rules(
     make_settings: Callable[..., Settings], tenant: str
 ) -> None:
     settings = make_settings(
-        sessions__llm_url=f"http://127.0.0.1:{_free_port()}/v1", sessions__llm_timeout_s=0.5
+        sessions__llm_url=f"http://127.0.0.1:{free_port()}/v1", sessions__llm_timeout_s=0.5
     )
     running = await start_server(settings)
     try:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
@@ -19,6 +18,7 @@ from hindsight.client import HindsightClient
 from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.app import RunningServer, start_server
 from hindsight_server.config import Settings
+from tests.support.certs import self_signed
 from tests.support.processes import run_cli
 
 UNKNOWN_ID = "01a22b8a-0000-7000-8000-000000000000"
@@ -201,20 +201,10 @@ async def test_a_tenant_over_its_rate_is_told_to_slow_down(
 # ------------------------------------------------------------------------------------------ TLS
 
 
-def _self_signed(directory: Path) -> tuple[Path, Path]:
-    cert, key = directory / "server.crt", directory / "server.key"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return cert, key
-
-
 async def test_tls_when_configured(
     make_settings: Callable[..., Settings], tmp_path: Path, tenant: str
 ) -> None:
-    cert, key = _self_signed(tmp_path)
+    cert, key = self_signed(tmp_path)
     running = await start_server(
         make_settings(security__tls_cert_file=str(cert), security__tls_key_file=str(key))
     )
