@@ -128,12 +128,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from hindsight_server.stack.postgres import EmbeddedPostgres
+    from hindsight_server.stack.postgres import EmbeddedPostgres, server_settings
     from hindsight_server.store.migrate import EmbeddingDimensions, SchemaMismatch, migrate
 
     settings = _settings(args)
     _configure_logging(settings)
-    postgres = EmbeddedPostgres(Path(settings.data_dir) / "postgres")
+    postgres = EmbeddedPostgres(Path(settings.data_dir) / "postgres", server_settings(settings.stack))
     dsn = settings.database.dsn or postgres.start()
 
     try:
@@ -255,14 +255,14 @@ def _on_database(
     data dir), mapping start-up problems to a message and an exit code."""
     from hindsight_server.app import StartupError
     from hindsight_server.domain.errors import HindsightError
-    from hindsight_server.stack.postgres import EmbeddedPostgres
+    from hindsight_server.stack.postgres import EmbeddedPostgres, server_settings
     from hindsight_server.store.migrate import SchemaMismatch
 
     settings = _settings(args)
     _configure_logging(settings)
     postgres = None
     if not settings.database.dsn:  # the embedded database, as `hindsight migrate` finds it
-        postgres = EmbeddedPostgres(Path(settings.data_dir) / "postgres")
+        postgres = EmbeddedPostgres(Path(settings.data_dir) / "postgres", server_settings(settings.stack))
         database = settings.database.model_copy(update={"dsn": postgres.start()})
         settings = settings.model_copy(update={"database": database})
     try:
@@ -453,6 +453,7 @@ def cmd_bench_recall(args: argparse.Namespace) -> int:
             seconds=args.seconds,
             tenants=args.tenants,
             connections=args.connections,
+            embed_wait_s=args.embed_wait,
         )
         return report(result, args.json)
 
@@ -684,6 +685,12 @@ def build_parser() -> argparse.ArgumentParser:
     recall_bench.add_argument("--tenants", type=int, default=100)
     recall_bench.add_argument("--connections", type=int, default=1, help="gRPC channels to spread calls on")
     recall_bench.add_argument("--embeddings", action=argparse.BooleanOptionalAction, default=True)
+    recall_bench.add_argument(
+        "--embed-wait",
+        type=float,
+        default=600.0,
+        help="seconds a load waits for the background worker's embeddings before measuring",
+    )
     recall_bench.add_argument("--json", action="store_true")
     recall_bench.set_defaults(handler=cmd_bench_recall)
 

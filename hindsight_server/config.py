@@ -161,6 +161,10 @@ class StackSettings(_Section):
     english_encoder: bool = True
     english_encoder_dir: str = ""
     start_timeout_s: float = Field(120.0, gt=0)
+    # The embedded PostgreSQL's sizing (stack/postgres.py); empty shared buffers: a quarter of the memory.
+    postgres_shared_buffers: str = ""
+    postgres_maintenance_work_mem: str = "512MB"  # HNSW builds and vacuums
+    postgres_max_wal_size: str = "4GB"  # fewer checkpoints (and full-page writes) under bulk writes
     # The local cluster's gRPC gateway: nginx on server.port in front of the memory servers. auto: only
     # when there is more than one server (one server listens on server.port itself: no extra hop);
     # nginx: always (also for one server, e.g. to compare 1 and 3 servers through the same gateway);

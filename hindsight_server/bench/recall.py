@@ -4,8 +4,9 @@
    and mixed paraphrases, Zipf-sized tenants under a dedicated prefix, several subjects and sessions each,
    all tiers and kinds, `occurred_at` over the last 180 days) with WriteBatch, 500 a batch, several in
    flight. Idempotent: keys derive from (seed, index) and a marker memory in `<prefix>-meta` records each
-   completed load, so a rerun with the same or a smaller N writes nothing and a larger N writes only the
-   rest (the corpus is prefix-stable).
+   completed load and every 100,000 memories of one, so a rerun with the same or a smaller N writes
+   nothing, a larger N writes only the rest (the corpus is prefix-stable), and an interrupted load
+   resumes from its last marker.
 2. Drive: C workers (asyncio tasks over `connections` gRPC channels) send Recall for a warm-up, then for S
    measured seconds; each query is about a random stored memory's topic (so tenants are queried as often
    as they hold data), in zh/en/mixed, sometimes with a subject, a session, a time expression, an explicit
@@ -41,6 +42,8 @@ BATCH_SIZE = 500
 # More in flight overruns the server's inline embedding budget on small machines, and the background
 # worker (slower) then embeds the rest: 2 loaded 20k in 54 s on 2 cores, 4 took 88 s.
 LOAD_IN_FLIGHT = 2
+# A load records its progress every this many memories: a large one interrupted resumes from there.
+CHECKPOINT = 100_000
 _MARKER_SUBJECT = "loaded"
 _RETRYABLE = {
     grpc.StatusCode.UNAVAILABLE,
@@ -99,13 +102,15 @@ async def ensure_loaded(
     batch_size: int = BATCH_SIZE,
     in_flight: int = LOAD_IN_FLIGHT,
     trust_marker: bool = True,
+    checkpoint: int = CHECKPOINT,
     embed_wait_s: float = 600.0,
     progress: TextIO | None = sys.stderr,
 ) -> LoadResult:
     """Writes what the target lacks of the corpus, then waits (up to embed_wait_s) until the memories
-    committed with a pending embedding are embedded, so recall is measured on a settled corpus. The marker
-    is written last. trust_marker=False re-sends everything (the idempotency keys then return the stored
-    memories with `created: false`)."""
+    committed with a pending embedding are embedded, so recall is measured on a settled corpus. Loads
+    `checkpoint` memories at a time and records each finished step with a marker, so an interrupted
+    load of a large corpus resumes from its last step. trust_marker=False re-sends everything (the
+    idempotency keys then return the stored memories with `created: false`)."""
     count = len(corpus.memories)
     started = time.perf_counter()
     loaded = await _loaded_marker(client, corpus) if trust_marker else 0
@@ -123,78 +128,106 @@ async def ensure_loaded(
             embed_wait_s=0.0,
             backlog_drained=True,
         )
-    by_tenant: dict[int, list[CorpusMemory]] = {}
-    for memory in corpus.memories[loaded:]:
-        by_tenant.setdefault(memory.tenant, []).append(memory)
-    batches = [
-        (tenant, memories[i : i + batch_size])
-        for tenant, memories in sorted(by_tenant.items())
-        for i in range(0, len(memories), batch_size)
-    ]
-    todo = count - loaded
-    _say(progress, f"corpus {corpus.prefix}: loading {todo:,} memories in {len(batches)} batches")
+    _say(progress, f"corpus {corpus.prefix}: loading {count - loaded:,} memories from #{loaded:,}")
     now = datetime.now(UTC) - _CLOCK_MARGIN
-    queue: asyncio.Queue[tuple[int, list[CorpusMemory]]] = asyncio.Queue()
-    for batch in batches:
-        queue.put_nowait(batch)
-    tally = {"sent": 0, "created": 0, "ready": 0, "disabled": 0}
-    pending: list[tuple[datetime, str, str]] = []  # (recorded at, tenant, id) of pending embeddings
-    last_report = time.perf_counter()
-
-    async def worker() -> None:
-        nonlocal last_report
-        while not queue.empty():
-            tenant, memories = queue.get_nowait()
-            payload = [_memory_input(memory, now) for memory in memories]
-            response = await _write_batch(client, corpus.tenant_id(tenant), payload)
-            tally["sent"] += len(memories)
-            for result in response.results:
-                if not result.created:
-                    continue
-                tally["created"] += 1
-                state = result.memory.embedding_state
-                tally["ready"] += state == pb.EMBEDDING_STATE_READY
-                tally["disabled"] += state == pb.EMBEDDING_STATE_DISABLED
-                if state == pb.EMBEDDING_STATE_PENDING:
-                    recorded = result.memory.created_at.ToDatetime(tzinfo=UTC)
-                    pending.append((recorded, result.memory.tenant_id, result.memory.id))
-            if time.perf_counter() - last_report >= 2.0:
-                last_report = time.perf_counter()
-                rate = tally["sent"] / (last_report - started)
-                _say(progress, f"  loaded {loaded + tally['sent']:,}/{count:,} ({rate:,.0f} memories/s)")
-
-    await asyncio.gather(*(worker() for _ in range(max(1, in_flight))))
+    load = _Load(client, corpus, now, started, progress)
+    for step_start in range(loaded, count, max(1, checkpoint)):
+        step_end = min(count, step_start + max(1, checkpoint))
+        await load.write(corpus.memories[step_start:step_end], batch_size, in_flight)
+        if step_end < count:
+            await _write_marker(client, corpus, step_end)
     write_s = time.perf_counter() - started
     waited = time.perf_counter()
-    drained = await _wait_embedded(client, pending, embed_wait_s, progress, corpus.seed)
+    drained = await _wait_embedded(client, load.pending, embed_wait_s, progress, corpus.seed)
     waited = time.perf_counter() - waited
-    await client.write(
-        corpus.meta_tenant,
-        f"recall bench corpus {corpus.prefix}: the first {count} memories are loaded",
-        tier="semantic",
-        kind="fact",
-        subject=_MARKER_SUBJECT,
-        entities={"memories": count},
-        idempotency_key=f"loaded:{count}",
-    )
+    await _write_marker(client, corpus, count)
+    created = load.tally["created"]
     _say(
         progress,
-        f"corpus {corpus.prefix}: {tally['created']:,} memories written, "
-        f"{count - tally['created']:,} already there ({write_s:.1f} s; {len(pending):,} embedded after the "
+        f"corpus {corpus.prefix}: {created:,} memories written, "
+        f"{count - created:,} already there ({write_s:.1f} s; {len(load.pending):,} embedded after the "
         f"ack, waited {waited:.1f} s{'' if drained else ', NOT drained'})",
     )
-    embeddable = tally["created"] - tally["disabled"]
+    embeddable = created - load.tally["disabled"]
     return LoadResult(
         memories=count,
         tenants=corpus.tenants,
-        created=tally["created"],
-        already_present=count - tally["created"],
-        batches=len(batches),
+        created=created,
+        already_present=count - created,
+        batches=load.batches,
         write_s=write_s,
-        memories_per_s=tally["sent"] / write_s,
-        embedded_inline=tally["ready"] / embeddable if embeddable else math.nan,
+        memories_per_s=load.tally["sent"] / write_s,
+        embedded_inline=load.tally["ready"] / embeddable if embeddable else math.nan,
         embed_wait_s=waited,
         backlog_drained=drained,
+    )
+
+
+class _Load:
+    """One load's WriteBatch calls and what their answers said."""
+
+    def __init__(
+        self,
+        client: HindsightClient,
+        corpus: RecallCorpus,
+        now: datetime,
+        started: float,
+        progress: TextIO | None,
+    ) -> None:
+        self._client = client
+        self._corpus = corpus
+        self._now = now
+        self._started = started
+        self._progress = progress
+        self._last_report = started
+        self.tally = {"sent": 0, "created": 0, "ready": 0, "disabled": 0}
+        self.pending: list[tuple[datetime, str, str]] = []  # (recorded at, tenant, id), embedded later
+        self.batches = 0
+
+    async def write(self, memories: Sequence[CorpusMemory], batch_size: int, in_flight: int) -> None:
+        """Writes the memories, grouped by tenant into batches, `in_flight` batches at a time."""
+        by_tenant: dict[int, list[CorpusMemory]] = {}
+        for memory in memories:
+            by_tenant.setdefault(memory.tenant, []).append(memory)
+        queue: asyncio.Queue[tuple[int, list[CorpusMemory]]] = asyncio.Queue()
+        for tenant, own in sorted(by_tenant.items()):
+            for i in range(0, len(own), batch_size):
+                queue.put_nowait((tenant, own[i : i + batch_size]))
+                self.batches += 1
+        await asyncio.gather(*(self._worker(queue) for _ in range(max(1, in_flight))))
+
+    async def _worker(self, queue: asyncio.Queue[tuple[int, list[CorpusMemory]]]) -> None:
+        while not queue.empty():
+            tenant, memories = queue.get_nowait()
+            payload = [_memory_input(memory, self._now) for memory in memories]
+            response = await _write_batch(self._client, self._corpus.tenant_id(tenant), payload)
+            self.tally["sent"] += len(memories)
+            for result in response.results:
+                if not result.created:
+                    continue
+                self.tally["created"] += 1
+                state = result.memory.embedding_state
+                self.tally["ready"] += state == pb.EMBEDDING_STATE_READY
+                self.tally["disabled"] += state == pb.EMBEDDING_STATE_DISABLED
+                if state == pb.EMBEDDING_STATE_PENDING:
+                    recorded = result.memory.created_at.ToDatetime(tzinfo=UTC)
+                    self.pending.append((recorded, result.memory.tenant_id, result.memory.id))
+            if time.perf_counter() - self._last_report >= 2.0:
+                self._last_report = time.perf_counter()
+                rate = self.tally["sent"] / (self._last_report - self._started)
+                _say(self._progress, f"  sent {self.tally['sent']:,} memories ({rate:,.0f}/s)")
+
+
+async def _write_marker(client: HindsightClient, corpus: RecallCorpus, loaded: int) -> None:
+    """Records that the first `loaded` memories of the corpus are in the target."""
+    await client.write(
+        corpus.meta_tenant,
+        f"recall bench corpus {corpus.prefix}: the first {loaded} memories are loaded",
+        tier="semantic",
+        kind="fact",
+        subject=_MARKER_SUBJECT,
+        entities={"memories": loaded},
+        idempotency_key=f"loaded:{loaded}",
     )
 
 
@@ -401,13 +434,14 @@ async def run_recall_bench(
     seed: int = 7,
     warmup_s: float = 2.0,
     connections: int = 1,
+    embed_wait_s: float = 600.0,
     progress: TextIO | None = sys.stderr,
 ) -> RecallBenchResult:
     if memories < 1 or concurrency < 1 or seconds <= 0 or connections < 1:
         raise ValueError("memories, concurrency, connections and seconds must be positive")
     corpus = recall_corpus(memories, tenants=tenants, seed=seed)
     async with HindsightClient(target, timeout_s=60) as loader:
-        load = await ensure_loaded(loader, corpus, progress=progress)
+        load = await ensure_loaded(loader, corpus, embed_wait_s=embed_wait_s, progress=progress)
     clients = [HindsightClient(target, timeout_s=10, channel=_channel(target)) for _ in range(connections)]
     try:
         _say(progress, f"recall: {concurrency} workers, {warmup_s:g} s warm-up, then {seconds:g} s measured")

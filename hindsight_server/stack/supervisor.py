@@ -37,7 +37,7 @@ from hindsight_server.stack.nginx import (
     find_nginx,
     write_config,
 )
-from hindsight_server.stack.postgres import EmbeddedPostgres
+from hindsight_server.stack.postgres import EmbeddedPostgres, server_settings
 
 log = logging.getLogger(__name__)
 
@@ -274,7 +274,7 @@ class Stack:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
         data_dir = self.data_dir
-        postgres = EmbeddedPostgres(data_dir / "postgres")
+        postgres = EmbeddedPostgres(data_dir / "postgres", server_settings(self.settings.stack))
         triton: TritonServer | None = None
         servers: list[Child] = []
         try:

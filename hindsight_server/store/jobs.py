@@ -27,6 +27,18 @@ def _lock_name(job: str) -> str:
     return f"job\x1f{job}"
 
 
+async def _unlock(connection: asyncpg.Connection, job: str) -> None:
+    """Releases the job's lock before the connection goes back to the pool (which keeps sessions as
+    they are: store/pool.py). When the unlock cannot be sent (the run was cancelled, the connection
+    broke), the session is ended instead, which frees the lock, so no pooled connection holds it."""
+    try:
+        await connection.execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))", _lock_name(job))
+    except BaseException as exc:
+        connection.terminate()
+        if not isinstance(exc, asyncpg.PostgresError | asyncpg.InterfaceError | OSError):
+            raise  # a cancellation goes on
+
+
 class JobStore:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
@@ -44,12 +56,7 @@ class JobStore:
                 yield bool(held)
             finally:
                 if held:
-                    # Also reset when the pool takes the connection back (asyncpg unlocks all), which
-                    # covers a cancelled run whose unlock never got sent.
-                    with contextlib.suppress(asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
-                        await connection.execute(
-                            "SELECT pg_advisory_unlock(hashtextextended($1, 0))", _lock_name(job)
-                        )
+                    await _unlock(connection, job)
 
     async def started(self, job: str, at: datetime, server: str) -> None:
         async with translate_errors():

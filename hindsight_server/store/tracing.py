@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Awaitable, Callable, Sized
-from contextvars import ContextVar
 from typing import Any, TypeVar
 
 import asyncpg
@@ -28,8 +27,6 @@ _OPERATION = re.compile(r"\s*(?:--[^\n]*\n\s*)*(\w+)")
 # ("FROM now()" names a function: skipped; "INTO memories (id, ...)" lists columns.)
 _TABLE = re.compile(r"\b(?:INTO|UPDATE|(FROM|JOIN))\s+([A-Za-z_][A-Za-z0-9_.]*)\s*(\()?", re.IGNORECASE)
 _BASE_ATTRIBUTES = {"db.system": "postgresql", "db.system.name": "postgresql"}
-# Set while the pool resets a released connection: its statement is traced as one "RESET" span.
-_in_reset: ContextVar[bool] = ContextVar("hindsight_in_reset", default=False)
 
 
 @functools.lru_cache(maxsize=256)  # statements are mostly the store's constant strings
@@ -41,7 +38,7 @@ def statement_name(query: str) -> tuple[str, str]:
 
 
 def _traced() -> bool:
-    return not _in_reset.get() and trace.get_current_span().get_span_context().is_valid
+    return trace.get_current_span().get_span_context().is_valid
 
 
 async def _run(statement: str, call: Callable[[], Awaitable[T]], table: str = "", batch: int = 0) -> T:
@@ -104,23 +101,3 @@ class TracedConnection(asyncpg.Connection):  # type: ignore[misc]  # asyncpg has
     async def copy_records_to_table(self, table_name: str, **kwargs: Any) -> Any:
         copy = super().copy_records_to_table
         return await _run("COPY", lambda: copy(table_name, **kwargs), table=table_name)
-
-    async def reset(self, *, timeout: float | None = None) -> None:  # noqa: ASYNC109  # asyncpg's signature
-        """The pool's reset of a released connection: a round trip in the releasing request, traced as
-        one "RESET" span (its statement is not traced again inside)."""
-        reset = super().reset
-        if not _traced():
-            await reset(timeout=timeout)
-            return
-        token = _in_reset.set(True)
-        try:
-            await _run_reset(lambda: reset(timeout=timeout))
-        finally:
-            _in_reset.reset(token)
-
-
-async def _run_reset(call: Callable[[], Awaitable[None]]) -> None:
-    with TRACER.start_as_current_span(
-        "RESET", kind=SpanKind.CLIENT, attributes={**_BASE_ATTRIBUTES, "db.operation.name": "RESET"}
-    ):
-        await call()

@@ -7,6 +7,7 @@ import json
 import random
 
 from hindsight.client import HindsightClient
+from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.app import RunningServer
 from hindsight_server.bench.corpus import recall_corpus
 from hindsight_server.bench.recall import ensure_loaded, report, run_recall_bench
@@ -45,3 +46,30 @@ async def test_small_recall_bench_loads_once_and_measures(server: RunningServer)
     assert "errors: none" in text and "recalls/s" in text and "600 memories in 4 tenants" in text
     parsed = json.loads(report(result, as_json=True))
     assert parsed["load"]["memories"] == 600 and parsed["latency"]["count"] == result.recalls
+
+
+async def test_an_interrupted_load_resumes_from_its_last_checkpoint(server: RunningServer) -> None:
+    target = f"127.0.0.1:{server.port}"
+    seed = random.randrange(1_000_000)
+    corpus = recall_corpus(500, tenants=3, seed=seed)
+    async with HindsightClient(target, timeout_s=30) as client:
+        # The first 300 memories were loaded in checkpoints of 100 (and the load then stopped).
+        first = await ensure_loaded(
+            client, recall_corpus(300, tenants=3, seed=seed), checkpoint=100, progress=None
+        )
+        assert (first.created, first.already_present) == (300, 0)
+        markers = {m.idempotency_key for m in await _listed(client, corpus.meta_tenant)}
+        assert markers == {"loaded:100", "loaded:200", "loaded:300"}  # one per finished step
+
+        rest = await ensure_loaded(client, corpus, checkpoint=100, progress=None)
+        assert (rest.created, rest.already_present) == (200, 300)  # only what the marker did not cover
+        stored = [m for t in range(3) for m in await _listed(client, corpus.tenant_id(t))]
+        keys = {m.idempotency_key for m in stored}
+        assert len(keys) == len(stored) and keys <= {m.idempotency_key for m in corpus.memories}
+
+        again = await ensure_loaded(client, corpus, checkpoint=100, progress=None)
+        assert (again.created, again.batches) == (0, 0)
+
+
+async def _listed(client: HindsightClient, tenant_id: str) -> list[pb.Memory]:
+    return [m async for m in client.list_all(tenant_id, page_size=500)]

@@ -88,6 +88,35 @@ async def test_two_servers_running_the_same_job_at_once_run_it_once(
         await other_pool.close()
 
 
+@pytest.mark.parametrize("cancels", [1, 2], ids=["cancelled", "cancelled-during-unlock"])
+async def test_a_cancelled_run_leaves_no_pooled_connection_holding_its_lock(
+    server: RunningServer, database_dsn: str, clock: MovableClock, cancels: int
+) -> None:
+    # The pool keeps sessions as they are (no reset round trip): the job must free its
+    # session-level lock itself, or end the session, however the run ends.
+    gate = Gate(processed=1)
+    registry = JobRegistry()
+    registry.add("gated", gate)
+    running = asyncio.create_task(JobRunner(registry, JobStore(server.pool), clock, "server-a").run("gated"))
+    await asyncio.wait_for(gate.entered.wait(), 10)
+    for _ in range(cancels):  # a second cancel lands while the unlock is in flight
+        running.cancel()
+        await asyncio.sleep(0)
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    held = await server.pool.fetchval("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
+    assert held == 0
+    other_pool = await create_pool(  # a run takes two connections: its lock's and the bookkeeping's
+        database_dsn, min_size=1, max_size=2, statement_timeout_ms=5_000, connect_timeout_s=5
+    )
+    try:
+        gate.release.set()
+        again = await JobRunner(registry, JobStore(other_pool), clock, "server-b").run("gated")
+        assert (again.skipped, again.processed, gate.runs) == (False, 1, 2)
+    finally:
+        await other_pool.close()
+
+
 async def test_the_schedule_is_shared_each_job_runs_once_per_interval_across_servers(
     server: RunningServer, clock: MovableClock
 ) -> None:

@@ -3,8 +3,10 @@ MCP gateway it starts), a clean Ctrl-C that leaves no process behind, and memori
 
 from __future__ import annotations
 
+import asyncio
 import re
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -41,7 +43,9 @@ async def test_up_serves_the_readme_example_and_stops_cleanly(tmp_path: Path) ->
         )  # fmt: skip
         assert written.code == 0, written.stderr
         memory_id = re.search(r'"id": "([0-9a-f-]{36})"', written.stdout).group(1)  # type: ignore[union-attr]
-        assert '"embedding_state": "EMBEDDING_STATE_READY"' in written.stdout  # Triton embedded it
+        await _embedded_soon(
+            target, memory_id
+        )  # Triton embedded it (inline, or the worker on a busy machine)
         recalled = await run_cli(["recall", *common, "--query", "靠窗", "--json"])
         assert recalled.code == 0, recalled.stderr
         assert memory_id in recalled.stdout
@@ -88,3 +92,14 @@ async def test_cli_reports_errors_without_tracebacks() -> None:
     )
     assert bad_json.code == 2
     assert "--entities: not valid JSON" in bad_json.stderr
+
+
+async def _embedded_soon(target: str, memory_id: str, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = await run_cli(["get", "--target", target, "--tenant", "acme", memory_id, "--json"])
+        assert got.code == 0, got.stderr
+        if '"embedding_state": "EMBEDDING_STATE_READY"' in got.stdout:
+            return
+        assert time.monotonic() < deadline, got.stdout
+        await asyncio.sleep(0.2)
