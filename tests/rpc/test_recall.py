@@ -225,3 +225,13 @@ async def test_the_turn_after_a_match_comes_along(client: HindsightClient, tenan
     context = next(c for c in found.explanation.channels if c.channel == pb.CHANNEL_CONTEXT)
     assert len(context.memory_ids) >= 1
     assert turns[2] not in contents[:2]
+
+
+async def test_the_servers_connections_plan_each_statement_for_its_tenant(server: RunningServer) -> None:
+    # A cached generic plan cannot see the tenant: it sent the largest tenant's vector search through a
+    # sort of all its rows (BENCHMARKS.md, "Recall latency at 100,000 memories", session 3).
+    settings = await server.pool.fetchrow(
+        "SELECT current_setting('plan_cache_mode') AS plans,"
+        " current_setting('hnsw.iterative_scan') AS scan, current_setting('jit') AS jit"
+    )
+    assert dict(settings) == {"plans": "force_custom_plan", "scan": "relaxed_order", "jit": "off"}
