@@ -100,6 +100,9 @@ class RecallPolicy:
     # 62.5 / 64.0 / 64.5 / 64.2 / 63.0; min similarity 0.3 / 0.4 / 0.55 gave 63.7 / 64.0 / 63.2.
     english_lexical_weight: float = 0.3
     english_min_similarity: float = 0.4
+    # The vector channel scans a tenant exactly instead of through HNSW while its memories number
+    # under sqrt(exact_search_factor x the table's), domain/search_plan.py; 0: always HNSW.
+    exact_search_factor: float = 180.0
     profiles: dict[str, ScoreWeights] = field(default_factory=lambda: dict(DEFAULT_PROFILES))
 
 

@@ -33,10 +33,12 @@ from hindsight_server.domain.model import (
 from hindsight_server.domain.packing import PackItem, pack
 from hindsight_server.domain.policy import Limits, RecallPolicy
 from hindsight_server.domain.query import QueryFocus, focus
+from hindsight_server.domain.search_plan import prefers_exact_search
 from hindsight_server.domain.timeparse import TimeExpression, parse_time
 from hindsight_server.domain.validation import validate_recall
 from hindsight_server.inference.tier import InferenceTier
 from hindsight_server.pipelines.access import AccessTracker
+from hindsight_server.pipelines.tenant_sizes import TenantSizes
 from hindsight_server.store.memories import ChannelRows, FloatVector, MemoryStore, Scope, Vectors
 from hindsight_server.telemetry.recorder import Recorder, stage, staged
 
@@ -97,6 +99,7 @@ class RecallPipeline:
         self._inference = inference
         self._access = access
         self._recorder = recorder or Recorder()
+        self._tenant_sizes = TenantSizes(store)
 
     async def recall(self, query: RecallQuery) -> RecallResult:
         """Recalls, in a span with a child per stage (embed, each channel, fuse, rank, rerank, pack) and
@@ -247,10 +250,14 @@ class RecallPipeline:
         if query_vector is not None:
 
             async def vector() -> ChannelRows:
-                embedded = await query_vector
+                # The tenant's size (usually cached) is read while the query is being embedded.
+                embedded, (tenant_rows, table_rows) = await asyncio.gather(
+                    query_vector, self._tenant_sizes.of(scope.tenant_id)
+                )
+                exact = prefers_exact_search(tenant_rows, table_rows, policy.exact_search_factor)
                 searches = await asyncio.gather(
                     *(
-                        self._store.vector_channel(scope, q.main, limit, space, spaces)
+                        self._store.vector_channel(scope, q.main, limit, space, spaces, exact=exact)
                         for space, q in embedded.by_space.items()
                     )
                 )

@@ -538,25 +538,43 @@ class MemoryStore:
         limit: int,
         space: VectorSpace,
         spaces: Sequence[VectorSpace],
+        *,
+        exact: bool = False,
     ) -> ChannelRows:
-        """Nearest memories by cosine similarity in `space` (the query vector's), tenant-filtered. The pool's
-        connections run HNSW with `hnsw.iterative_scan = relaxed_order`, so a selective filter keeps
-        scanning instead of silently returning fewer rows; the outer ORDER BY restores exact order."""
+        """Nearest memories by cosine similarity in `space` (the query vector's), tenant-filtered. Through
+        HNSW: the pool's connections run it with `hnsw.iterative_scan = relaxed_order`, so a selective
+        filter keeps scanning instead of silently returning fewer rows; the outer ORDER BY restores exact
+        order. `exact`: the tenant's rows by its index, sorted by distance (domain/search_plan.py)."""
         sql = _Sql()
         vector = sql.param(Vector(query))
         column = _VECTOR_COLUMN[space]
         scope.apply(sql)
         sql.where(f"{column} IS NOT NULL")
+        distance = f"{column} <=> {vector}"
+        # HNSW serves only `ORDER BY column <=> value`: any other expression orders by a plain sort.
+        order = f"({distance}) + 0" if exact else distance
         async with translate_errors():
             rows = await self._pool.fetch(
                 f"""WITH nearest AS MATERIALIZED (
-                        SELECT {MEMORY_COLUMNS}{_vector_columns(spaces)}, {column} <=> {vector} AS distance
+                        SELECT {MEMORY_COLUMNS}{_vector_columns(spaces)}, {distance} AS distance
                         FROM memories WHERE {sql.clause}
-                        ORDER BY {column} <=> {vector} LIMIT {sql.param(limit)})
+                        ORDER BY {order} LIMIT {sql.param(limit)})
                     SELECT *, 1 - distance AS channel_score FROM nearest ORDER BY distance""",
                 *sql.args,
             )
         return _channel_rows(rows, spaces)
+
+    async def tenant_size(self, tenant_id: str) -> tuple[int, int]:
+        """(the tenant's memories, the table's): the first from the BM25 statistics the writes keep, the
+        second the planner's estimate (-1 before the table was first analysed)."""
+        async with translate_errors():
+            row = await self._pool.fetchrow(
+                """SELECT
+                       coalesce((SELECT documents FROM lexical_stats WHERE tenant_id = $1), 0) AS tenant,
+                       (SELECT reltuples::bigint FROM pg_class WHERE oid = 'memories'::regclass) AS total""",
+                tenant_id,
+            )
+        return int(row["tenant"]), int(row["total"])
 
     async def adjacent_turns(
         self, scope: Scope, memory_ids: Sequence[str], spaces: Sequence[VectorSpace]

@@ -89,6 +89,51 @@ async def test_vector_channel_respects_tenants_and_fills_its_quota_under_a_filte
     assert all(hit.memory.tenant_id == tenant for hit in found.hits)
 
 
+async def test_the_exact_scan_finds_what_the_graph_finds(
+    make_settings: Callable[..., Settings],
+    triton_server: TritonServer,
+    tier_client: HindsightClient,
+    tenant: str,
+) -> None:
+    # This small tenant is scanned exactly by default (domain/search_plan.py); a server with the
+    # factor at 0 walks the HNSW graph for it. Both must rank the same nearest memories.
+    topics = [
+        "budget review",
+        "flight to Lisbon",
+        "dentist appointment",
+        "用户偏好靠窗座位",
+        "quarterly report",
+    ]
+    texts = [f"{topic}, note {i}" for i in range(8) for topic in topics]
+    written = await tier_client.write_batch(
+        tenant, [memory_input(t, tier="semantic", kind="fact") for t in texts], verbatim=True
+    )
+    ids = [r.memory.id for r in written.results]
+
+    async def all_embedded() -> bool:
+        states = [(await tier_client.get(tenant, i)).embedding_state for i in ids]
+        return all(s == pb.EMBEDDING_STATE_READY for s in states)
+
+    await _eventually(all_embedded)
+    graph = await start_server(
+        make_settings(inference__url=triton_server.grpc_url, recall__exact_search_factor=0.0)
+    )
+    try:
+        async with HindsightClient(f"127.0.0.1:{graph.port}", timeout_s=10) as graph_client:
+            for query in ("the budget meeting", "窗口座位", "a trip to Portugal"):
+                found = [
+                    await client.recall(tenant, query, explain=True, top_k=20, min_score=0)
+                    for client in (tier_client, graph_client)
+                ]
+                vector = [
+                    next(c for c in f.explanation.channels if c.channel == pb.CHANNEL_VECTOR).memory_ids
+                    for f in found
+                ]
+                assert len(vector[0]) == 20 and vector[0] == vector[1], query
+    finally:
+        await graph.stop()
+
+
 async def test_long_texts_are_truncated_and_say_so(tier_client: HindsightClient, tenant: str) -> None:
     long_text = "会议纪要：" + "预算评审" * TEST_MAX_CHARS
     written = await tier_client.write(tenant, long_text, tier="episodic", kind="event")
