@@ -7,13 +7,14 @@ Sources, strongest first: environment variables (`HINDSIGHT_` prefix, `__` betwe
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tomllib
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from hindsight_server.domain.conflicts import ConflictPolicy
@@ -253,5 +254,9 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
     # fields nobody set stay unset (`hindsight up` tells "not configured" from "configured false").
     for name, keys in by_section.items():
         section = getattr(settings, name)
-        updates[name] = type(section).model_validate({**section.model_dump(exclude_unset=True), **keys})
+        if dataclasses.is_dataclass(section):  # the domain's policies (limits, ttl, write, recall)
+            current = {field.name: getattr(section, field.name) for field in dataclasses.fields(section)}
+            updates[name] = TypeAdapter(type(section)).validate_python({**current, **keys})
+        else:
+            updates[name] = type(section).model_validate({**section.model_dump(exclude_unset=True), **keys})
     return settings.model_copy(update=updates) if updates else settings

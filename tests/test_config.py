@@ -58,3 +58,11 @@ def test_unknown_keys_in_the_file_are_refused(tmp_path: Path) -> None:
     config.write_text("[server]\nprot = 1\n")
     with pytest.raises(ValidationError, match="prot"):
         load_settings(config)
+
+
+def test_explicit_overrides_reach_the_policy_sections_and_are_validated() -> None:
+    settings = load_settings(None, recall__exact_search_factor=0.0, recall__min_score=0.4)
+    assert (settings.recall.exact_search_factor, settings.recall.min_score) == (0.0, 0.4)
+    assert settings.recall.profiles == load_settings(None).recall.profiles  # the rest kept
+    with pytest.raises(ValidationError, match="exact_search_factor"):
+        load_settings(None, recall__exact_search_factor="lots")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import replace
 
 import pytest
 
@@ -116,9 +115,8 @@ async def test_the_exact_scan_finds_what_the_graph_finds(
         return all(s == pb.EMBEDDING_STATE_READY for s in states)
 
     await _eventually(all_embedded)
-    settings = make_settings(inference__url=triton_server.grpc_url)
     graph = await start_server(
-        settings.model_copy(update={"recall": replace(settings.recall, exact_search_factor=0.0)})
+        make_settings(inference__url=triton_server.grpc_url, recall__exact_search_factor=0.0)
     )
     try:
         async with HindsightClient(f"127.0.0.1:{graph.port}", timeout_s=10) as graph_client:
