@@ -65,7 +65,8 @@ class EmbeddedPostgres:
         that differ from what the data directory records are written with ALTER SYSTEM and take effect
         by one restart (shared_buffers needs it): the first start, or the first after a change."""
         self._server = self._get_server()
-        missing = {k: v for k, v in self._settings.items() if _applied_settings(self.data_dir).get(k) != v}
+        applied = _applied_settings(self.data_dir)
+        missing = {k: v for k, v in self._settings.items() if applied.get(k) != v}
         if missing:
             for name, value in missing.items():
                 quoted = value.replace("'", "''")
