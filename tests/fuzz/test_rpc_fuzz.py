@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 
 from hindsight.v1 import memory_pb2 as pb
 from hindsight.v1 import memory_pb2_grpc as pb_grpc
+from hindsight_server.domain.model import MUTABLE_FIELDS
+from hindsight_server.domain.policy import RecallPolicy
 from tests.fuzz.checks import answered, named_field, refused, same_tenant
 from tests.fuzz.conftest import examples
 from tests.fuzz.strategies import (
@@ -51,18 +53,8 @@ KINDS = list(pb.Kind.values())
 STATUSES = list(pb.Status.values())
 ROLES = list(pb.Role.values())
 VISIBILITIES = list(pb.Visibility.values())
-MUTABLE = [
-    "content",
-    "entities",
-    "intent",
-    "confidence",
-    "subject",
-    "kind",
-    "tier",
-    "valid_from",
-    "valid_to",
-    "expires_at",
-]
+MUTABLE = sorted(MUTABLE_FIELDS)  # sampled_from needs an order
+RECALL = RecallPolicy()
 TIMEOUT_S = 30.0
 
 
@@ -436,8 +428,8 @@ async def test_recall(stub: pb_grpc.MemoryServiceStub, seeds: Seeds, data: st.Da
     request = data.draw(_recall_request(seeds))
     found = await answered("Recall", stub.Recall(request, timeout=TIMEOUT_S))
     if found is not None:
-        assert len(found.hits) <= (request.top_k or 5)
-        assert found.tokens_used <= (request.token_budget or 2_000)
+        assert len(found.hits) <= (request.top_k or RECALL.default_top_k)
+        assert found.tokens_used <= (request.token_budget or RECALL.default_token_budget)
         same_tenant(request.tenant_id, [hit.memory for hit in found.hits])
         assert request.explain == found.HasField("explanation")
 

@@ -50,16 +50,22 @@ async def _every_call(target: str, tenant: str, key: str, secret: str) -> None:
         # Content past PostgreSQL's index-row limit (once INTERNAL, tests/fuzz/test_long_content.py).
         with contextlib.suppress(grpc.aio.AioRpcError):
             await client.write(tenant, f"{secret} {_incompressible()}", tier="episodic", kind="event")
-        for refused in (
-            client.recall(tenant, f"{secret}", profile=secret),  # INVALID_ARGUMENT quoting it
-            client.recall(f"{tenant}-other", secret),  # PERMISSION_DENIED: the key is another tenant's
-            client.write(tenant, secret * 2_000, tier="semantic", kind="fact"),  # too long
+        for refused, code in (
+            (client.recall(tenant, f"{secret}", profile=secret), grpc.StatusCode.INVALID_ARGUMENT),
+            # The key is another tenant's.
+            (client.recall(f"{tenant}-other", secret), grpc.StatusCode.PERMISSION_DENIED),
+            (
+                client.write(tenant, secret * 2_000, tier="semantic", kind="fact"),
+                grpc.StatusCode.INVALID_ARGUMENT,
+            ),
         ):
-            with pytest.raises(grpc.aio.AioRpcError):
+            with pytest.raises(grpc.aio.AioRpcError) as raised:
                 await refused
+            assert raised.value.code() == code
     async with HindsightClient(target, api_key=f"hs_{secret}_{secret}", timeout_s=10) as forged:
-        with pytest.raises(grpc.aio.AioRpcError):
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
             await forged.recall(tenant, secret)
+        assert raised.value.code() == grpc.StatusCode.UNAUTHENTICATED
 
 
 def _incompressible() -> str:
