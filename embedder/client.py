@@ -192,12 +192,12 @@ class TritonEmbedder(_ModelClient):
         """One query's embedding; repeated queries within the TTL are answered from the cache."""
         cached = self._cache.get(text)
         if cached is not None:
-            return dataclasses.replace(cached, cached=True)
+            return cached  # stored already marked: no copy per hit
         result = await self.embed([self._query_prefix + text], timeout_s=timeout_s)
         vector = result.vectors[0].copy()
         vector.setflags(write=False)
         embedding = QueryEmbedding(vector, bool(result.truncated[0]))
-        self._cache.put(text, embedding)
+        self._cache.put(text, dataclasses.replace(embedding, cached=True))
         return embedding
 
     def query_cache_stats(self) -> CacheStats:

@@ -224,7 +224,7 @@ def _session_pipeline(
 
 def _replies(settings: Settings, pool: asyncpg.Pool, clock: Clock) -> IdempotentReplies:
     window = timedelta(seconds=settings.server.idempotency_window_s)
-    return IdempotentReplies(ReplyStore(pool), clock, settings.limits, window)
+    return IdempotentReplies(ReplyStore(pool), clock, window)
 
 
 def build_jobs(

@@ -13,8 +13,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
 from hindsight_server.domain.clock import Clock
-from hindsight_server.domain.errors import Aborted, FailedPrecondition, InvalidArgument
-from hindsight_server.domain.policy import Limits
+from hindsight_server.domain.errors import Aborted, FailedPrecondition
 from hindsight_server.store.replies import ReplyStore
 
 __all__ = ["IdempotentReplies"]
@@ -25,22 +24,18 @@ _ABANDONED_AFTER = timedelta(minutes=2)
 
 
 class IdempotentReplies:
-    def __init__(self, store: ReplyStore, clock: Clock, limits: Limits, keep: timedelta) -> None:
+    def __init__(self, store: ReplyStore, clock: Clock, keep: timedelta) -> None:
         self._store = store
         self._clock = clock
-        self._limits = limits
         self._keep = keep
 
     async def once(
         self, tenant_id: str, method: str, key: str, request: bytes, run: Callable[[], Awaitable[bytes]]
     ) -> bytes:
-        """The answer of `run` for this (tenant, method, key), computed once."""
+        """The answer of `run` for this (tenant, method, key), computed once. The key is validated by
+        the caller (rpc/servicer.py, like every identifier)."""
         if not key:
             return await run()
-        if len(key) > self._limits.max_identifier_chars:
-            raise InvalidArgument(
-                "idempotency_key", f"longer than {self._limits.max_identifier_chars} characters"
-            )
         fingerprint = hashlib.sha256(request).digest()
         claimed, answer, first = await self._store.claim(
             tenant_id, method, key, fingerprint, self._clock(), _ABANDONED_AFTER

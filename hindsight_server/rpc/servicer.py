@@ -4,7 +4,7 @@ the ErrorMappingInterceptor, so no handler chooses a status code."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import grpc
 from google.protobuf.message import Message
@@ -142,6 +142,8 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         validate_tenant(request.tenant_id, self._limits)
         validate_identifiers(self._limits, idempotency_key=request.idempotency_key)
         key = request.idempotency_key
+        if not key:  # nothing to remember the answer by: no fingerprint, no serialised reply
+            return cast(R, await run())
         unkeyed = type(request)()
         unkeyed.CopyFrom(request)
         unkeyed.idempotency_key = ""

@@ -20,6 +20,7 @@ from hindsight_server.config import StackSettings
 log = logging.getLogger(__name__)
 
 _MB = 1024 * 1024
+_NEEDS_RESTART = frozenset({"shared_buffers"})  # the others apply on a configuration reload
 _AUTO_CONF_LINE = re.compile(r"^\s*(\w+)\s*=\s*'((?:[^']|'')*)'\s*$")
 
 
@@ -35,6 +36,10 @@ def server_settings(stack: StackSettings, memory_bytes: int | None = None) -> di
         "maintenance_work_mem": stack.postgres_maintenance_work_mem,
         "max_wal_size": stack.postgres_max_wal_size,
     }
+
+
+def _quoted(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
 
 
 def _machine_memory() -> int:
@@ -68,12 +73,16 @@ class EmbeddedPostgres:
         applied = _applied_settings(self.data_dir)
         missing = {k: v for k, v in self._settings.items() if applied.get(k) != v}
         if missing:
-            for name, value in missing.items():
-                quoted = value.replace("'", "''")
-                self._server.psql(f"ALTER SYSTEM SET {name} = '{quoted}';")
-            log.info("embedded PostgreSQL: restarting to apply %s", ", ".join(sorted(missing)))
-            self._server.cleanup()
-            self._server = self._get_server()
+            statements = "".join(
+                f"ALTER SYSTEM SET {name} = {_quoted(value)};\n" for name, value in missing.items()
+            )
+            self._server.psql(statements)  # one psql for all: each call starts a shell and a client
+            if _NEEDS_RESTART & missing.keys():
+                log.info("embedded PostgreSQL: restarting to apply %s", ", ".join(sorted(missing)))
+                self._server.cleanup()
+                self._server = self._get_server()
+            else:  # the others take effect on a reload
+                self._server.psql("SELECT pg_reload_conf();")
         uri: str = self._server.get_uri()
         log.info("embedded PostgreSQL ready: %s (pid %s)", uri, self._server.get_pid())
         return uri

@@ -771,10 +771,10 @@ async def _peers(
     """The memory's active peers that could be the same thing: the same normalised content, the same
     intent, or among the 5 nearest by meaning."""
     rows = await connection.fetch(
-        """WITH peers AS (
+        f"""WITH peers AS (
                SELECT id, content, intent, entities, content_key, embedding FROM memories
                WHERE tenant_id = $1 AND subject = $2 AND kind = $3 AND tier = $4 AND status = 'active'
-                 AND visibility = $8 AND (visibility = 'shared' OR agent_id = $9)),
+                 AND visibility = $8 AND {_SEEN_BY.format(agent="$9")}),
            nearest AS (
                SELECT id FROM peers WHERE $7::vector IS NOT NULL AND embedding IS NOT NULL
                ORDER BY embedding <=> $7::vector LIMIT 5)
