@@ -32,7 +32,7 @@ from hindsight.client import HindsightClient
 from hindsight_server.bench.corpus import recall_corpus
 from hindsight_server.bench.private_stack import private_stack
 from hindsight_server.bench.recall import ensure_loaded
-from hindsight_server.bench.stats import LatencySummary
+from hindsight_server.telemetry.window import LatencySummary
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 MCP_TENANT = "load-mcp"  # the private cluster's MCP gateway tenant: MCP writes never touch the corpus

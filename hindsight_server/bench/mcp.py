@@ -38,7 +38,7 @@ from gateway_mcp.auth import hash_token
 from hindsight.client import HindsightClient
 from hindsight_server.bench.corpus import RecallQuerySpec, recall_corpus, recall_query
 from hindsight_server.bench.recall import LoadResult, ensure_loaded
-from hindsight_server.bench.stats import LatencySummary, percentile
+from hindsight_server.telemetry.window import LatencySummary, percentile
 
 __all__ = ["McpBenchResult", "report", "run_mcp_bench"]
 

@@ -36,7 +36,7 @@ import grpc
 from hindsight.client import HindsightClient, memory_input
 from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.bench.corpus import CorpusMemory, RecallCorpus, recall_corpus, recall_query
-from hindsight_server.bench.stats import LatencySummary
+from hindsight_server.telemetry.window import LatencySummary
 
 BATCH_SIZE = 500
 # More in flight overruns the server's inline embedding budget on small machines, and the background

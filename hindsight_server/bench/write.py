@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from hindsight.client import HindsightClient, memory_input
 from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.bench.corpus import synthetic_memories
-from hindsight_server.bench.stats import LatencySummary
+from hindsight_server.telemetry.window import LatencySummary
 
 
 @dataclass(frozen=True, slots=True)

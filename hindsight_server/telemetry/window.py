@@ -13,13 +13,43 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile of already sorted values (q in 0..100): a figure some sample took."""
+    if not sorted_values:
+        return math.nan
+    rank = max(1, math.ceil(q / 100 * len(sorted_values)))
+    return sorted_values[rank - 1]
+
+
 @dataclass(frozen=True, slots=True)
 class LatencySummary:
+    """Percentiles, never averages alone: the server's window, the benchmarks and the load tests."""
+
     count: int
     p50_ms: float
     p95_ms: float
     p99_ms: float
     max_ms: float
+
+    @classmethod
+    def of(cls, seconds: Sequence[float]) -> LatencySummary:
+        return cls.of_sorted_ms(sorted(s * 1000 for s in seconds))
+
+    @classmethod
+    def of_sorted_ms(cls, ordered: Sequence[float]) -> LatencySummary:
+        return cls(
+            count=len(ordered),
+            p50_ms=percentile(ordered, 50),
+            p95_ms=percentile(ordered, 95),
+            p99_ms=percentile(ordered, 99),
+            max_ms=ordered[-1] if ordered else math.nan,
+        )
+
+    def line(self, name: str) -> str:
+        return (
+            f"{name:<28} n={self.count:<6} p50={self.p50_ms:7.2f} ms  p95={self.p95_ms:7.2f} ms  "
+            f"p99={self.p99_ms:7.2f} ms  max={self.max_ms:7.2f} ms"
+        )
 
     def as_dict(self) -> dict[str, float | int]:
         return {
@@ -29,11 +59,6 @@ class LatencySummary:
             "p99_ms": round(self.p99_ms, 3),
             "max_ms": round(self.max_ms, 3),
         }
-
-
-def nearest_rank(ordered: Sequence[float], share: float) -> float:
-    """The nearest-rank percentile of sorted values (the figure some sample actually took)."""
-    return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
 
 
 class LatencyWindow:
@@ -56,11 +81,4 @@ class LatencyWindow:
             self._samples.popleft()
         if not self._samples:
             return None
-        ordered = sorted(ms for _, ms in self._samples)
-        return LatencySummary(
-            len(ordered),
-            nearest_rank(ordered, 0.50),
-            nearest_rank(ordered, 0.95),
-            nearest_rank(ordered, 0.99),
-            ordered[-1],
-        )
+        return LatencySummary.of_sorted_ms(sorted(ms for _, ms in self._samples))
