@@ -20,6 +20,9 @@ class _Bucket:
 class RateLimiter:
     rate: float  # tokens per second; 0: unlimited
     burst: float
+    # Past this many keys, buckets that have refilled are forgotten: a new bucket starts full, so
+    # forgetting a full one changes no answer, and callers naming ever new keys cannot grow the map.
+    max_keys: int = 10_000
     _buckets: dict[str, _Bucket] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -34,6 +37,8 @@ class RateLimiter:
             return True
         bucket = self._buckets.get(key)
         if bucket is None:
+            if len(self._buckets) >= self.max_keys:
+                self._forget_full(now)
             bucket = self._buckets[key] = _Bucket(self.burst, now)
         bucket.tokens = min(self.burst, bucket.tokens + (now - bucket.at) * self.rate)
         bucket.at = now
@@ -41,3 +46,8 @@ class RateLimiter:
             return False
         bucket.tokens -= 1
         return True
+
+    def _forget_full(self, now: float) -> None:
+        full = [k for k, b in self._buckets.items() if b.tokens + (now - b.at) * self.rate >= self.burst]
+        for key in full:
+            del self._buckets[key]

@@ -26,3 +26,13 @@ def test_rate_zero_is_unlimited() -> None:
 def test_bad_limits_are_named(rate: float, burst: float, field: str) -> None:
     with pytest.raises(InvalidArgument, match=field):
         RateLimiter(rate=rate, burst=burst)
+
+
+def test_new_keys_cannot_grow_the_buckets_without_bound_and_no_answer_changes() -> None:
+    limiter = RateLimiter(rate=1, burst=1, max_keys=3)
+    for i in range(100):  # ever new keys, each bucket refilled (full) by the time the next comes
+        assert limiter.allow(f"k{i}", i * 2.0)
+    assert len(limiter._buckets) <= 3
+    assert limiter.allow("busy", 500.0) and not limiter.allow("busy", 500.0)  # emptied
+    assert limiter.allow("new", 500.1)  # forgets the full buckets, not the busy one
+    assert not limiter.allow("busy", 500.2)  # still limited
