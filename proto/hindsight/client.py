@@ -439,19 +439,24 @@ class HindsightClient:
     async def confirm_pending(
         self, tenant_id: str, memory_id: str, *, idempotency_key: str = "", timeout_s: float | None = None
     ) -> pb.Memory:
-        request = pb.PendingDecisionRequest(
-            tenant_id=tenant_id, id=memory_id, idempotency_key=idempotency_key or new_idempotency_key()
+        return await self._decide_pending(
+            self._stub.ConfirmPending, tenant_id, memory_id, idempotency_key, timeout_s
         )
-        response: pb.Memory = await self._stub.ConfirmPending(request, **self._call_options(timeout_s))
-        return response
 
     async def reject_pending(
         self, tenant_id: str, memory_id: str, *, idempotency_key: str = "", timeout_s: float | None = None
     ) -> pb.Memory:
+        return await self._decide_pending(
+            self._stub.RejectPending, tenant_id, memory_id, idempotency_key, timeout_s
+        )
+
+    async def _decide_pending(
+        self, rpc: Any, tenant_id: str, memory_id: str, idempotency_key: str, timeout_s: float | None
+    ) -> pb.Memory:
         request = pb.PendingDecisionRequest(
             tenant_id=tenant_id, id=memory_id, idempotency_key=idempotency_key or new_idempotency_key()
         )
-        response: pb.Memory = await self._stub.RejectPending(request, **self._call_options(timeout_s))
+        response: pb.Memory = await rpc(request, **self._call_options(timeout_s))
         return response
 
     async def history(
