@@ -37,6 +37,7 @@ from hindsight_server.pipelines.lifecycle import LifecycleJobs, LifecycleSetting
 from hindsight_server.pipelines.read import ReadPipeline
 from hindsight_server.pipelines.recall import RecallPipeline, RecallSettings
 from hindsight_server.pipelines.replies import IdempotentReplies
+from hindsight_server.pipelines.scope_sizes import ScopeSizes
 from hindsight_server.pipelines.sessions import SessionPipeline, SessionSettings
 from hindsight_server.pipelines.tenants import ApiKeys
 from hindsight_server.pipelines.write import WritePipeline, WriteSettings
@@ -188,6 +189,7 @@ def _write_settings(settings: Settings) -> WriteSettings:
         inline_budget_per_item_s=config.inline_budget_per_item_s,
         english_inline_max_batch=config.english_inline_max_batch,
         conflicts=settings.conflicts,
+        exact_search_factor=settings.recall.exact_search_factor,
     )
 
 
@@ -346,8 +348,15 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
     config = settings.inference
     recorder = recorder_for(settings)
     activity = WriteActivity()  # the backfill worker gives way while writes embed inline
+    scope_sizes = ScopeSizes(store)  # how large each tenant and subject is: how vectors are searched
     writes = WritePipeline(
-        store, _write_settings(settings), clock, inference, recorder=recorder, activity=activity
+        store,
+        _write_settings(settings),
+        clock,
+        inference,
+        recorder=recorder,
+        activity=activity,
+        scope_sizes=scope_sizes,
     )
     reads = ReadPipeline(store, settings.limits)
     access = AccessTracker(store, clock, settings.recall.access_flush_s)
@@ -357,6 +366,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
         inference,
         access,
         recorder=recorder,
+        scope_sizes=scope_sizes,
     )
     llm = settings.sessions
     summarizer = (

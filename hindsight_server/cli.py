@@ -413,6 +413,22 @@ def cmd_delete(args: argparse.Namespace) -> int:
     return _client_call(args, call)
 
 
+# The benchmarks' real text (LoCoMo's dev conversations), read where the project's checkout sits beside
+# the shared evaluation data; never copied into the repository (its licence is evaluation only).
+DEFAULT_EVAL_FILE = Path("../shared/eval/locomo_dev.json")
+
+
+def _positive_ints(text: str) -> list[int]:
+    """ "1,8" -> [1, 8]: argparse's type for a list of levels."""
+    try:
+        values = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"every value must be at least 1: {text!r}")
+    return values
+
+
 def _on_stack(args: argparse.Namespace, work: Callable[[str], Awaitable[str]]) -> str:
     """Runs work against --target, or against a private embedded stack started for it."""
     from hindsight_server.bench.private_stack import private_stack
@@ -426,7 +442,11 @@ def _on_stack(args: argparse.Namespace, work: Callable[[str], Awaitable[str]]) -
 
 
 def cmd_bench_write(args: argparse.Namespace) -> int:
+    from hindsight_server.bench.eval_corpus import eval_corpus
     from hindsight_server.bench.write import report, run_write_bench
+
+    needed = args.singles + args.batches * args.batch_size + 20
+    corpus = eval_corpus(Path(args.corpus), needed) if args.corpus else None
 
     async def work(target: str) -> str:
         result = await run_write_bench(
@@ -435,6 +455,7 @@ def cmd_bench_write(args: argparse.Namespace) -> int:
             batches=args.batches,
             batch_size=args.batch_size,
             concurrency=args.concurrency,
+            corpus=corpus,
         )
         return report(result, args.json)
 
@@ -443,19 +464,28 @@ def cmd_bench_write(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_recall(args: argparse.Namespace) -> int:
+    from hindsight_server.bench.corpus import recall_corpus
+    from hindsight_server.bench.eval_corpus import eval_corpus
     from hindsight_server.bench.recall import report, run_recall_bench
 
+    if args.corpus:
+        corpus = eval_corpus(Path(args.corpus), args.memories, users=args.users, tenants=args.tenants or 1)
+    else:
+        corpus = recall_corpus(args.memories, tenants=args.tenants or 100)
+
     async def work(target: str) -> str:
-        result = await run_recall_bench(
-            target,
-            memories=args.memories,
-            concurrency=args.concurrency,
-            seconds=args.seconds,
-            tenants=args.tenants,
-            connections=args.connections,
-            embed_wait_s=args.embed_wait,
-        )
-        return report(result, args.json)
+        reports = []
+        for concurrency in args.concurrency:  # one load, then a measured run per level
+            result = await run_recall_bench(
+                target,
+                corpus,
+                concurrency=concurrency,
+                seconds=args.seconds,
+                connections=args.connections,
+                embed_wait_s=args.embed_wait,
+            )
+            reports.append(report(result, args.json))
+        return "\n".join(reports)
 
     print(_on_stack(args, work))
     return 0
@@ -669,6 +699,13 @@ def build_parser() -> argparse.ArgumentParser:
     write_bench.add_argument("--batch-size", type=int, default=500)
     write_bench.add_argument("--concurrency", type=int, default=2, help="WriteBatch calls in flight")
     write_bench.add_argument(
+        "--corpus",
+        nargs="?",
+        const=str(DEFAULT_EVAL_FILE),
+        help="real text: one user's memory from a memory-eval file, the import followed until embedded "
+        f"(default {DEFAULT_EVAL_FILE}); without it, synthetic memories",
+    )
+    write_bench.add_argument(
         "--embeddings",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -679,10 +716,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     recall_bench = benches.add_parser("recall", help="Recall latency p50/p95/p99 and recalls/s under load")
     recall_bench.add_argument("--target", help="HOST:PORT of a running server (default: a private stack)")
-    recall_bench.add_argument("--memories", type=int, default=100_000, help="synthetic memories to load")
-    recall_bench.add_argument("--concurrency", type=int, default=8, help="recalls in flight")
+    recall_bench.add_argument("--memories", type=int, default=100_000, help="memories to load")
+    recall_bench.add_argument(
+        "--concurrency",
+        type=_positive_ints,
+        default=[8],
+        help="recalls in flight; a list (1,8) measures each level after one load",
+    )
     recall_bench.add_argument("--seconds", type=float, default=30.0, help="measured duration")
-    recall_bench.add_argument("--tenants", type=int, default=100)
+    recall_bench.add_argument(
+        "--corpus",
+        nargs="?",
+        const=str(DEFAULT_EVAL_FILE),
+        help="real text: a memory-eval file's items as one user's memory, its questions as the queries "
+        f"(default {DEFAULT_EVAL_FILE}); without it, the synthetic corpus",
+    )
+    recall_bench.add_argument(
+        "--users", type=int, default=1, help="with --corpus: subjects per tenant sharing the memories"
+    )
+    recall_bench.add_argument("--tenants", type=int, help="tenants (default: 100 synthetic, 1 with --corpus)")
     recall_bench.add_argument("--connections", type=int, default=1, help="gRPC channels to spread calls on")
     recall_bench.add_argument("--embeddings", action=argparse.BooleanOptionalAction, default=True)
     recall_bench.add_argument(

@@ -699,11 +699,14 @@ class RecallCorpus:
     seed: int
     tenants: int
     memories: list[CorpusMemory]
+    label: str = ""  # a real-text corpus's own prefix (eval_corpus.py)
+    questions: tuple[str, ...] = ()  # a real-text corpus's queries; none: synthetic ones (recall_query)
+    users: int = 0  # a real-text corpus's subjects per tenant
 
     @property
     def prefix(self) -> str:
         """Tenants of this corpus share it; it changes whenever the stream would (version, seed, tenants)."""
-        return f"rbench-v1-s{self.seed}-t{self.tenants}"
+        return self.label or f"rbench-v1-s{self.seed}-t{self.tenants}"
 
     def tenant_id(self, tenant: int) -> str:
         return f"{self.prefix}-{tenant:03d}"

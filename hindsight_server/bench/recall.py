@@ -35,7 +35,10 @@ import grpc
 
 from hindsight.client import HindsightClient, memory_input
 from hindsight.v1 import memory_pb2 as pb
-from hindsight_server.bench.corpus import CorpusMemory, RecallCorpus, recall_corpus, recall_query
+from hindsight_server.bench import cpu
+from hindsight_server.bench.corpus import CorpusMemory, RecallCorpus, recall_query
+from hindsight_server.bench.eval_corpus import eval_query
+from hindsight_server.rpc.ops import StatusUnavailable, fetch_status
 from hindsight_server.telemetry.window import LatencySummary
 
 BATCH_SIZE = 500
@@ -71,6 +74,7 @@ class LoadResult:
 @dataclass(frozen=True, slots=True)
 class RecallBenchResult:
     target: str
+    corpus: str  # its tenants' prefix: rbench-... synthetic, ebench-...-u<subjects>-t<tenants> real text
     load: LoadResult
     concurrency: int
     connections: int
@@ -90,6 +94,10 @@ class RecallBenchResult:
     query_mix: dict[str, float]  # what the measured queries carried, as shares
     distinct_queries: int  # distinct query texts among measured calls (the server caches query vectors)
     client_cpu_share: float  # CPU time of this process during the window / the window (1.0 = one core)
+    # CPU per recall of the stack's processes on this machine (server, postgres, triton; empty when the
+    # target runs elsewhere), and the server's own p50/p99 of each recall stage over its status window.
+    cpu_ms_per_recall: dict[str, float] = field(default_factory=dict)
+    stages: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 # ------------------------------------------------------------------------------------------------ load
@@ -342,25 +350,31 @@ async def _drive(
     seconds: float,
     warmup_s: float,
     seed: int,
-) -> tuple[_Tally, float, float]:
+    server_pids: Sequence[int] = (),
+) -> tuple[_Tally, float, float, dict[str, float]]:
     """Workers run through the warm-up into the window without a pause; a call belongs to the window when
-    it starts inside it. Returns the window's tally, its start and the process CPU time it used."""
+    it starts inside it. Returns the window's tally, its start, the process CPU time it used, and the
+    stack's CPU per recall (cpu.py)."""
     tally = _Tally()
     window_start = time.perf_counter() + warmup_s
     window_end = window_start + seconds
     cpu_at_start: list[float] = []
+    stack_at_start: list[cpu.CpuSample] = []
 
     async def worker(number: int) -> None:
         rng = random.Random(f"rbench-query:{seed}:{number}")
         client = clients[number % len(clients)]
         while True:
-            spec = recall_query(corpus, rng, datetime.now(UTC))
+            spec = (
+                eval_query(corpus, rng) if corpus.questions else recall_query(corpus, rng, datetime.now(UTC))
+            )
             started = time.perf_counter()
             if started >= window_end:
                 return
             measured = started >= window_start
             if measured and not cpu_at_start:
                 cpu_at_start.append(time.process_time())
+                stack_at_start.append(cpu.sample(server_pids))
             try:
                 response = await client.recall(
                     spec.tenant_id,
@@ -408,8 +422,11 @@ async def _drive(
             )
 
     await asyncio.gather(*(worker(n) for n in range(concurrency)))
-    cpu = time.process_time() - cpu_at_start[0] if cpu_at_start else 0.0
-    return tally, window_start, cpu
+    client_cpu = time.process_time() - cpu_at_start[0] if cpu_at_start else 0.0
+    stack = (
+        stack_at_start[0].per_call_ms(cpu.sample(server_pids), len(tally.latencies)) if stack_at_start else {}
+    )
+    return tally, window_start, client_cpu, stack
 
 
 def _channel(target: str) -> grpc.aio.Channel:
@@ -426,37 +443,46 @@ def _channel(target: str) -> grpc.aio.Channel:
 
 async def run_recall_bench(
     target: str,
+    corpus: RecallCorpus,
     *,
-    memories: int,
     concurrency: int,
     seconds: float,
-    tenants: int = 100,
     seed: int = 7,
     warmup_s: float = 2.0,
     connections: int = 1,
     embed_wait_s: float = 600.0,
     progress: TextIO | None = sys.stderr,
 ) -> RecallBenchResult:
-    if memories < 1 or concurrency < 1 or seconds <= 0 or connections < 1:
-        raise ValueError("memories, concurrency, connections and seconds must be positive")
-    corpus = recall_corpus(memories, tenants=tenants, seed=seed)
+    """Loads what the target lacks of the corpus (corpus.py: synthetic; eval_corpus.py: real text),
+    then measures Recall at `concurrency`."""
+    if concurrency < 1 or seconds <= 0 or connections < 1:
+        raise ValueError("concurrency, connections and seconds must be positive")
     async with HindsightClient(target, timeout_s=60) as loader:
         load = await ensure_loaded(loader, corpus, embed_wait_s=embed_wait_s, progress=progress)
+    pids = await _server_pids(target)
     clients = [HindsightClient(target, timeout_s=10, channel=_channel(target)) for _ in range(connections)]
     try:
         _say(progress, f"recall: {concurrency} workers, {warmup_s:g} s warm-up, then {seconds:g} s measured")
-        tally, window_start, cpu = await _drive(
-            clients, corpus, concurrency=concurrency, seconds=seconds, warmup_s=warmup_s, seed=seed
+        tally, window_start, client_cpu, stack_cpu = await _drive(
+            clients,
+            corpus,
+            concurrency=concurrency,
+            seconds=seconds,
+            warmup_s=warmup_s,
+            seed=seed,
+            server_pids=pids,
         )
     finally:
         for client in clients:
             await client.close()
+    stages = await _recall_stages(target)
     recalls = len(tally.latencies)
     error_count = sum(tally.errors.values())
     calls = recalls + error_count
     elapsed = max(tally.last_end - window_start, 1e-9) if calls else seconds
     return RecallBenchResult(
         target=target,
+        corpus=corpus.prefix,
         load=load,
         concurrency=concurrency,
         connections=connections,
@@ -475,8 +501,33 @@ async def run_recall_bench(
         channels_degraded={name: n / recalls for name, n in sorted(tally.degraded.items())},
         query_mix={name: n / recalls for name, n in sorted(tally.mix.items())},
         distinct_queries=len(tally.texts),
-        client_cpu_share=cpu / elapsed,
+        client_cpu_share=client_cpu / elapsed,
+        cpu_ms_per_recall=stack_cpu,
+        stages=stages,
     )
+
+
+async def _server_figures(target: str) -> dict[str, Any]:
+    """The server's Ops/Status figures ({} when it does not answer: the bench still reports latency)."""
+    try:
+        return (await fetch_status(target, timeout_s=5)).figures
+    except StatusUnavailable:
+        return {}
+
+
+async def _server_pids(target: str) -> list[int]:
+    pid = (await _server_figures(target)).get("pid")
+    return [int(pid)] if pid else []
+
+
+async def _recall_stages(target: str) -> dict[str, dict[str, float]]:
+    """Each recall stage's p50 and p99 (ms) over the server's status window (its last 60 s)."""
+    stages = (await _server_figures(target)).get("recall", {}).get("stages", {})
+    return {
+        name: {"p50_ms": figures["p50_ms"], "p99_ms": figures["p99_ms"]}
+        for name, figures in sorted(stages.items())
+        if figures.get("count")
+    }
 
 
 # ---------------------------------------------------------------------------------------------- report
@@ -517,7 +568,7 @@ def report(result: RecallBenchResult, as_json: bool) -> str:
     elif load.created:
         loaded += "; the server has no inference tier (embeddings disabled)"
     lines = [
-        f"{'corpus':<28} {load.memories:,} memories in {load.tenants} tenants ({loaded})",
+        f"{'corpus':<28} {result.corpus}: {load.memories:,} memories in {load.tenants} tenants ({loaded})",
         f"{'run':<28} concurrency {result.concurrency} on {result.connections} channel(s), "
         f"{result.seconds:g} s measured after {result.warmup_s:g} s warm-up, target {result.target}",
         result.latency.line("Recall"),
@@ -531,6 +582,14 @@ def report(result: RecallBenchResult, as_json: bool) -> str:
         f"{'queries':<28} {_shares(result.query_mix)}; {result.distinct_queries:,} distinct texts",
         f"{'client CPU':<28} {result.client_cpu_share:.0%} of one core during the window",
     ]
+    if result.cpu_ms_per_recall:
+        spent = ", ".join(f"{group} {ms:.2f} ms" for group, ms in sorted(result.cpu_ms_per_recall.items()))
+        lines.append(f"{'CPU per recall':<28} {spent}")
+    for name, figures in result.stages.items():
+        lines.append(
+            f"{'  ' + name.removeprefix('recall.'):<28} p50 {figures['p50_ms']:7.2f} ms  "
+            f"p99 {figures['p99_ms']:7.2f} ms (server, last 60 s)"
+        )
     if result.latency_degraded.count:
         lines.insert(4, result.latency_degraded.line("Recall, a channel degraded"))
     if result.error_count:

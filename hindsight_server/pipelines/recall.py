@@ -33,12 +33,12 @@ from hindsight_server.domain.model import (
 from hindsight_server.domain.packing import PackItem, pack
 from hindsight_server.domain.policy import Limits, RecallPolicy
 from hindsight_server.domain.query import QueryFocus, focus
-from hindsight_server.domain.search_plan import prefers_exact_search
+from hindsight_server.domain.search_plan import ScopeSize, prefers_exact_search, split_limit
 from hindsight_server.domain.timeparse import TimeExpression, parse_time
 from hindsight_server.domain.validation import validate_recall
 from hindsight_server.inference.tier import InferenceTier
 from hindsight_server.pipelines.access import AccessTracker
-from hindsight_server.pipelines.tenant_sizes import TenantSizes
+from hindsight_server.pipelines.scope_sizes import ScopeSizes
 from hindsight_server.store.memories import ChannelRows, FloatVector, MemoryStore, Scope, Vectors
 from hindsight_server.telemetry.recorder import Recorder, stage, staged
 
@@ -93,13 +93,14 @@ class RecallPipeline:
         access: AccessTracker | None = None,
         *,
         recorder: Recorder | None = None,
+        scope_sizes: ScopeSizes | None = None,
     ) -> None:
         self._store = store
         self._settings = settings
         self._inference = inference
         self._access = access
         self._recorder = recorder or Recorder()
-        self._tenant_sizes = TenantSizes(store)
+        self._scope_sizes = scope_sizes or ScopeSizes(store)
 
     async def recall(self, query: RecallQuery) -> RecallResult:
         """Recalls, in a span with a child per stage (embed, each channel, fuse, rank, rerank, pack) and
@@ -128,10 +129,12 @@ class RecallPipeline:
             agent_id=query.agent_id,
         )
         spoken = _spoken_time(query)
-        spaces = self._spaces_for(query.text)
+        # Usually cached; counted on a scope's first recall on this server.
+        size = await self._scope_sizes.of(scope.tenant_id, scope.subject) if self._inference else None
+        spaces = self._spaces_for(query.text, size)
         query_vector = self._start_query_embedding(focused, spaces)
         try:
-            channels = self._channels(query, scope, query_vector, spoken, spaces)
+            channels = self._channels(query, scope, query_vector, size, spoken, spaces)
             results, vectors = await _run_channels(channels)
         finally:
             if query_vector is not None and not query_vector.done():
@@ -199,15 +202,19 @@ class RecallPipeline:
         merged = rescored + tail
         return sorted(merged, key=lambda hit: (-hit.score.final, -hit.score.fusion, hit.memory.id)), True
 
-    def _spaces_for(self, text: str) -> tuple[VectorSpace, ...]:
+    def _spaces_for(self, text: str, size: ScopeSize | None) -> tuple[VectorSpace, ...]:
         """The vector spaces a query is compared in, preferred first. An English query is judged by the
         English model where a memory has its vector, by the multilingual one elsewhere (Chinese
-        memories: found across languages); anything else (or the English model away) by the
-        multilingual model alone, which covers every memory."""
+        memories: found across languages), which it skips when the scope has no memory without an
+        English vector (one user's English memory: one query embedding and one search instead of two);
+        anything else (or the English model away) by the multilingual model alone, which covers every
+        memory."""
         english = self._inference is not None and self._inference.serves(VectorSpace.ENGLISH)
-        if english and language(text) == ENGLISH:
-            return (VectorSpace.ENGLISH, VectorSpace.MULTILINGUAL)
-        return (VectorSpace.MULTILINGUAL,)
+        if not english or language(text) != ENGLISH:
+            return (VectorSpace.MULTILINGUAL,)
+        if size is not None and size.without_english == 0:
+            return (VectorSpace.ENGLISH,)
+        return (VectorSpace.ENGLISH, VectorSpace.MULTILINGUAL)
 
     def _start_query_embedding(
         self, focused: QueryFocus, spaces: tuple[VectorSpace, ...]
@@ -240,6 +247,7 @@ class RecallPipeline:
         query: RecallQuery,
         scope: Scope,
         query_vector: asyncio.Task[QueryVectors] | None,
+        size: ScopeSize | None,
         spoken: TimeExpression | None,
         spaces: tuple[VectorSpace, ...],
     ) -> dict[Channel, ChannelRun]:
@@ -247,17 +255,28 @@ class RecallPipeline:
         policy = self._settings.policy
         limit = policy.channel_limit
         channels: dict[Channel, ChannelRun] = {}
-        if query_vector is not None:
+        if query_vector is not None and size is not None:
 
             async def vector() -> ChannelRows:
-                # The tenant's size (usually cached) is read while the query is being embedded.
-                embedded, (tenant_rows, table_rows) = await asyncio.gather(
-                    query_vector, self._tenant_sizes.of(scope.tenant_id)
-                )
-                exact = prefers_exact_search(tenant_rows, table_rows, policy.exact_search_factor)
+                embedded = await query_vector
+                # After an English search, the multilingual one looks only where it cannot.
+                english_covers = VectorSpace.ENGLISH in embedded.by_space
+                quota = split_limit(limit, size) if len(embedded.by_space) > 1 else {spaces[0]: limit}
                 searches = await asyncio.gather(
                     *(
-                        self._store.vector_channel(scope, q.main, limit, space, spaces, exact=exact)
+                        self._store.vector_channel(
+                            scope,
+                            q.main,
+                            quota[space],
+                            space,
+                            spaces,
+                            exact=prefers_exact_search(
+                                size.searched(space, english_covers),
+                                size.table_rows,
+                                policy.exact_search_factor,
+                            ),
+                            without_english=space is VectorSpace.MULTILINGUAL and english_covers,
+                        )
                         for space, q in embedded.by_space.items()
                     )
                 )

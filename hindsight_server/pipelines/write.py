@@ -9,6 +9,7 @@ Also Update and soft Delete, which change stored memories.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -29,9 +30,11 @@ from hindsight_server.domain.model import (
     WriteOutcome,
 )
 from hindsight_server.domain.policy import Limits, TtlPolicy, WritePolicy
+from hindsight_server.domain.search_plan import prefers_exact_search
 from hindsight_server.domain.validation import validate_batch, validate_draft, validate_patch, validate_tenant
 from hindsight_server.inference.tier import DocumentEmbeddings, InferenceTier
 from hindsight_server.pipelines.activity import WriteActivity
+from hindsight_server.pipelines.scope_sizes import ScopeSizes
 from hindsight_server.store.memories import FloatVector, MemoryStore
 from hindsight_server.telemetry.recorder import Recorder, staged
 
@@ -45,6 +48,7 @@ class WriteSettings:
     inline_budget_per_item_s: float = 0.002
     english_inline_max_batch: int = 16
     conflicts: ConflictPolicy = field(default_factory=ConflictPolicy)
+    exact_search_factor: float = 180.0  # how a memory's nearest peers are searched (domain/search_plan.py)
 
 
 # What a new memory does to its peers (domain.conflicts.resolve, or a fixed answer).
@@ -67,6 +71,7 @@ class WritePipeline:
         *,
         recorder: Recorder | None = None,
         activity: WriteActivity | None = None,
+        scope_sizes: ScopeSizes | None = None,
     ) -> None:
         self._store = store
         self._settings = settings
@@ -74,6 +79,7 @@ class WritePipeline:
         self._inference = inference
         self._recorder = recorder or Recorder()  # spans and latency of Write / WriteBatch
         self._activity = activity or WriteActivity()  # the backfill worker gives way to inline embedding
+        self._scope_sizes = scope_sizes or ScopeSizes(store)  # shared with recall by the server
 
     @property
     def _unembedded_state(self) -> EmbeddingState:
@@ -109,7 +115,9 @@ class WritePipeline:
         wants_english = [self._wants_english(m.content) for m in memories]
         embedded = await self._embed_inline([m.content for m in memories], wants_english)
         if embedded is None:
-            return await self._store_all(memories, {}, now, verbatim=verbatim, decide=decide)
+            outcomes = await self._store_all(memories, {}, now, verbatim=verbatim, decide=decide)
+            self._note_created(outcomes, frozenset())
+            return outcomes
         # Ready once it has every vector it needs; an English one still missing comes from the worker.
         complete = [
             replace(m, embedding_state=EmbeddingState.READY) if not wanted or index in embedded.english else m
@@ -120,10 +128,24 @@ class WritePipeline:
             VectorSpace.ENGLISH: [embedded.english.get(i) for i in range(len(memories))],
         }
         outcomes = await self._store_all(complete, vectors, now, verbatim=verbatim, decide=decide)
+        self._note_created(outcomes, frozenset(embedded.english))
         return [
             replace(outcome, embedding_truncated=truncated) if outcome.created else outcome
             for outcome, truncated in zip(outcomes, embedded.multilingual.truncated, strict=True)
         ]
+
+    def _note_created(self, outcomes: Sequence[WriteOutcome], with_english: frozenset[int]) -> None:
+        """Counts the new memories into their scopes' sizes at once (those lacking an English vector
+        apart), so an English recall right after does not skip the search that finds them."""
+        created: Counter[tuple[str, str]] = Counter()
+        lacking: Counter[tuple[str, str]] = Counter()
+        for index, outcome in enumerate(outcomes):
+            if outcome.created:
+                scope = (outcome.memory.tenant_id, outcome.memory.subject)
+                created[scope] += 1
+                lacking[scope] += index not in with_english
+        for (tenant_id, subject), rows in created.items():
+            self._scope_sizes.note_written(tenant_id, subject, rows, lacking[(tenant_id, subject)])
 
     @staged("write.store")  # insert, or insert resolving merges and supersedes, in one transaction
     async def _store_all(
@@ -135,11 +157,24 @@ class WritePipeline:
         verbatim: bool,
         decide: Decide | None,
     ) -> list[WriteOutcome]:
-        if decide is not None:
-            return await self._store.insert_resolving(memories, vectors, decide, now)
-        if verbatim or not any(resolves_conflicts(m) for m in memories):
+        if decide is None and (verbatim or not any(resolves_conflicts(m) for m in memories)):
             return await self._store.insert(memories, vectors)
-        return await self._store.insert_resolving(memories, vectors, self._decide, now)
+        graph = await self._graph_subjects(memories) if vectors else frozenset()
+        return await self._store.insert_resolving(
+            memories, vectors, decide or self._decide, now, graph_subjects=graph
+        )
+
+    async def _graph_subjects(self, memories: Sequence[Memory]) -> frozenset[str]:
+        """The subjects large enough that their nearest peers are found through HNSW."""
+        tenant_id = memories[0].tenant_id  # a request has one tenant
+        subjects = sorted({m.subject for m in memories})
+        sizes = await asyncio.gather(*(self._scope_sizes.of(tenant_id, subject) for subject in subjects))
+        factor = self._settings.exact_search_factor
+        return frozenset(
+            subject
+            for subject, size in zip(subjects, sizes, strict=True)
+            if not prefers_exact_search(size.rows, size.table_rows, factor)
+        )
 
     def _decide(self, memory: Memory, peers: list[Existing]) -> ConflictResolution:
         if not resolves_conflicts(memory):

@@ -38,6 +38,7 @@ from hindsight_server.domain.model import (
     VectorSpace,
     WriteOutcome,
 )
+from hindsight_server.domain.search_plan import ScopeSize
 from hindsight_server.store.errors import translate_errors
 from hindsight_server.store.rows import MEMORY_COLUMNS, memory_from_row
 
@@ -250,13 +251,17 @@ class MemoryStore:
         embeddings: Mapping[VectorSpace, Sequence[FloatVector | None]],
         decide: Callable[[Memory, list[Existing]], ConflictResolution],
         now: datetime,
+        *,
+        graph_subjects: frozenset[str] = frozenset(),
     ) -> list[WriteOutcome]:
         """Inserts one tenant's memories in one transaction, each checked against its active peers
         (same subject, kind and tier) first: `decide` (domain.conflicts) says whether it merges into
         one (seen again), supersedes one (a new version), or is new.
 
         Peers are serialised per (tenant, subject, kind, tier) by transaction-scoped advisory locks,
-        taken in one order, so two servers writing the same fact at once cannot both insert it."""
+        taken in one order, so two servers writing the same fact at once cannot both insert it.
+        `graph_subjects`: the subjects whose nearest peers are found through HNSW (large ones, chosen by
+        the caller as for recall: domain/search_plan.py); the others' are found by an exact scan."""
         groups = sorted({_peer_group(m) for m in memories})
         multilingual = embeddings.get(VectorSpace.MULTILINGUAL) or [None] * len(memories)
         english = embeddings.get(VectorSpace.ENGLISH) or [None] * len(memories)
@@ -272,7 +277,8 @@ class MemoryStore:
                 if replayed is not None:
                     outcomes.append(replayed)
                     continue
-                peers = await _peers(connection, memory, vector)
+                by_graph = vector is not None and memory.subject in graph_subjects
+                peers = await _peers(connection, memory, vector, by_graph=by_graph)
                 resolution = decide(memory, peers)
                 if resolution.action is Action.MERGE and resolution.target_id is not None:
                     outcomes.append(await _seen_again(connection, memory, resolution, now))
@@ -522,14 +528,14 @@ class MemoryStore:
         the newest memories inside the time window."""
         sql = _Sql()
         scope.apply(sql)
-        score = "0"
+        score, newest = "0", "coalesce(valid_from, created_at)"  # the time it speaks of (Scope.window)
         if entities:
             pairs = sql.param(
                 [json.dumps({key: value}, ensure_ascii=False) for key, value in entities.items()]
             )
             sql.where(f"entities @> ANY({pairs}::jsonb[])")
             score = f"(SELECT count(*) FROM unnest({pairs}::jsonb[]) AS wanted WHERE entities @> wanted)"
-        return await self._ranked(sql, score, limit, spaces)
+        return await self._ranked(sql, score, limit, spaces, newest=newest)
 
     async def vector_channel(
         self,
@@ -540,41 +546,57 @@ class MemoryStore:
         spaces: Sequence[VectorSpace],
         *,
         exact: bool = False,
+        without_english: bool = False,
     ) -> ChannelRows:
-        """Nearest memories by cosine similarity in `space` (the query vector's), tenant-filtered. Through
-        HNSW: the pool's connections run it with `hnsw.iterative_scan = relaxed_order`, so a selective
-        filter keeps scanning instead of silently returning fewer rows; the outer ORDER BY restores exact
-        order. `exact`: the tenant's rows by its index, sorted by distance (domain/search_plan.py)."""
+        """Nearest memories by cosine similarity in `space` (the query vector's), in the scope.
+        `exact`: the scope's rows by its index, sorted by distance; otherwise through HNSW, with
+        `hnsw.iterative_scan = relaxed_order` (set on the pool's connections), so a selective filter
+        keeps scanning instead of silently returning fewer rows; the outer ORDER BY restores exact order.
+        The caller chooses (domain/search_plan.py) and the plan follows: PostgreSQL's estimate of a
+        scope's rows is too poor to choose by. `without_english`: only memories lacking an English
+        vector (what an English search cannot see)."""
         sql = _Sql()
         vector = sql.param(Vector(query))
         column = _VECTOR_COLUMN[space]
         scope.apply(sql)
         sql.where(f"{column} IS NOT NULL")
+        if without_english:
+            sql.where(f"{_VECTOR_COLUMN[VectorSpace.ENGLISH]} IS NULL")
         distance = f"{column} <=> {vector}"
         # HNSW serves only `ORDER BY column <=> value`: any other expression orders by a plain sort.
         order = f"({distance}) + 0" if exact else distance
+        statement = f"""WITH nearest AS MATERIALIZED (
+                            SELECT {MEMORY_COLUMNS}{_vector_columns(spaces)}, {distance} AS distance
+                            FROM memories WHERE {sql.clause}
+                            ORDER BY {order} LIMIT {sql.param(limit)})
+                        SELECT *, 1 - distance AS channel_score FROM nearest ORDER BY distance"""
         async with translate_errors():
-            rows = await self._pool.fetch(
-                f"""WITH nearest AS MATERIALIZED (
-                        SELECT {MEMORY_COLUMNS}{_vector_columns(spaces)}, {distance} AS distance
-                        FROM memories WHERE {sql.clause}
-                        ORDER BY {order} LIMIT {sql.param(limit)})
-                    SELECT *, 1 - distance AS channel_score FROM nearest ORDER BY distance""",
-                *sql.args,
-            )
+            if exact:
+                rows = await self._pool.fetch(statement, *sql.args)
+            else:
+                async with (
+                    self._pool.acquire() as connection,
+                    connection.transaction(),
+                    _graph_plans(connection, True, restore=False),
+                ):
+                    rows = await connection.fetch(statement, *sql.args)
         return _channel_rows(rows, spaces)
 
-    async def tenant_size(self, tenant_id: str) -> tuple[int, int]:
-        """(the tenant's memories, the table's): the first from the BM25 statistics the writes keep, the
-        second the planner's estimate (-1 before the table was first analysed)."""
+    async def scope_size(self, tenant_id: str, subject: str) -> ScopeSize:
+        """The active memories of a tenant (or of one subject of it) with a multilingual vector, those of
+        them without an English one, and the table's rows (the planner's estimate: -1 before the table
+        was first analysed). Reads the scope's rows through its index (no vector is read)."""
         async with translate_errors():
             row = await self._pool.fetchrow(
-                """SELECT
-                       coalesce((SELECT documents FROM lexical_stats WHERE tenant_id = $1), 0) AS tenant,
-                       (SELECT reltuples::bigint FROM pg_class WHERE oid = 'memories'::regclass) AS total""",
+                """SELECT count(*) AS rows, count(*) FILTER (WHERE embedding_en IS NULL) AS without_english,
+                          (SELECT reltuples::bigint FROM pg_class WHERE oid = 'memories'::regclass) AS total
+                   FROM memories
+                   WHERE tenant_id = $1 AND ($2 = '' OR subject = $2) AND status = 'active'
+                     AND embedding IS NOT NULL""",
                 tenant_id,
+                subject,
             )
-        return int(row["tenant"]), int(row["total"])
+        return ScopeSize(int(row["rows"]), int(row["without_english"]), int(row["total"]))
 
     async def adjacent_turns(
         self, scope: Scope, memory_ids: Sequence[str], spaces: Sequence[VectorSpace]
@@ -630,16 +652,44 @@ class MemoryStore:
         sql.where("tier IN ('working', 'episodic')")
         return await self._ranked(sql, "extract(epoch FROM created_at)", limit, spaces)
 
-    async def _ranked(self, sql: _Sql, score: str, limit: int, spaces: Sequence[VectorSpace]) -> ChannelRows:
-        """A channel's rows: the best `score` first, the newest first among equals."""
+    async def _ranked(
+        self,
+        sql: _Sql,
+        score: str,
+        limit: int,
+        spaces: Sequence[VectorSpace],
+        *,
+        newest: str = "created_at",
+    ) -> ChannelRows:
+        """A channel's rows: the best `score` first, the newest (by `newest`) first among equals. A
+        constant score with `newest` an indexed expression reads the rows in the index's order."""
         async with translate_errors():
             rows = await self._pool.fetch(
                 f"""SELECT {MEMORY_COLUMNS}{_vector_columns(spaces)}, {score} AS channel_score
                     FROM memories WHERE {sql.clause}
-                    ORDER BY channel_score DESC, created_at DESC LIMIT {sql.param(limit)}""",
+                    ORDER BY channel_score DESC, {newest} DESC LIMIT {sql.param(limit)}""",
                 *sql.args,
             )
         return _channel_rows(rows, spaces)
+
+
+@contextlib.asynccontextmanager
+async def _graph_plans(
+    connection: asyncpg.Connection, on: bool, *, restore: bool = True
+) -> AsyncIterator[None]:
+    """Inside a transaction, while `on`: statements are planned with sorting off, so `ORDER BY vector
+    <=> query` can only be served by the HNSW graph. PostgreSQL's estimate of a scope's rows cannot be
+    trusted to choose (it multiplies the tenant's and the subject's selectivities), and even with a
+    right estimate it sorted 8,700 peers (50 ms) rather than walk the graph (1 ms); the caller chooses
+    by the scope's counted size instead (domain/search_plan.py). Sorts that are the only plan still run.
+    `restore=False` when the transaction ends right after (SET LOCAL ends with it)."""
+    if not on:
+        yield
+        return
+    await connection.execute("SET LOCAL enable_sort = off")
+    yield
+    if restore:
+        await connection.execute("SET LOCAL enable_sort = on")
 
 
 _INSERT_COLUMNS = (
@@ -766,36 +816,44 @@ async def _replayed(connection: asyncpg.Connection, memory: Memory) -> WriteOutc
 
 
 async def _peers(
-    connection: asyncpg.Connection, memory: Memory, vector: FloatVector | None
+    connection: asyncpg.Connection, memory: Memory, vector: FloatVector | None, *, by_graph: bool
 ) -> list[Existing]:
     """The memory's active peers that could be the same thing: the same normalised content, the same
-    intent, or among the 5 nearest by meaning."""
-    rows = await connection.fetch(
-        f"""WITH peers AS (
-               SELECT id, content, intent, entities, content_key, embedding FROM memories
-               WHERE tenant_id = $1 AND subject = $2 AND kind = $3 AND tier = $4 AND status = 'active'
-                 AND visibility = $8 AND {_SEEN_BY.format(agent="$9")}),
-           nearest AS (
-               SELECT id FROM peers WHERE $7::vector IS NOT NULL AND embedding IS NOT NULL
-               ORDER BY embedding <=> $7::vector LIMIT 5)
-           SELECT id, content, intent, entities,
-                  CASE WHEN $7::vector IS NULL OR embedding IS NULL THEN NULL
-                       ELSE 1 - (embedding <=> $7::vector) END AS similarity
-           FROM peers
-           WHERE (md5(content_key) = md5($5) AND content_key = $5)
-              OR ($6 <> '' AND intent = $6) OR id IN (SELECT id FROM nearest)
-           ORDER BY similarity DESC NULLS LAST
+    intent, or among the 5 nearest by meaning (`by_graph`: through HNSW, else by an exact scan)."""
+    # Two look-ups, each by its index: the nearest by meaning through HNSW (a user's peers can be
+    # thousands: reading them all to sort by distance cost 11 ms a Write at 10,000, and grew with them),
+    # the same content or intent through the peers and episodes indexes.
+    peer = f"""tenant_id = $1 AND subject = $2 AND kind = $3 AND tier = $4 AND status = 'active'
+               AND visibility = $8 AND {_SEEN_BY.format(agent="$9")}"""
+    nearest_order = "embedding <=> $7::vector" if by_graph else "(embedding <=> $7::vector) + 0"
+    async with _graph_plans(connection, by_graph):
+        rows = await connection.fetch(
+            f"""WITH nearest AS MATERIALIZED (
+               SELECT id, content, intent, entities, embedding <=> $7::vector AS distance FROM memories
+               WHERE {peer} AND $7::vector IS NOT NULL AND embedding IS NOT NULL
+               ORDER BY {nearest_order} LIMIT 5),
+           alike AS MATERIALIZED (
+               SELECT id, content, intent, entities,
+                      CASE WHEN $7::vector IS NULL OR embedding IS NULL THEN NULL
+                           ELSE embedding <=> $7::vector END AS distance
+               FROM memories
+               WHERE {peer}
+                 AND ((md5(content_key) = md5($5) AND content_key = $5) OR ($6 <> '' AND intent = $6))
+               ORDER BY distance NULLS LAST LIMIT 20)
+           SELECT id, content, intent, entities, 1 - distance AS similarity
+           FROM (SELECT * FROM nearest UNION SELECT * FROM alike) AS found
+           ORDER BY distance NULLS LAST, id
            LIMIT 20""",
-        memory.tenant_id,
-        memory.subject,
-        memory.kind.value,
-        memory.tier.value,
-        content_key(memory.content),
-        memory.intent,
-        None if vector is None else Vector(vector),
-        memory.visibility.value,
-        memory.agent_id,
-    )
+            memory.tenant_id,
+            memory.subject,
+            memory.kind.value,
+            memory.tier.value,
+            content_key(memory.content),
+            memory.intent,
+            None if vector is None else Vector(vector),
+            memory.visibility.value,
+            memory.agent_id,
+        )
     return [
         Existing(
             id=str(row["id"]),

@@ -16,8 +16,9 @@ from hindsight_server.bench.recall import ensure_loaded, report, run_recall_benc
 async def test_small_recall_bench_loads_once_and_measures(server: RunningServer) -> None:
     target = f"127.0.0.1:{server.port}"
     seed = random.randrange(1_000_000)  # a fresh corpus prefix, whatever ran before in this database
+    corpus = recall_corpus(600, tenants=4, seed=seed)
     result = await run_recall_bench(
-        target, memories=600, concurrency=2, seconds=2, tenants=4, seed=seed, warmup_s=0.5, progress=None
+        target, corpus, concurrency=2, seconds=2, seed=seed, warmup_s=0.5, progress=None
     )
 
     assert result.load.memories == 600
@@ -31,7 +32,6 @@ async def test_small_recall_bench_loads_once_and_measures(server: RunningServer)
     assert "vector" not in result.channels_used  # no inference tier in the test session
     assert result.hits_per_recall > 0
 
-    corpus = recall_corpus(600, tenants=4, seed=seed)
     async with HindsightClient(target, timeout_s=30) as client:
         again = await ensure_loaded(client, corpus, progress=None)  # the marker: nothing is sent
         assert (again.created, again.already_present, again.batches) == (0, 600, 0)

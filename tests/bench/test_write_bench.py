@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from hindsight_server.app import RunningServer
+from hindsight_server.bench.eval_corpus import eval_corpus
 from hindsight_server.bench.write import report, run_write_bench
 
 
@@ -19,3 +21,19 @@ async def test_write_bench_times_every_call(server: RunningServer) -> None:
     assert result.embedded_inline == 0.0  # the session's server has no inference tier
     assert json.loads(report(result, as_json=True))["batch_size"] == 25
     assert "WriteBatch throughput" in report(result, as_json=False)
+
+
+async def test_the_real_text_import_is_followed_until_embedded(
+    server: RunningServer, eval_file: Path
+) -> None:
+    corpus = eval_corpus(eval_file, 80)
+    result = await run_write_bench(
+        f"127.0.0.1:{server.port}", singles=5, batches=3, batch_size=10, concurrency=1, corpus=corpus
+    )
+    imported = result.imported
+    assert imported is not None and imported.memories == 30
+    # No inference tier in the test session: nothing is left pending, the backlog is empty at once.
+    assert imported.embedded_s > 0 and imported.memories_per_s_embedded > 0
+    assert imported.recall_idle.count >= 50
+    text = report(result, as_json=False)
+    assert corpus.prefix in text and "import fully embedded" in text and "Recall after it" in text

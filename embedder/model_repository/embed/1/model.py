@@ -43,6 +43,9 @@ def truncate(text, max_chars):
 def _session(path, threads, kind, device_id):
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
+    # Idle pool threads spin waiting for work: on CPU beside the database that doubled the CPU a query
+    # cost (bge-small: 5.8 ms for 2.9 ms, BENCHMARKS.md) and slowed whatever shared the core.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     try:
         import onnxruntime_extensions
     except ImportError:  # graphs without custom ops do not need it

@@ -44,6 +44,9 @@ class TritonPythonModel:
         self.tokenizer = _tokenizer(os.path.join(model_dir, "tokenizer.json"), int(params["max_length"]))
         options = ort.SessionOptions()
         options.intra_op_num_threads = int(params["intra_op_threads"])
+        # Idle pool threads spin waiting for work: on CPU beside the database that doubled the CPU a query
+        # cost (bge-small: 5.8 ms for 2.9 ms, BENCHMARKS.md) and slowed whatever shared the core.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         providers = ["CPUExecutionProvider"]
         if args["model_instance_kind"] == "GPU":
             providers.insert(

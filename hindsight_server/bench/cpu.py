@@ -1,0 +1,50 @@
+"""CPU time of the stack's processes on this machine, for figures per request beside latency (CPU moves
+less than wall time on shared cores). Counts the memory servers (by pid, from their Ops/Status), every
+PostgreSQL process and the Triton server with its model processes; a target on another machine has
+none of them here, and its figures are then absent rather than wrong."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import psutil
+
+_POSTGRES = "postgres"
+_TRITON = ("tritonserver", "triton_python_backend_stub")
+
+
+@dataclass(frozen=True, slots=True)
+class CpuSample:
+    seconds: dict[str, float]  # group -> CPU seconds (user + system) of its processes so far
+
+    def per_call_ms(self, later: CpuSample, calls: int) -> dict[str, float]:
+        """Each group's CPU per call between this sample and a later one (groups seen in both)."""
+        if calls <= 0:
+            return {}
+        return {
+            group: (later.seconds[group] - spent) * 1000 / calls
+            for group, spent in self.seconds.items()
+            if group in later.seconds
+        }
+
+
+def sample(server_pids: Iterable[int]) -> CpuSample:
+    """The CPU seconds so far of the memory servers, PostgreSQL and Triton running on this machine."""
+    servers = set(server_pids)
+    seconds: dict[str, float] = {}
+    for process in psutil.process_iter(["pid", "name", "cpu_times"]):
+        times = process.info["cpu_times"]
+        if times is None:
+            continue  # gone, or not ours to read
+        name = process.info["name"] or ""
+        if process.info["pid"] in servers:
+            group = "server"
+        elif name.startswith(_POSTGRES):
+            group = _POSTGRES
+        elif name.startswith(_TRITON):
+            group = "triton"
+        else:
+            continue
+        seconds[group] = seconds.get(group, 0.0) + times.user + times.system
+    return CpuSample(seconds)
