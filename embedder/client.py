@@ -22,7 +22,7 @@ from tritonclient.grpc.aio import InferenceServerClient
 from tritonclient.utils import InferenceServerException
 
 from embedder.cache import CacheStats, TTLCache
-from embedder.errors import InferenceError, InferenceUnavailable
+from embedder.errors import InferenceBusy, InferenceError, InferenceUnavailable
 
 DEFAULT_URL = "127.0.0.1:8001"
 # tritonclient's message limits, plus a short reconnect backoff (gRPC's default grows to 120 s), so a
@@ -36,11 +36,13 @@ _CHANNEL_ARGS = [
 T = TypeVar("T")
 FloatMatrix = npt.NDArray[np.float32]
 
-# gRPC codes meaning "cannot answer now" (NOT_FOUND: the model is not loaded in this tier).
+# gRPC codes meaning "cannot answer now" (NOT_FOUND: the model is not loaded in this tier), and among
+# them those of a tier that is up but did not answer in time.
 _UNAVAILABLE = frozenset(
     f"StatusCode.{code}"
     for code in ("UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED", "RESOURCE_EXHAUSTED", "NOT_FOUND")
 )
+_BUSY = frozenset(f"StatusCode.{code}" for code in ("DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED"))
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,8 @@ class _ModelClient:
 def _translate(model: str, operation: str, exc: InferenceServerException) -> InferenceError:
     status = exc.status()
     message = f"{model} {operation}: {status or 'error'}: {exc.message()}"
+    if status in _BUSY:
+        return InferenceBusy(message)
     return InferenceUnavailable(message) if status in _UNAVAILABLE else InferenceError(message)
 
 
@@ -179,7 +183,7 @@ class TritonEmbedder(_ModelClient):
             return EmbeddingResult(np.zeros((0, self.dimension), np.float32), np.zeros(0, np.bool_))
         remaining = deadline - asyncio.get_running_loop().time()
         if remaining <= 0:
-            raise InferenceUnavailable(f"{self.model} infer: deadline exceeded before the call")
+            raise InferenceBusy(f"{self.model} infer: deadline exceeded before the call")
         size = self._max_batch_size or len(texts)
         chunks = [texts[i : i + size] for i in range(0, len(texts), size)]
         parts = await asyncio.gather(*(self._infer(chunk, remaining) for chunk in chunks))

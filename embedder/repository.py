@@ -21,6 +21,12 @@ EMBED_MODEL = "embed"
 RERANK_MODEL = "rerank"
 ENCODER_TEMPLATE = "encoder"
 ENGLISH_MODEL = "embed_en"
+# Each embedding model is also served under this suffix for recall's query embeddings: a model of its
+# own has a queue of its own, so a query never waits behind the document batches of an import or of
+# the background worker (measured: 220 ms behind one English backfill chunk). Triton's priority levels
+# would do it in one model, but with them the python backend stalled ~500 ms every few hundred calls.
+QUERY_SUFFIX = "_query"
+QUERY_MAX_BATCH = 16  # concurrent recalls' queries still batch together
 
 InstanceKind = Literal["KIND_CPU", "KIND_GPU"]
 
@@ -91,6 +97,7 @@ class RepositoryOptions:
     embed: EmbedModelOptions = EmbedModelOptions()
     rerank: RerankModelOptions | None = None
     encoders: tuple[EncoderModelOptions, ...] = ()
+    query_models: bool = True  # also serve every embedding model as <name>_query (QUERY_SUFFIX)
 
 
 def build_repository(target: Path, options: RepositoryOptions) -> list[str]:
@@ -100,8 +107,7 @@ def build_repository(target: Path, options: RepositoryOptions) -> list[str]:
     if not onnx_path.is_file():
         raise FileNotFoundError(f"embed model not found: {onnx_path}")
     values = {**asdict(embed), "onnx_path": onnx_path, "batch_invariant": str(embed.batch_invariant).lower()}
-    _render(EMBED_MODEL, target, values)
-    models = [EMBED_MODEL]
+    models = _render_with_query_twin(EMBED_MODEL, EMBED_MODEL, target, values, options.query_models)
     if options.rerank is not None:
         model_dir = options.rerank.model_dir.resolve()
         missing = [n for n in ("model.onnx", "tokenizer.json") if not (model_dir / n).is_file()]
@@ -116,9 +122,26 @@ def build_repository(target: Path, options: RepositoryOptions) -> list[str]:
         missing = [n for n in ("model.onnx", "tokenizer.json") if not (model_dir / n).is_file()]
         if missing:
             raise FileNotFoundError(f"encoder directory {model_dir} lacks {', '.join(missing)}")
-        _render(ENCODER_TEMPLATE, target, {**asdict(encoder), "model_dir": model_dir}, name=encoder.name)
-        models.append(encoder.name)
+        values = {**asdict(encoder), "model_dir": model_dir}
+        models += _render_with_query_twin(
+            ENCODER_TEMPLATE, encoder.name, target, values, options.query_models
+        )
     return models
+
+
+def _render_with_query_twin(
+    template: str, name: str, target: Path, values: dict[str, object], twin: bool
+) -> list[str]:
+    """The model `name`, and when `twin` the same model as `name` + QUERY_SUFFIX; their names."""
+    _render(template, target, {**values, "name": name}, name=name)
+    query = name + QUERY_SUFFIX
+    if not twin:
+        if (target / query).exists():
+            shutil.rmtree(target / query)
+        return [name]
+    batch = min(int(str(values["max_batch_size"])), QUERY_MAX_BATCH)
+    _render(template, target, {**values, "name": query, "max_batch_size": batch}, name=query)
+    return [name, query]
 
 
 def _render(model: str, target: Path, values: dict[str, object], *, name: str | None = None) -> None:

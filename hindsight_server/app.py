@@ -135,24 +135,29 @@ async def _connect_inference(settings: Settings) -> InferenceTier | None:
     config = settings.inference
     if not config.url:
         return None
-    embedders = {
-        VectorSpace.MULTILINGUAL: TritonEmbedder(
-            config.url,
-            model=config.embed_model,
-            cache_size=config.query_cache_size,
-            cache_ttl_s=config.query_cache_ttl_s,
-            on_call=record_call,
-        )
-    }
+    models = {VectorSpace.MULTILINGUAL: (config.embed_model, "")}
     if config.english_model:
-        embedders[VectorSpace.ENGLISH] = TritonEmbedder(
+        models[VectorSpace.ENGLISH] = (config.english_model, config.english_query_prefix)
+
+    def embedder(model: str, query_prefix: str) -> TritonEmbedder:
+        return TritonEmbedder(
             config.url,
-            model=config.english_model,
-            query_prefix=config.english_query_prefix,
+            model=model,
+            query_prefix=query_prefix,
             cache_size=config.query_cache_size,
             cache_ttl_s=config.query_cache_ttl_s,
             on_call=record_call,
         )
+
+    embedders = {space: embedder(model, prefix) for space, (model, prefix) in models.items()}
+    query_embedders = (
+        {
+            space: embedder(model + config.query_model_suffix, prefix)
+            for space, (model, prefix) in models.items()
+        }
+        if config.query_model_suffix
+        else {}
+    )
     tier = InferenceTier(
         embedders,
         {
@@ -164,6 +169,7 @@ async def _connect_inference(settings: Settings) -> InferenceTier | None:
             if config.rerank_model
             else None
         ),
+        query_embedders=query_embedders,
     )
     try:
         await tier.refresh()

@@ -80,6 +80,10 @@ class InferenceSettings(_Section):
     # R@5 +8 over the multilingual model alone, BENCHMARKS.md). Empty: the multilingual model only.
     english_model: str = "embed_en"
     english_query_prefix: str = "Represent this sentence for searching relevant passages: "
+    # Recall's query embeddings go to each model's twin of this suffix (embedder/repository.py serves
+    # one per model), so they never queue behind the batches of writes and the background worker; while
+    # a twin is not deployed or not ready, the model itself answers. Empty: queries use the model itself.
+    query_model_suffix: str = "_query"
     # Writes of at most this many memories embed English inline; bigger batches (imports) leave it to the
     # background worker, so bulk ingestion is not held to the English model's slower pace.
     english_inline_max_batch: int = Field(16, ge=0)

@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from embedder.cache import CacheStats
 from embedder.client import TritonEmbedder, TritonReranker
-from embedder.errors import InferenceError
+from embedder.errors import InferenceBusy, InferenceError
 from hindsight_server.domain.errors import InferenceUnavailable
 from hindsight_server.domain.model import VectorSpace
 
@@ -50,12 +50,18 @@ class InferenceTier:
         embedders: Mapping[VectorSpace, TritonEmbedder],
         expected_dimensions: Mapping[VectorSpace, int],
         reranker: TritonReranker | None = None,
+        query_embedders: Mapping[VectorSpace, TritonEmbedder] | None = None,
     ) -> None:
         if VectorSpace.MULTILINGUAL not in embedders:
             raise ValueError("the inference tier needs the multilingual embedder")
         self._embedder = embedders[VectorSpace.MULTILINGUAL]
         self._english = embedders.get(VectorSpace.ENGLISH)
         self._reranker = reranker
+        # Each model's query twin (a queue of its own), used while its last probe found it ready.
+        self._query_twins = {
+            space: twin for space, twin in (query_embedders or {}).items() if space in embedders
+        }
+        self._twins_ready: set[VectorSpace] = set()
         self._expected = dict(expected_dimensions)
         self._available = False
         self._english_available = False
@@ -103,6 +109,10 @@ class InferenceTier:
                 )
             self._english_available = not english_problem
         self._can_rerank = self._reranker is not None and await self._reranker.ready(timeout_s=timeout_s)
+        ready = await asyncio.gather(
+            *(twin.ready(timeout_s=timeout_s) for twin in self._query_twins.values())
+        )
+        self._twins_ready = {space for space, up in zip(self._query_twins, ready, strict=True) if up}
         return True
 
     async def _probe(
@@ -156,9 +166,12 @@ class InferenceTier:
         self, text: str, timeout_s: float, space: VectorSpace = VectorSpace.MULTILINGUAL
     ) -> QueryVector:
         model = self._model(space)
+        twin = self._query_twins.get(space) if space in self._twins_ready else None
         try:
-            result = await model.embed_query(text, timeout_s=timeout_s)
+            result = await (twin or model).embed_query(text, timeout_s=timeout_s)
         except InferenceError as exc:
+            if twin is not None and not isinstance(exc, InferenceBusy):
+                self._twins_ready.discard(space)  # the model itself answers until the next probe
             raise self._failed(exc, space) from exc
         return QueryVector(result.vector, result.truncated, result.cached)
 
@@ -177,6 +190,10 @@ class InferenceTier:
             raise InferenceUnavailable(f"reranker: {exc}") from exc
 
     def _failed(self, error: InferenceError, space: VectorSpace) -> InferenceUnavailable:
+        if isinstance(error, InferenceBusy):
+            # Up, but this call's deadline passed (a bulk load keeps it busy): this call degrades, the
+            # next one tries again. Taking the tier for down here made its health flap under load.
+            return InferenceUnavailable(f"inference tier: {error}")
         # Until the next probe (refresh) calls skip the model at once instead of each waiting for a deadline.
         if space is VectorSpace.ENGLISH:
             self._english_available = False
@@ -185,15 +202,19 @@ class InferenceTier:
         return InferenceUnavailable(f"inference tier: {error}")
 
     def query_cache_stats(self) -> dict[VectorSpace, CacheStats]:
-        """Each embedder's query cache: hits, misses, entries."""
-        stats = {VectorSpace.MULTILINGUAL: self._embedder.query_cache_stats()}
-        if self._english is not None:
-            stats[VectorSpace.ENGLISH] = self._english.query_cache_stats()
-        return stats
+        """Each space's query cache (its twin's, when it has one): hits, misses, entries."""
+        embedders = {VectorSpace.MULTILINGUAL: self._embedder, VectorSpace.ENGLISH: self._english}
+        return {
+            space: self._query_twins.get(space, embedder).query_cache_stats()
+            for space, embedder in embedders.items()
+            if embedder is not None
+        }
 
     async def close(self) -> None:
         await self._embedder.close()
         if self._english is not None:
             await self._english.close()
+        for twin in self._query_twins.values():
+            await twin.close()
         if self._reranker is not None:
             await self._reranker.close()

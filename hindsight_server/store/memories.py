@@ -506,16 +506,21 @@ class MemoryStore:
         avgdl = sql.param(max(total / max(documents, 1), 1.0))
         scope.apply(sql)
         sql.where(f"lexical @@ {query}::tsquery")
+        # The rarest term alone can match thousands of one user's memories; scoring costs ~15 us a row,
+        # so at most match_rows of them (the newest) are scored.
+        scored = sql.param(bm25.match_rows)
         async with translate_errors():
             rows = await self._pool.fetch(
-                f"""SELECT {MEMORY_COLUMNS}{_vector_columns(spaces)}, (
+                f"""SELECT candidates.*, (
                         SELECT sum(w.idf * cardinality(u.positions) * ({k1} + 1)
                                    / (cardinality(u.positions)
-                                      + {k1} * (1 - {b} + {b} * memories.lexical_terms / {avgdl})))
-                        FROM unnest(memories.lexical) AS u(lexeme, positions, weights)
+                                      + {k1} * (1 - {b} + {b} * candidates.lexical_terms / {avgdl})))
+                        FROM unnest(candidates.lexical) AS u(lexeme, positions, weights)
                         JOIN unnest({weighted_terms}::text[], {idfs}::float8[]) AS w(term, idf)
                           ON w.term = u.lexeme) AS channel_score
-                    FROM memories WHERE {sql.clause}
+                    FROM (SELECT {MEMORY_COLUMNS}{_vector_columns(spaces)}, lexical, lexical_terms
+                          FROM memories WHERE {sql.clause}
+                          ORDER BY created_at DESC LIMIT {scored}) AS candidates
                     ORDER BY channel_score DESC, created_at DESC LIMIT {sql.param(limit)}""",
                 *sql.args,
             )

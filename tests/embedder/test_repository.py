@@ -11,13 +11,27 @@ def test_embed_only_repository_points_at_the_onnx_file(tmp_path: Path) -> None:
     models = build_repository(
         tmp_path / "repo", RepositoryOptions(EmbedModelOptions(onnx_path=onnx_file, max_chars=77))
     )
-    assert models == ["embed"]
+    assert models == ["embed", "embed_query"]
     config = (tmp_path / "repo" / "embed" / "config.pbtxt").read_text()
+    assert 'name: "embed"' in config
     assert f'string_value: "{onnx_file}"' in config
     assert 'key: "max_chars", value: { string_value: "77" }' in config
     assert "max_batch_size: 64" in config and "kind: KIND_CPU" in config
     assert (tmp_path / "repo" / "embed" / "1" / "model.py").is_file()
     assert not (tmp_path / "repo" / "rerank").exists()
+    # Its query twin: the same model under its own name, batching fewer texts.
+    twin = (tmp_path / "repo" / "embed_query" / "config.pbtxt").read_text()
+    assert 'name: "embed_query"' in twin and f'string_value: "{onnx_file}"' in twin
+    assert "max_batch_size: 16" in twin
+
+
+def test_query_twins_can_be_left_out_and_are_removed_then(tmp_path: Path) -> None:
+    onnx_file = tmp_path / "model.onnx"
+    onnx_file.write_bytes(b"x")
+    embed = EmbedModelOptions(onnx_path=onnx_file)
+    build_repository(tmp_path / "repo", RepositoryOptions(embed))
+    assert build_repository(tmp_path / "repo", RepositoryOptions(embed, query_models=False)) == ["embed"]
+    assert not (tmp_path / "repo" / "embed_query").exists()
 
 
 def test_rerank_is_added_only_when_configured_and_removed_when_not(tmp_path: Path) -> None:
@@ -29,9 +43,9 @@ def test_rerank_is_added_only_when_configured_and_removed_when_not(tmp_path: Pat
     (cross_encoder / "tokenizer.json").write_text("{}")
     embed = EmbedModelOptions(onnx_path=onnx_file)
     models = build_repository(tmp_path / "repo", RepositoryOptions(embed, RerankModelOptions(cross_encoder)))
-    assert models == ["embed", "rerank"]
+    assert models == ["embed", "embed_query", "rerank"]
     assert f'string_value: "{cross_encoder}"' in (tmp_path / "repo" / "rerank" / "config.pbtxt").read_text()
-    assert build_repository(tmp_path / "repo", RepositoryOptions(embed)) == ["embed"]
+    assert build_repository(tmp_path / "repo", RepositoryOptions(embed)) == ["embed", "embed_query"]
     assert not (tmp_path / "repo" / "rerank").exists()
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from embedder.client import CallRecord, TritonEmbedder, TritonReranker
-from embedder.errors import InferenceUnavailable
+from embedder.errors import InferenceBusy, InferenceUnavailable
 from embedder.repository import EmbedModelOptions, RepositoryOptions, build_repository
 from embedder.triton import TritonOptions, TritonPorts, TritonServer, TritonStartError
 from tests.fixtures.triton import TEST_MAX_BATCH, TEST_MAX_CHARS, TEST_PAIR_BATCH
@@ -115,13 +115,11 @@ async def test_repeated_query_is_served_from_the_cache(
     assert len(infers(calls)) == 2
 
 
-async def test_too_short_a_deadline_raises_unavailable(
-    embedder: TritonEmbedder, reranker: TritonReranker
-) -> None:
+async def test_too_short_a_deadline_raises_busy(embedder: TritonEmbedder, reranker: TritonReranker) -> None:
     await embedder.connect(timeout_s=TIMEOUT_S)
-    with pytest.raises(InferenceUnavailable, match=r"DEADLINE_EXCEEDED|deadline"):
+    with pytest.raises(InferenceBusy, match=r"DEADLINE_EXCEEDED|deadline"):
         await embedder.embed(["a sentence to embed"] * TEST_MAX_BATCH, timeout_s=1e-4)
-    with pytest.raises(InferenceUnavailable, match="DEADLINE_EXCEEDED"):
+    with pytest.raises(InferenceBusy, match="DEADLINE_EXCEEDED"):
         await reranker.rerank("query", ["passage"] * 40, timeout_s=1e-4)
 
 
