@@ -420,6 +420,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
                 config.backfill_timeout_s,
             ),
             activity,
+            scope_sizes,
         )
         running.spawn(_watch_inference(inference, health, config.health_interval_s), "watch-inference")
         running.spawn(backfill.run_forever(), "embedding-backfill")

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hindsight_server.domain.errors import HindsightError, InferenceUnavailable
 from hindsight_server.domain.model import VectorSpace
 from hindsight_server.inference.tier import InferenceTier
 from hindsight_server.pipelines.activity import WriteActivity
+from hindsight_server.pipelines.scope_sizes import ScopeSizes
 from hindsight_server.store.memories import FloatVector, MemoryStore, PendingEmbedding
 
 log = logging.getLogger(__name__)
@@ -40,11 +43,13 @@ class EmbeddingBackfill:
         inference: InferenceTier,
         settings: BackfillSettings,
         activity: WriteActivity | None = None,
+        scope_sizes: ScopeSizes | None = None,
     ) -> None:
         self._store = store
         self._inference = inference
         self._settings = settings
         self._activity = activity
+        self._scope_sizes = scope_sizes
 
     async def run_once(self) -> int:
         """Embeds up to one batch of pending memories; returns how many (0 when the tier is away)."""
@@ -66,7 +71,30 @@ class EmbeddingBackfill:
                     # InferenceUnavailable rolls the claim back: the rows stay pending for the next round.
                     vectors[space] = await self._embed(inference, rows, space)
             await claim.complete(vectors)
-            return len(claim.rows)
+        self._note_embedded(claim.rows, vectors)
+        return len(claim.rows)
+
+    def _note_embedded(
+        self, rows: Sequence[PendingEmbedding], vectors: Mapping[VectorSpace, Mapping[str, FloatVector]]
+    ) -> None:
+        """Tells the scope sizes what the claim changed, so a recall does not plan on counts from
+        before the import was embedded (a multilingual search restricted to memories without an English
+        vector, planned for 10,000 of them when none is left, walks the whole graph in vain)."""
+        if self._scope_sizes is None:
+            return
+        rows_added: Counter[tuple[str, str]] = Counter()
+        without_english: Counter[tuple[str, str]] = Counter()
+        for row in rows:
+            scope = (row.tenant_id, row.subject)
+            had_multilingual = VectorSpace.MULTILINGUAL not in row.missing
+            has_multilingual = had_multilingual or row.memory_id in vectors.get(VectorSpace.MULTILINGUAL, {})
+            has_english = row.has_english or row.memory_id in vectors.get(VectorSpace.ENGLISH, {})
+            rows_added[scope] += has_multilingual - had_multilingual
+            without_english[scope] += (has_multilingual and not has_english) - (
+                had_multilingual and not row.has_english
+            )
+        for (tenant_id, subject), added in rows_added.items():
+            self._scope_sizes.note_written(tenant_id, subject, added, without_english[(tenant_id, subject)])
 
     async def _embed(
         self, inference: InferenceTier, rows: list[PendingEmbedding], space: VectorSpace

@@ -42,10 +42,10 @@ class ScopeSizes:
         return size
 
     def note_written(self, tenant_id: str, subject: str, rows: int, without_english: int) -> None:
-        """Memories this server just stored, added to the counts it holds (a recount can be a minute
-        away): an English recall skips the multilingual search while its scope has no memory without
-        an English vector, and must not skip it for one written a moment ago. (Another server's writes
-        are seen at the next recount.)"""
+        """What this server just stored or embedded, added to the counts it holds (a recount can be a
+        minute away; changes may be negative): an English recall skips the multilingual search while
+        its scope has no memory without an English vector, and must not skip it for one written a
+        moment ago. (Another server's writes are seen at the next recount.)"""
         for key in {(tenant_id, subject), (tenant_id, "")}:
             cached = self._sizes.get(key)
             if cached is not None:

@@ -115,9 +115,8 @@ class WritePipeline:
         wants_english = [self._wants_english(m.content) for m in memories]
         embedded = await self._embed_inline([m.content for m in memories], wants_english)
         if embedded is None:
-            outcomes = await self._store_all(memories, {}, now, verbatim=verbatim, decide=decide)
-            self._note_created(outcomes, frozenset())
-            return outcomes
+            # Nothing embedded: these memories enter the scope's counts when the worker embeds them.
+            return await self._store_all(memories, {}, now, verbatim=verbatim, decide=decide)
         # Ready once it has every vector it needs; an English one still missing comes from the worker.
         complete = [
             replace(m, embedding_state=EmbeddingState.READY) if not wanted or index in embedded.english else m
@@ -135,8 +134,9 @@ class WritePipeline:
         ]
 
     def _note_created(self, outcomes: Sequence[WriteOutcome], with_english: frozenset[int]) -> None:
-        """Counts the new memories into their scopes' sizes at once (those lacking an English vector
-        apart), so an English recall right after does not skip the search that finds them."""
+        """Counts the new memories (each has its multilingual vector) into their scopes' sizes at once,
+        those lacking an English vector apart, so an English recall right after does not skip the
+        search that finds them."""
         created: Counter[tuple[str, str]] = Counter()
         lacking: Counter[tuple[str, str]] = Counter()
         for index, outcome in enumerate(outcomes):

@@ -183,8 +183,9 @@ class MemoryStore:
         do not hold back the rest)."""
         async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
             rows = await connection.fetch(
-                """SELECT id, content, embedding IS NULL AS needs_multilingual,
-                          ($2 AND language = $3 AND embedding_en IS NULL) AS needs_english
+                """SELECT id, tenant_id, subject, content, embedding IS NULL AS needs_multilingual,
+                          ($2 AND language = $3 AND embedding_en IS NULL) AS needs_english,
+                          embedding_en IS NOT NULL AS has_english
                    FROM memories
                    WHERE embedding_state = 'pending'
                      AND ($4 OR embedding IS NULL OR NOT ($2 AND language = $3 AND embedding_en IS NULL))
@@ -197,7 +198,10 @@ class MemoryStore:
             pending = [
                 PendingEmbedding(
                     str(r["id"]),
+                    r["tenant_id"],
+                    r["subject"],
                     r["content"],
+                    r["has_english"],
                     frozenset(
                         space
                         for space, needed in (
@@ -708,8 +712,11 @@ _INSERT_COLUMNS = (
 @dataclass(frozen=True, slots=True)
 class PendingEmbedding:
     memory_id: str
+    tenant_id: str
+    subject: str
     content: str
-    missing: frozenset[VectorSpace]  # the spaces whose vector this memory still lacks
+    has_english: bool  # before this claim (a Chinese memory never gets one)
+    missing: frozenset[VectorSpace]  # the spaces whose vector this memory still lacks and can get
 
 
 class EmbeddingClaim:
