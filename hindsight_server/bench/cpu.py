@@ -16,29 +16,31 @@ _TRITON = ("tritonserver", "triton_python_backend_stub")
 
 @dataclass(frozen=True, slots=True)
 class CpuSample:
-    seconds: dict[str, float]  # group -> CPU seconds (user + system) of its processes so far
+    seconds: dict[tuple[str, int], float]  # (group, pid) -> CPU seconds (user + system) so far
 
     def per_call_ms(self, later: CpuSample, calls: int) -> dict[str, float]:
-        """Each group's CPU per call between this sample and a later one (groups seen in both)."""
+        """Each group's CPU per call between this sample and a later one: what each process spent in
+        between (all of it for one started since). A process that ended in between (an autovacuum
+        worker, a closed connection's backend) is left out: its last slice is not counted."""
         if calls <= 0:
             return {}
-        return {
-            group: (later.seconds[group] - spent) * 1000 / calls
-            for group, spent in self.seconds.items()
-            if group in later.seconds
-        }
+        spent: dict[str, float] = {}
+        for (group, pid), seconds in later.seconds.items():
+            spent[group] = spent.get(group, 0.0) + seconds - self.seconds.get((group, pid), 0.0)
+        return {group: total * 1000 / calls for group, total in spent.items()}
 
 
 def sample(server_pids: Iterable[int]) -> CpuSample:
     """The CPU seconds so far of the memory servers, PostgreSQL and Triton running on this machine."""
     servers = set(server_pids)
-    seconds: dict[str, float] = {}
+    seconds: dict[tuple[str, int], float] = {}
     for process in psutil.process_iter(["pid", "name", "cpu_times"]):
         times = process.info["cpu_times"]
         if times is None:
             continue  # gone, or not ours to read
         name = process.info["name"] or ""
-        if process.info["pid"] in servers:
+        pid = process.info["pid"]
+        if pid in servers:
             group = "server"
         elif name.startswith(_POSTGRES):
             group = _POSTGRES
@@ -46,5 +48,5 @@ def sample(server_pids: Iterable[int]) -> CpuSample:
             group = "triton"
         else:
             continue
-        seconds[group] = seconds.get(group, 0.0) + times.user + times.system
+        seconds[(group, pid)] = times.user + times.system
     return CpuSample(seconds)

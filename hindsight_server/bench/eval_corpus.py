@@ -19,7 +19,10 @@ from hindsight_server.bench.corpus import CorpusMemory, RecallCorpus, RecallQuer
 from hindsight_server.bench.evaluate import load_eval_file
 from hindsight_server.domain.language import language
 
-TURN_GAP_S = 10.0  # one memory every 10 s, the newest just before the load (100k span 11.6 days)
+# One memory a second, memory i recorded (HORIZON - i) s before its load: a later, larger load of the
+# same corpus continues it in order, and a million memories span 11.6 days (inside the episodic TTL).
+TURN_GAP_S = 1.0
+HORIZON = 1_000_000
 
 
 def eval_corpus(path: Path, count: int, *, users: int = 1, tenants: int = 1) -> RecallCorpus:
@@ -51,7 +54,7 @@ def eval_corpus(path: Path, count: int, *, users: int = 1, tenants: int = 1) -> 
                 content=item.content + (f" (#{cycle})" if cycle else ""),
                 entities={},
                 confidence=1.0,
-                age_s=(count - 1 - index) * TURN_GAP_S,
+                age_s=(HORIZON - index) * TURN_GAP_S,
                 idempotency_key=f"ebench:{digest}:{index}",
             )
         )

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
-from hindsight_server.domain import scoring
+from hindsight_server.domain import ranking
 from hindsight_server.domain.bm25 import Bm25
 from hindsight_server.domain.errors import HindsightError, InferenceUnavailable
 from hindsight_server.domain.fusion import FusedCandidate, reciprocal_rank_fusion
@@ -27,12 +27,12 @@ from hindsight_server.domain.model import (
     RankedMemory,
     RecallQuery,
     RecallResult,
-    ScoreBreakdown,
     VectorSpace,
 )
 from hindsight_server.domain.packing import PackItem, pack
 from hindsight_server.domain.policy import Limits, RecallPolicy
 from hindsight_server.domain.query import QueryFocus, focus
+from hindsight_server.domain.ranking import Around
 from hindsight_server.domain.search_plan import ScopeSize, prefers_exact_search, split_limit
 from hindsight_server.domain.timeparse import TimeExpression, parse_time
 from hindsight_server.domain.validation import validate_recall
@@ -142,9 +142,11 @@ class RecallPipeline:
         with stage("recall.fuse") as span:
             candidates = reciprocal_rank_fusion(results, k=policy.rrf_k, limit=policy.max_candidates)
             span.set_attribute("hindsight.candidates", len(candidates))
-        ranked = await self._rank(
-            query, scope, candidates, vectors, _embedded(query_vector), spoken, results, spaces
+        ranked, context = await self._rank(
+            query, scope, candidates, vectors, _embedded(query_vector), spoken, spaces
         )
+        if context is not None:
+            results = [*results, context]
         ranked, was_reranked = await self._rerank(query, ranked)
         with stage("recall.pack") as span:
             kept = [hit for hit in ranked if hit.score.final >= query.min_score][: query.top_k]
@@ -186,19 +188,10 @@ class RecallPipeline:
             )
         except InferenceUnavailable:
             return ranked, False  # answer without it rather than late
-        rescored = []
-        for hit, logit in zip(head, logits, strict=True):
-            s = hit.score
-            similarity = scoring.reranked(s.similarity, logit, policy.rerank_weight)
-            final = scoring.weighted(
-                query.weights,
-                similarity=similarity,
-                recency=s.recency,
-                tier_priority=s.tier_priority,
-                entity_match=s.entity_match,
-            )
-            rerank = 1 / (1 + math.exp(-logit))
-            rescored.append(replace(hit, score=replace(s, similarity=similarity, rerank=rerank, final=final)))
+        rescored = [
+            ranking.rescored(hit, logit, policy.rerank_weight, query.weights)
+            for hit, logit in zip(head, logits, strict=True)
+        ]
         merged = rescored + tail
         return sorted(merged, key=lambda hit: (-hit.score.final, -hit.score.fusion, hit.memory.id)), True
 
@@ -313,118 +306,82 @@ class RecallPipeline:
         self,
         query: RecallQuery,
         scope: Scope,
-        candidates: list[FusedCandidate],
+        fused: list[FusedCandidate],
         vectors: Vectors,
         query_vector: QueryVectors | None,
         spoken: TimeExpression | None,
-        results: list[ChannelResult],
         spaces: tuple[VectorSpace, ...],
-    ) -> list[RankedMemory]:
-        """Scores the fused candidates (and the turns around the strong ones) and drops the irrelevant.
-        Appends the context channel's result to `results` when it ran."""
+    ) -> tuple[list[RankedMemory], ChannelResult | None]:
+        """Scores the fused candidates and the turns around the strong ones (domain/ranking.py) and
+        drops the irrelevant; also returns the context stage's result when it ran."""
         policy = self._settings.policy
         if spaces[0] is VectorSpace.ENGLISH:
             lexical_weight = policy.english_lexical_weight
         else:
             lexical_weight = policy.lexical_weight.get(language(query.text), 0.5)
-        min_similarity = {
-            VectorSpace.MULTILINGUAL: policy.min_similarity,
-            VectorSpace.ENGLISH: policy.english_min_similarity,
-        }
-
-        def signals() -> tuple[list[float | None], list[float | None], list[float]]:
-            lexical = [_channel_score(c, Channel.LEXICAL) for c in candidates]
-            judged = [
-                None if query_vector is None else query_vector.similarity(c.memory.id, vectors)
-                for c in candidates
-            ]
-            dense = [None if j is None else j[0] for j in judged]
-            # A cosine counts as a match against its own model's calibration.
-            thresholds = [math.inf if j is None else min_similarity[j[1]] for j in judged]
-            return lexical, dense, thresholds
-
-        lexical, dense, thresholds = signals()
-        matching = [
-            scoring.matches_query(lx, cs, threshold)
-            for lx, cs, threshold in zip(lexical, dense, thresholds, strict=True)
-        ]
-        around: dict[str, tuple[str | None, str | None]] = {}
-        context_of: set[str] = set()
+        candidates = _measured(fused, vectors, query_vector, policy)
+        around: Around = {}
+        context: ChannelResult | None = None
         if policy.context_weight > 0:
-            mix = scoring.hybrid_mix(lexical, dense, lexical_weight)
-            strong = sorted((i for i, m in enumerate(matching) if m), key=lambda i: -mix[i])[
-                : policy.context_candidates
-            ]
+            strong = ranking.strongest(candidates, lexical_weight, policy.context_candidates)
             if strong:
-                with stage("recall.channel.context") as span:
-                    started = time.perf_counter()
-                    rows, around = await self._store.adjacent_turns(
-                        scope, [candidates[i].memory.id for i in strong], spaces
-                    )
-                    known = {c.memory.id for c in candidates}
-                    added = [hit for hit in rows.hits if hit.memory.id not in known]
-                    span.set_attribute("hindsight.rows", len(added))
-                _merge_vectors(vectors, rows.vectors)
-                candidates.extend(FusedCandidate(hit.memory, {Channel.CONTEXT: hit}, 0.0) for hit in added)
-                results.append(ChannelResult(Channel.CONTEXT, added, (time.perf_counter() - started) * 1000))
-                context_of = {n for pair in around.values() for n in pair if n}
-                lexical, dense, thresholds = signals()
-                matching += [False] * len(added)
-        position = {c.memory.id: i for i, c in enumerate(candidates)}
-        neighbours = [
-            [position[n] for n in around.get(c.memory.id, (None, None)) if n in position] for c in candidates
-        ]
-        mix = scoring.with_context(
-            scoring.hybrid_mix(lexical, dense, lexical_weight), neighbours, policy.context_weight
+                known = {c.memory.id for c in candidates}
+                added, added_vectors, around, context = await self._context(scope, strong, known, spaces)
+                more = _measured(added, _merged(vectors, added_vectors), query_vector, policy)
+                candidates = [*candidates, *(replace(c, from_context=True) for c in more)]
+        rank_query = ranking.RankQuery(
+            weights=query.weights,
+            entities=query.entities,
+            now=query.now,
+            spoken_window=None if spoken is None or spoken.vague else spoken.window,
+            lexical_weight=lexical_weight,
+            context_weight=policy.context_weight,
+            recency_half_life=policy.recency_half_life,
         )
-        similarities = scoring.relative_to_best(mix)
+        return ranking.rank(candidates, around, rank_query), context
 
-        ranked = []
-        for index, (candidate, similarity) in enumerate(zip(candidates, similarities, strict=True)):
-            memory = candidate.memory
-            # Relevant: it matches the query's words or meaning, sits next to a turn that does, belongs
-            # to the ongoing session, or carries an entity the caller asked for. Nothing else is
-            # returned, however recent.
-            if not (
-                matching[index]
-                or memory.id in context_of
-                or Channel.SESSION in candidate.channels
-                or scoring.shares_an_entity(query.entities, memory.entities)
-            ):
-                continue
-            entity_match = scoring.entity_match(
-                query.entities,
-                memory.entities,
-                None if spoken is None or spoken.vague else spoken.window,
-                memory.valid_from or memory.created_at,
-            )
-            recency = scoring.recency(memory.created_at, query.now, policy.recency_half_life)
-            tier_priority = scoring.TIER_PRIORITY[memory.tier]
-            final = scoring.weighted(
-                query.weights,
-                similarity=similarity,
-                recency=recency,
-                tier_priority=tier_priority,
-                entity_match=entity_match,
-            )
-            breakdown = ScoreBreakdown(
-                similarity=similarity,
-                recency=recency,
-                tier_priority=tier_priority,
-                entity_match=entity_match,
-                fusion=candidate.fusion,
-                rerank=0.0,
-                final=final,
-            )
-            ranked.append(
-                RankedMemory(memory, candidate.channels, breakdown, directly_relevant=matching[index])
-            )
-        return sorted(ranked, key=lambda hit: (-hit.score.final, -hit.score.fusion, hit.memory.id))
+    async def _context(
+        self, scope: Scope, strong: list[str], known: set[str], spaces: tuple[VectorSpace, ...]
+    ) -> tuple[list[FusedCandidate], Vectors, Around, ChannelResult]:
+        """The turns right before and after the strong candidates that are not candidates yet, their
+        vectors, each strong one's neighbours, and the stage's channel result."""
+        with stage("recall.channel.context") as span:
+            started = time.perf_counter()
+            rows, around = await self._store.adjacent_turns(scope, strong, spaces)
+            added = [hit for hit in rows.hits if hit.memory.id not in known]
+            span.set_attribute("hindsight.rows", len(added))
+        result = ChannelResult(Channel.CONTEXT, added, (time.perf_counter() - started) * 1000)
+        fused = [FusedCandidate(hit.memory, {Channel.CONTEXT: hit}, 0.0) for hit in added]
+        return fused, rows.vectors, around, result
 
 
-def _merge_vectors(into: Vectors, more: Vectors) -> None:
-    for space, by_id in more.items():
-        into.setdefault(space, {}).update(by_id)
+def _measured(
+    fused: list[FusedCandidate], vectors: Vectors, query_vector: QueryVectors | None, policy: RecallPolicy
+) -> list[ranking.Candidate]:
+    """The candidates with their signals: the lexical channel's BM25 score, and the cosine in the best
+    space each has a vector in, judged against that model's calibration."""
+    min_similarity = {
+        VectorSpace.MULTILINGUAL: policy.min_similarity,
+        VectorSpace.ENGLISH: policy.english_min_similarity,
+    }
+    measured = []
+    for candidate in fused:
+        judged = None if query_vector is None else query_vector.similarity(candidate.memory.id, vectors)
+        measured.append(
+            ranking.Candidate(
+                candidate.memory,
+                candidate.channels,
+                candidate.fusion,
+                lexical=_channel_score(candidate, Channel.LEXICAL),
+                dense=None if judged is None else judged[0],
+                min_similarity=math.inf if judged is None else min_similarity[judged[1]],
+            )
+        )
+    return measured
+
+
+def _merged(vectors: Vectors, more: Vectors) -> Vectors:
+    return {space: {**vectors.get(space, {}), **more.get(space, {})} for space in {*vectors, *more}}
 
 
 def _judged_by_best_space(searches: list[ChannelRows], spaces: tuple[VectorSpace, ...]) -> ChannelRows:
@@ -434,7 +391,7 @@ def _judged_by_best_space(searches: list[ChannelRows], spaces: tuple[VectorSpace
     hits = list(searches[0].hits)
     vectors: Vectors = {}
     for rows in searches:
-        _merge_vectors(vectors, rows.vectors)
+        vectors = _merged(vectors, rows.vectors)
     seen = {hit.memory.id for hit in hits}
     for later, rows in enumerate(searches[1:], start=1):
         covered = set().union(*(rows.vectors.get(space, {}) for space in spaces[:later]))
@@ -461,19 +418,18 @@ def _embedded(query_vector: asyncio.Task[QueryVectors] | None) -> QueryVectors |
 async def _run_channels(
     channels: dict[Channel, ChannelRun],
 ) -> tuple[list[ChannelResult], Vectors]:
-    vectors: Vectors = {}
-
-    async def timed(channel: Channel, run: ChannelRun) -> ChannelResult:
+    async def timed(channel: Channel, run: ChannelRun) -> tuple[ChannelResult, Vectors]:
         with stage(f"recall.channel.{channel.value}") as span:
             started = time.perf_counter()
             try:
                 rows = await run()
             except InferenceUnavailable as exc:  # degrade: the other channels still answer
                 span.set_attribute("hindsight.degraded", True)
-                return ChannelResult(channel, [], (time.perf_counter() - started) * 1000, error=str(exc))
+                failed = ChannelResult(channel, [], (time.perf_counter() - started) * 1000, error=str(exc))
+                return failed, {}
             span.set_attribute("hindsight.rows", len(rows.hits))
-        _merge_vectors(vectors, rows.vectors)
-        return ChannelResult(channel, rows.hits, elapsed_ms=(time.perf_counter() - started) * 1000)
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        return ChannelResult(channel, rows.hits, elapsed_ms=elapsed_ms), rows.vectors
 
     try:
         async with asyncio.TaskGroup() as group:
@@ -484,4 +440,7 @@ async def _run_channels(
         if known is None:
             raise
         raise known.exceptions[0] from None
-    return [task.result() for task in tasks], vectors
+    vectors: Vectors = {}
+    for task in tasks:
+        vectors = _merged(vectors, task.result()[1])
+    return [task.result()[0] for task in tasks], vectors

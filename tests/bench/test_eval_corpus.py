@@ -12,6 +12,7 @@ import pytest
 
 from hindsight.client import HindsightClient
 from hindsight_server.app import RunningServer
+from hindsight_server.bench import cpu
 from hindsight_server.bench.eval_corpus import eval_corpus, eval_query
 from hindsight_server.bench.evaluate import EvalFileError
 from hindsight_server.bench.recall import report, run_recall_bench
@@ -30,9 +31,11 @@ def test_items_cycle_into_one_users_memory(eval_file: Path) -> None:
     assert len(set(contents)) == 10
     assert {(m.tenant, m.subject) for m in corpus.memories} == {(0, "user-0")}
     assert len({m.idempotency_key for m in corpus.memories}) == 10
-    # The newest last, 10 s apart: the session channel and recency see a conversation's order.
+    # The newest last, a second apart, whatever N: the session channel and recency see a
+    # conversation's order, and a larger load of the same corpus continues it.
     ages = [m.age_s for m in corpus.memories]
-    assert ages == sorted(ages, reverse=True) and ages[-1] == 0
+    assert ages == sorted(ages, reverse=True) and ages[0] - ages[1] == 1.0
+    assert [m.age_s for m in eval_corpus(eval_file, 4).memories] == ages[:4]
     assert corpus.memories[0].session_id == "c1-s1-c0" and corpus.memories[4].session_id == "c1-s1-c1"
     assert set(corpus.questions) == {"What is the cat called?", "Where does Ana work?", "座位偏好"}
 
@@ -80,3 +83,13 @@ async def test_the_real_text_bench_loads_once_and_recalls_by_user(
     assert held == {"user-0": 20, "user-1": 20}
     text = report(result, as_json=False)
     assert corpus.prefix in text and "CPU per recall" in text
+
+
+def test_cpu_per_call_counts_each_process_and_never_goes_negative() -> None:
+    before = cpu.CpuSample({("postgres", 1): 2.0, ("postgres", 2): 5.0, ("server", 9): 1.0})
+    # Process 2 ended (its time is gone), process 3 started: neither makes the figure negative.
+    after = cpu.CpuSample({("postgres", 1): 2.5, ("postgres", 3): 0.3, ("server", 9): 1.2})
+    assert after.seconds and before.per_call_ms(after, 10) == pytest.approx(
+        {"postgres": 80.0, "server": 20.0}
+    )
+    assert before.per_call_ms(after, 0) == {}

@@ -1,0 +1,146 @@
+"""Recall's ranking of fused candidates: each one's signals, the relevance gate, and the score breakdown.
+
+The recall pipeline measures the signals (a memory's BM25 score from the lexical channel, its cosine
+in the best vector space it has a vector in) and fetches the turns around the strongest candidates
+(the context stage); everything decided from them is here, without I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence, Set
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from hindsight_server.domain import scoring
+from hindsight_server.domain.model import (
+    Channel,
+    ChannelHit,
+    Entities,
+    Memory,
+    RankedMemory,
+    ScoreBreakdown,
+    ScoreWeights,
+    TimeWindow,
+)
+
+Around = Mapping[str, tuple[str | None, str | None]]  # memory id -> (the turn before, the turn after)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A fused candidate with what was measured of it."""
+
+    memory: Memory
+    channels: Mapping[Channel, ChannelHit]
+    fusion: float  # its reciprocal-rank fusion score
+    lexical: float | None = None  # its BM25 score, when the lexical channel found it
+    dense: float | None = None  # its cosine to the query, when it has a vector in a searched space
+    min_similarity: float = math.inf  # the cosine that counts as a match in that space's model
+    from_context: bool = False  # added by the context stage (a turn next to a strong candidate)
+
+    @property
+    def matches(self) -> bool:
+        """It matches the query's words or meaning by itself (a context turn is judged by its
+        neighbour, not by itself)."""
+        return not self.from_context and scoring.matches_query(self.lexical, self.dense, self.min_similarity)
+
+
+@dataclass(frozen=True, slots=True)
+class RankQuery:
+    """What of the recall the ranking needs."""
+
+    weights: ScoreWeights
+    entities: Entities
+    now: datetime
+    spoken_window: TimeWindow | None  # the (not vague) time the query speaks of
+    lexical_weight: float  # BM25's share of the similarity (by the query's language)
+    context_weight: float
+    recency_half_life: timedelta
+
+
+def _mix(candidates: Sequence[Candidate], lexical_weight: float) -> list[float]:
+    return scoring.hybrid_mix([c.lexical for c in candidates], [c.dense for c in candidates], lexical_weight)
+
+
+def strongest(candidates: Sequence[Candidate], lexical_weight: float, count: int) -> list[str]:
+    """The ids of the `count` best candidates that match the query: those whose neighbouring turns the
+    context stage adds."""
+    mix = _mix(candidates, lexical_weight)
+    matching = sorted((i for i, c in enumerate(candidates) if c.matches), key=lambda i: -mix[i])
+    return [candidates[i].memory.id for i in matching[:count]]
+
+
+def is_relevant(candidate: Candidate, context_of: Set[str], entities: Entities) -> bool:
+    """Only relevant memories are returned, however recent: one that matches the query's words or
+    meaning, sits next to a turn that does, belongs to the ongoing session, or carries an entity the
+    caller asked for."""
+    return (
+        candidate.matches
+        or candidate.memory.id in context_of
+        or Channel.SESSION in candidate.channels
+        or scoring.shares_an_entity(entities, candidate.memory.entities)
+    )
+
+
+def rank(candidates: Sequence[Candidate], around: Around, query: RankQuery) -> list[RankedMemory]:
+    """Scores the relevant candidates, best first (ties: fusion, then id). A candidate's similarity is
+    its hybrid mix plus context_weight x its best neighbour's, relative to the best candidate's."""
+    position = {c.memory.id: i for i, c in enumerate(candidates)}
+    neighbours = [
+        [position[n] for n in around.get(c.memory.id, (None, None)) if n in position] for c in candidates
+    ]
+    mix = scoring.with_context(_mix(candidates, query.lexical_weight), neighbours, query.context_weight)
+    context_of = {n for pair in around.values() for n in pair if n}
+    ranked = [
+        RankedMemory(
+            candidate.memory,
+            candidate.channels,
+            breakdown(candidate, similarity, query),
+            directly_relevant=candidate.matches,
+        )
+        for candidate, similarity in zip(candidates, scoring.relative_to_best(mix), strict=True)
+        if is_relevant(candidate, context_of, query.entities)
+    ]
+    return sorted(ranked, key=lambda hit: (-hit.score.final, -hit.score.fusion, hit.memory.id))
+
+
+def breakdown(candidate: Candidate, similarity: float, query: RankQuery) -> ScoreBreakdown:
+    """DESIGN's components and the final score, before any rerank."""
+    memory = candidate.memory
+    entity_match = scoring.entity_match(
+        query.entities, memory.entities, query.spoken_window, memory.valid_from or memory.created_at
+    )
+    recency = scoring.recency(memory.created_at, query.now, query.recency_half_life)
+    tier_priority = scoring.TIER_PRIORITY[memory.tier]
+    final = scoring.weighted(
+        query.weights,
+        similarity=similarity,
+        recency=recency,
+        tier_priority=tier_priority,
+        entity_match=entity_match,
+    )
+    return ScoreBreakdown(
+        similarity=similarity,
+        recency=recency,
+        tier_priority=tier_priority,
+        entity_match=entity_match,
+        fusion=candidate.fusion,
+        rerank=0.0,
+        final=final,
+    )
+
+
+def rescored(hit: RankedMemory, logit: float, rerank_weight: float, weights: ScoreWeights) -> RankedMemory:
+    """A hit after the cross-encoder: its logit blended into the similarity, the final score again."""
+    s = hit.score
+    similarity = scoring.reranked(s.similarity, logit, rerank_weight)
+    final = scoring.weighted(
+        weights,
+        similarity=similarity,
+        recency=s.recency,
+        tier_priority=s.tier_priority,
+        entity_match=s.entity_match,
+    )
+    rerank = 1 / (1 + math.exp(-logit))
+    return replace(hit, score=replace(s, similarity=similarity, rerank=rerank, final=final))
