@@ -57,10 +57,11 @@ async def test_embedding_and_inference_calls_are_traced(otel: Telemetry, tier_se
 
     (embed,) = [s for s in first if s.name == "recall.embed"]
     assert embed.attributes is not None and embed.attributes["hindsight.cache_hit"] is False
-    (infer,) = [s for s in _children(first, embed) if s.name == "triton infer embed"]
+    # The query goes to the model's query twin (its own queue, never behind document batches).
+    (infer,) = [s for s in _children(first, embed) if s.name == "triton infer embed_query"]
     assert infer.kind is SpanKind.CLIENT
     assert infer.attributes is not None
-    assert infer.attributes["hindsight.inference.model"] == "embed"
+    assert infer.attributes["hindsight.inference.model"] == "embed_query"
     assert infer.attributes["hindsight.inference.batch_size"] == 1
     assert embed.start_time <= infer.start_time <= infer.end_time <= embed.end_time
     (vector,) = [s for s in first if s.name == "recall.channel.vector"]
