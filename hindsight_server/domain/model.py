@@ -255,6 +255,35 @@ class RecallQuery:
 
 
 @dataclass(frozen=True, slots=True)
+class Scope:
+    """Which memories a recall channel may see; shared by every channel so they agree."""
+
+    tenant_id: str
+    now: datetime
+    subject: str = ""
+    tiers: Sequence[Tier] = ()
+    kinds: Sequence[Kind] = ()
+    include_superseded: bool = False
+    as_of: datetime | None = None
+    window: TimeWindow = field(default_factory=TimeWindow)
+    agent_id: str = ""  # the calling agent: shared memories and its own private ones
+
+    @classmethod
+    def of(cls, query: RecallQuery) -> Scope:
+        return cls(
+            tenant_id=query.tenant_id,
+            now=query.now,
+            subject=query.subject,
+            tiers=query.tiers,
+            kinds=query.kinds,
+            include_superseded=query.include_superseded,
+            as_of=query.as_of,
+            window=query.window,
+            agent_id=query.agent_id,
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class ChannelHit:
     """One candidate as one channel saw it."""
 

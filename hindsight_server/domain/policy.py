@@ -106,6 +106,40 @@ class RecallPolicy:
     profiles: dict[str, ScoreWeights] = field(default_factory=lambda: dict(DEFAULT_PROFILES))
 
 
+@dataclass(frozen=True, slots=True)
+class RecallDefaults:
+    """A recall's knobs once resolved: every one set."""
+
+    top_k: int
+    token_budget: int
+    min_score: float
+    profile: str
+    weights: ScoreWeights
+
+
+@dataclass(frozen=True, slots=True)
+class RecallKnobs:
+    """A recall's knobs as the caller set them (0, None or "": not set)."""
+
+    top_k: int = 0
+    token_budget: int = 0
+    min_score: float | None = None
+    profile: str = ""
+    weights: ScoreWeights | None = None
+
+    def resolved(self, policy: RecallPolicy) -> RecallDefaults:
+        """The caller's value, else the policy's default; the weights an explicit override ("custom"),
+        else the named profile's (empty: "default"; an unknown one is refused)."""
+        profile, weights = resolve_weights(self.profile, self.weights, policy)
+        return RecallDefaults(
+            top_k=self.top_k or policy.default_top_k,
+            token_budget=self.token_budget or policy.default_token_budget,
+            min_score=policy.min_score if self.min_score is None else self.min_score,
+            profile=profile,
+            weights=weights,
+        )
+
+
 def resolve_weights(
     profile: str, override: ScoreWeights | None, policy: RecallPolicy
 ) -> tuple[str, ScoreWeights]:

@@ -27,6 +27,7 @@ from hindsight_server.domain.model import (
     RankedMemory,
     RecallQuery,
     RecallResult,
+    Scope,
     VectorSpace,
 )
 from hindsight_server.domain.packing import PackItem, pack
@@ -39,7 +40,7 @@ from hindsight_server.domain.validation import validate_recall
 from hindsight_server.inference.tier import InferenceTier
 from hindsight_server.pipelines.access import AccessTracker
 from hindsight_server.pipelines.scope_sizes import ScopeSizes
-from hindsight_server.store.memories import ChannelRows, FloatVector, MemoryStore, Scope, Vectors
+from hindsight_server.store.memories import ChannelRows, FloatVector, MemoryStore, Vectors
 from hindsight_server.telemetry.recorder import Recorder, stage, staged
 
 FloatMatrix = npt.NDArray[np.float32]
@@ -117,17 +118,7 @@ class RecallPipeline:
         policy = self._settings.policy
         focused = focus(query.text)
         query = replace(query, text=focused.text)
-        scope = Scope(
-            tenant_id=query.tenant_id,
-            now=query.now,
-            subject=query.subject,
-            tiers=query.tiers,
-            kinds=query.kinds,
-            include_superseded=query.include_superseded,
-            as_of=query.as_of,
-            window=query.window,
-            agent_id=query.agent_id,
-        )
+        scope = Scope.of(query)
         spoken = _spoken_time(query)
         # Usually cached; counted on a scope's first recall on this server.
         size = await self._scope_sizes.of(scope.tenant_id, scope.subject) if self._inference else None

@@ -39,7 +39,7 @@ from hindsight_server.domain.model import (
     WriteOutcome,
 )
 from hindsight_server.domain.paging import decode_page_token, encode_page_token
-from hindsight_server.domain.policy import Limits, RecallPolicy, resolve_weights
+from hindsight_server.domain.policy import Limits, RecallKnobs, RecallPolicy
 from hindsight_server.domain.validation import require_memory_id
 from hindsight_server.pipelines.sessions import AppendResult, SessionView, TurnRequest
 
@@ -240,16 +240,22 @@ def recall_query_from_proto(request: pb.RecallRequest, policy: RecallPolicy, now
     if request.HasField("weights"):
         w = request.weights
         override = ScoreWeights(w.similarity, w.recency, w.tier_priority, w.entity_match)
-    profile, weights = resolve_weights(request.profile, override, policy)
+    knobs = RecallKnobs(
+        top_k=request.top_k,
+        token_budget=request.token_budget,
+        min_score=request.min_score if request.HasField("min_score") else None,
+        profile=request.profile,
+        weights=override,
+    ).resolved(policy)
     return RecallQuery(
         tenant_id=request.tenant_id,
         text=request.query,
         now=_time_in(request, "now", "now") or now,
-        top_k=request.top_k or policy.default_top_k,
-        token_budget=request.token_budget or policy.default_token_budget,
-        weights=weights,
-        profile=profile,
-        min_score=request.min_score if request.HasField("min_score") else policy.min_score,
+        top_k=knobs.top_k,
+        token_budget=knobs.token_budget,
+        weights=knobs.weights,
+        profile=knobs.profile,
+        min_score=knobs.min_score,
         subject=request.subject,
         session_id=request.session_id,
         tiers=_enums_in(_TIER, request.tiers, "tiers"),

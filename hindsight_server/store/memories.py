@@ -6,7 +6,7 @@ import contextlib
 import json
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -33,8 +33,8 @@ from hindsight_server.domain.model import (
     Page,
     PageCursor,
     Resolution,
+    Scope,
     Tier,
-    TimeWindow,
     VectorSpace,
     WriteOutcome,
 )
@@ -94,39 +94,26 @@ def _where_subject_tier_kind(sql: _Sql, subject: str, tiers: Sequence[Tier], kin
         sql.where(f"kind = ANY({sql.param([k.value for k in kinds])}::text[])")
 
 
-@dataclass(frozen=True, slots=True)
-class Scope:
-    """Which memories a recall channel may see; shared by every channel so they agree."""
-
-    tenant_id: str
-    now: datetime
-    subject: str = ""
-    tiers: Sequence[Tier] = ()
-    kinds: Sequence[Kind] = ()
-    include_superseded: bool = False
-    as_of: datetime | None = None
-    window: TimeWindow = field(default_factory=TimeWindow)
-    agent_id: str = ""  # the calling agent: shared memories and its own private ones
-
-    def apply(self, sql: _Sql) -> None:
-        sql.where(f"tenant_id = {sql.param(self.tenant_id)}")
-        sql.where(_SEEN_BY.format(agent=sql.param(self.agent_id)))
-        if self.as_of is not None:
-            # What was believed then: recorded by then, and not yet replaced or removed then.
-            as_of = sql.param(self.as_of)
-            sql.where(f"created_at <= {as_of}")
-            ended = "status IN ('superseded', 'deleted', 'expired')"
-            sql.where(f"(status = 'active' OR ({ended} AND updated_at > {as_of}))")
-            sql.where(f"(expires_at IS NULL OR expires_at > {as_of})")
-        else:
-            statuses = ["active", "superseded"] if self.include_superseded else ["active"]
-            sql.where(f"status = ANY({sql.param(statuses)}::text[])")
-            sql.where(f"(expires_at IS NULL OR expires_at > {sql.param(self.now)})")
-        _where_subject_tier_kind(sql, self.subject, self.tiers, self.kinds)
-        if self.window.start is not None:
-            sql.where(f"coalesce(valid_from, created_at) >= {sql.param(self.window.start)}")
-        if self.window.end is not None:
-            sql.where(f"coalesce(valid_from, created_at) < {sql.param(self.window.end)}")
+def _where_in_scope(sql: _Sql, scope: Scope) -> None:
+    """The conditions of a recall's scope (domain.model.Scope), the same for every channel."""
+    sql.where(f"tenant_id = {sql.param(scope.tenant_id)}")
+    sql.where(_SEEN_BY.format(agent=sql.param(scope.agent_id)))
+    if scope.as_of is not None:
+        # What was believed then: recorded by then, and not yet replaced or removed then.
+        as_of = sql.param(scope.as_of)
+        sql.where(f"created_at <= {as_of}")
+        ended = "status IN ('superseded', 'deleted', 'expired')"
+        sql.where(f"(status = 'active' OR ({ended} AND updated_at > {as_of}))")
+        sql.where(f"(expires_at IS NULL OR expires_at > {as_of})")
+    else:
+        statuses = ["active", "superseded"] if scope.include_superseded else ["active"]
+        sql.where(f"status = ANY({sql.param(statuses)}::text[])")
+        sql.where(f"(expires_at IS NULL OR expires_at > {sql.param(scope.now)})")
+    _where_subject_tier_kind(sql, scope.subject, scope.tiers, scope.kinds)
+    if scope.window.start is not None:
+        sql.where(f"coalesce(valid_from, created_at) >= {sql.param(scope.window.start)}")
+    if scope.window.end is not None:
+        sql.where(f"coalesce(valid_from, created_at) < {sql.param(scope.window.end)}")
 
 
 Vectors = dict[VectorSpace, dict[str, FloatVector]]  # per space, by memory id
@@ -508,7 +495,7 @@ class MemoryStore:
         weighted_terms, idfs = sql.param(list(plan.idf)), sql.param(list(plan.idf.values()))
         k1, b = sql.param(bm25.k1), sql.param(bm25.b)
         avgdl = sql.param(max(total / max(documents, 1), 1.0))
-        scope.apply(sql)
+        _where_in_scope(sql, scope)
         sql.where(f"lexical @@ {query}::tsquery")
         # The rarest term alone can match thousands of one user's memories; scoring costs ~15 us a row,
         # so at most match_rows of them (the newest) are scored.
@@ -536,7 +523,7 @@ class MemoryStore:
         """Memories carrying any of the wanted entity values (most matches first), or, with no entities,
         the newest memories inside the time window."""
         sql = _Sql()
-        scope.apply(sql)
+        _where_in_scope(sql, scope)
         score, newest = "0", "coalesce(valid_from, created_at)"  # the time it speaks of (Scope.window)
         if entities:
             pairs = sql.param(
@@ -567,7 +554,7 @@ class MemoryStore:
         sql = _Sql()
         vector = sql.param(Vector(query))
         column = _VECTOR_COLUMN[space]
-        scope.apply(sql)
+        _where_in_scope(sql, scope)
         sql.where(f"{column} IS NOT NULL")
         if without_english:
             sql.where(f"{_VECTOR_COLUMN[VectorSpace.ENGLISH]} IS NULL")
@@ -614,7 +601,7 @@ class MemoryStore:
         created_at, then id), and for each given id its (previous, next) ids. One round trip."""
         sql = _Sql()
         ids = sql.param(list(memory_ids))
-        scope.apply(sql)
+        _where_in_scope(sql, scope)
         async with translate_errors():
             rows = await self._pool.fetch(
                 f"""SELECT around.of_id, around.side, n.* FROM (
@@ -656,7 +643,7 @@ class MemoryStore:
     ) -> ChannelRows:
         """The session's working and episodic memory, newest first."""
         sql = _Sql()
-        scope.apply(sql)
+        _where_in_scope(sql, scope)
         sql.where(f"session_id = {sql.param(session_id)}")
         sql.where("tier IN ('working', 'episodic')")
         return await self._ranked(sql, "extract(epoch FROM created_at)", limit, spaces)
@@ -985,4 +972,4 @@ def _insert_values(memory: Memory, lexical: LexicalDocument) -> tuple[Any, ...]:
     )
 
 
-__all__ = ["ChannelRows", "FloatVector", "MemoryStore", "PendingEmbedding", "Scope", "Vectors"]
+__all__ = ["ChannelRows", "FloatVector", "MemoryStore", "PendingEmbedding", "Vectors"]
