@@ -3,11 +3,13 @@ inference tier), with fusion, thresholds, packing and the explanation."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from hindsight.client import HindsightClient, memory_input
 from hindsight.v1 import memory_pb2 as pb
-from hindsight_server.app import RunningServer
+from hindsight_server.app import RunningServer, start_server
+from hindsight_server.config import Settings
 from tests.conftest import MovableClock
 
 
@@ -265,3 +267,33 @@ async def test_the_servers_connections_plan_each_statement_for_its_tenant(server
         " current_setting('hnsw.iterative_scan') AS scan, current_setting('jit') AS jit"
     )
     assert dict(settings) == {"plans": "force_custom_plan", "scan": "relaxed_order", "jit": "off"}
+
+
+async def test_bm25_scores_at_most_match_rows_of_a_terms_memories_the_newest(
+    make_settings: Callable[..., Settings], tenant: str
+) -> None:
+    # One user's memory can hold a rare term thousands of times; scoring each costs ~15 us, so the
+    # lexical channel scores the newest match_rows of them (3 here) and finds its best among those.
+    running = await start_server(make_settings(recall__bm25_match_rows=3))
+    try:
+        async with HindsightClient(f"127.0.0.1:{running.port}", timeout_s=10) as client:
+            start = datetime.now(UTC) - timedelta(days=1)
+            written = await client.write_batch(
+                tenant,
+                [
+                    memory_input(
+                        f"the lighthouse keeper's note number {i}",
+                        tier="semantic",
+                        kind="fact",
+                        occurred_at=start + timedelta(minutes=i),
+                    )
+                    for i in range(6)
+                ],
+                verbatim=True,
+            )
+            newest = {r.memory.id for r in written.results[3:]}
+            found = await client.recall(tenant, "lighthouse", explain=True, top_k=10, min_score=0)
+    finally:
+        await running.stop()
+    lexical = next(c for c in found.explanation.channels if c.channel == pb.CHANNEL_LEXICAL)
+    assert set(lexical.memory_ids) == newest
