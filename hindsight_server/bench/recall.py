@@ -146,7 +146,7 @@ async def ensure_loaded(
             await _write_marker(client, corpus, step_end)
     write_s = time.perf_counter() - started
     waited = time.perf_counter()
-    drained = await _wait_embedded(client, load.pending, embed_wait_s, progress, corpus.seed)
+    drained = await wait_embedded(client, load.pending, embed_wait_s, progress, corpus.seed)
     waited = time.perf_counter() - waited
     await _write_marker(client, corpus, count)
     created = load.tally["created"]
@@ -239,7 +239,7 @@ async def _write_marker(client: HindsightClient, corpus: RecallCorpus, loaded: i
     )
 
 
-async def _wait_embedded(
+async def wait_embedded(
     client: HindsightClient,
     pending: list[tuple[datetime, str, str]],
     timeout_s: float,

@@ -16,11 +16,12 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 
 from hindsight.client import HindsightClient, memory_input
 from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.bench.corpus import RecallCorpus, synthetic_memories
-from hindsight_server.rpc.ops import StatusUnavailable, fetch_status
+from hindsight_server.bench.recall import wait_embedded
 from hindsight_server.telemetry.window import LatencySummary
 
 EMBED_WAIT_S = 1800.0  # at most this long for the import's embeddings
@@ -31,7 +32,9 @@ class ImportFigures:
     """The import followed until embedded, and recall beside it (real-text corpus only)."""
 
     memories: int
-    embedded_s: float  # from the first WriteBatch to the server's backlog empty (-1: gave up)
+    embedded_s: (
+        float  # from the first WriteBatch until every memory it left pending is embedded (-1: gave up)
+    )
     memories_per_s_embedded: float  # memories / embedded_s
     recall_during: LatencySummary  # one at a time while the import is written and embedded
     recall_idle: LatencySummary  # as many, after
@@ -119,6 +122,7 @@ async def run_write_bench(
             queue.put_nowait(payload)
         batch_s: list[float] = []
         states: list[int] = []
+        pending: list[tuple[datetime, str, str]] = []  # (recorded at, tenant, id), embedded later
 
         async def worker() -> None:
             while not queue.empty():
@@ -127,6 +131,11 @@ async def run_write_bench(
                 response = await client.write_batch(tenant, payload, verbatim=True)
                 batch_s.append(time.perf_counter() - started)
                 states.extend(r.memory.embedding_state for r in response.results)
+                pending.extend(
+                    (r.memory.created_at.ToDatetime(tzinfo=UTC), tenant, r.memory.id)
+                    for r in response.results
+                    if r.memory.embedding_state == pb.EMBEDDING_STATE_PENDING
+                )
 
         probe = _RecallProbe(client, tenant, corpus.questions if corpus else ())
         probing = asyncio.ensure_future(probe.run())
@@ -135,7 +144,8 @@ async def run_write_bench(
         elapsed = time.perf_counter() - started
         imported = None
         if corpus is not None:
-            embedded_s = await _embedded(target, started)
+            drained = await wait_embedded(client, pending, EMBED_WAIT_S, None, seed)
+            embedded_s = time.perf_counter() - started if drained else -1.0
             probing.cancel()
             during = LatencySummary.of(probe.latencies)
             idle = await probe.measure(max(50, len(probe.latencies)))
@@ -181,21 +191,6 @@ class _RecallProbe:
         started = time.perf_counter()
         await self._client.recall(self._tenant, question, subject="user-0", top_k=10)
         return time.perf_counter() - started
-
-
-async def _embedded(target: str, since: float) -> float:
-    """Seconds from `since` until the server's embedding backlog is empty (-1 when it never empties
-    within EMBED_WAIT_S, or the server does not say). The backlog is the server's: keep it otherwise
-    idle while this runs."""
-    while time.perf_counter() - since < EMBED_WAIT_S:
-        try:
-            figures = (await fetch_status(target, timeout_s=5)).figures
-        except StatusUnavailable:
-            return -1.0
-        if figures["embedding_backlog"]["pending"] == 0:
-            return time.perf_counter() - since
-        await asyncio.sleep(0.5)
-    return -1.0
 
 
 def report(result: WriteBenchResult, as_json: bool) -> str:

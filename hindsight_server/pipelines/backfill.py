@@ -17,7 +17,8 @@ from hindsight_server.domain.model import VectorSpace
 from hindsight_server.inference.tier import InferenceTier
 from hindsight_server.pipelines.activity import WriteActivity
 from hindsight_server.pipelines.scope_sizes import ScopeSizes
-from hindsight_server.store.memories import FloatVector, MemoryStore, PendingEmbedding
+from hindsight_server.store.embeddings import EmbeddingQueue, PendingEmbedding
+from hindsight_server.store.sql import FloatVector
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ class BackfillSettings:
 class EmbeddingBackfill:
     def __init__(
         self,
-        store: MemoryStore,
+        store: EmbeddingQueue,
         inference: InferenceTier,
         settings: BackfillSettings,
         activity: WriteActivity | None = None,

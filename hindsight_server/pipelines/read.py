@@ -5,11 +5,11 @@ from __future__ import annotations
 from hindsight_server.domain.model import ListQuery, Memory, Page
 from hindsight_server.domain.policy import Limits
 from hindsight_server.domain.validation import validate_list, validate_tenant
-from hindsight_server.store.memories import MemoryStore
+from hindsight_server.store.reads import MemoryReads
 
 
 class ReadPipeline:
-    def __init__(self, store: MemoryStore, limits: Limits) -> None:
+    def __init__(self, store: MemoryReads, limits: Limits) -> None:
         self._store = store
         self._limits = limits
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -24,6 +25,7 @@ from hindsight_server.domain.lexical import query_terms
 from hindsight_server.domain.model import (
     Channel,
     ChannelResult,
+    Entities,
     RankedMemory,
     RecallQuery,
     RecallResult,
@@ -40,7 +42,8 @@ from hindsight_server.domain.validation import validate_recall
 from hindsight_server.inference.tier import InferenceTier
 from hindsight_server.pipelines.access import AccessTracker
 from hindsight_server.pipelines.scope_sizes import ScopeSizes
-from hindsight_server.store.memories import ChannelRows, FloatVector, MemoryStore, Vectors
+from hindsight_server.store.channels import ChannelRows, Vectors
+from hindsight_server.store.sql import FloatVector
 from hindsight_server.telemetry.recorder import Recorder, stage, staged
 
 FloatMatrix = npt.NDArray[np.float32]
@@ -85,10 +88,44 @@ class QueryVectors:
         return None
 
 
+class RecallStore(Protocol):
+    """What recall reads (store/channels.py in production, an in-memory fake in the pipeline's tests)."""
+
+    async def lexical_channel(
+        self, scope: Scope, terms: Sequence[str], limit: int, bm25: Bm25, spaces: Sequence[VectorSpace]
+    ) -> ChannelRows: ...
+
+    async def structured_channel(
+        self, scope: Scope, entities: Entities, limit: int, spaces: Sequence[VectorSpace]
+    ) -> ChannelRows: ...
+
+    async def vector_channel(
+        self,
+        scope: Scope,
+        query: FloatVector,
+        limit: int,
+        space: VectorSpace,
+        spaces: Sequence[VectorSpace],
+        *,
+        exact: bool = False,
+        without_english: bool = False,
+    ) -> ChannelRows: ...
+
+    async def session_channel(
+        self, scope: Scope, session_id: str, limit: int, spaces: Sequence[VectorSpace]
+    ) -> ChannelRows: ...
+
+    async def adjacent_turns(
+        self, scope: Scope, memory_ids: Sequence[str], spaces: Sequence[VectorSpace]
+    ) -> tuple[ChannelRows, dict[str, tuple[str | None, str | None]]]: ...
+
+    async def scope_size(self, tenant_id: str, subject: str) -> ScopeSize: ...
+
+
 class RecallPipeline:
     def __init__(
         self,
-        store: MemoryStore,
+        store: RecallStore,
         settings: RecallSettings,
         inference: InferenceTier | None = None,
         access: AccessTracker | None = None,

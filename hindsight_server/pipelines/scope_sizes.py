@@ -10,9 +10,9 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Protocol
 
 from hindsight_server.domain.search_plan import ScopeSize
-from hindsight_server.store.memories import MemoryStore
 
 TTL_S = 60.0
 CAPACITY = 10_000  # scopes remembered; the least recently used is forgotten first
@@ -20,8 +20,12 @@ CAPACITY = 10_000  # scopes remembered; the least recently used is forgotten fir
 Key = tuple[str, str]  # (tenant, subject; "" for the whole tenant)
 
 
+class ScopeCounter(Protocol):
+    async def scope_size(self, tenant_id: str, subject: str) -> ScopeSize: ...
+
+
 class ScopeSizes:
-    def __init__(self, store: MemoryStore, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, store: ScopeCounter, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._store = store
         self._clock = clock
         self._sizes: OrderedDict[Key, tuple[float, ScopeSize]] = OrderedDict()

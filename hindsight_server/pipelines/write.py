@@ -35,7 +35,8 @@ from hindsight_server.domain.validation import validate_batch, validate_draft, v
 from hindsight_server.inference.tier import DocumentEmbeddings, InferenceTier
 from hindsight_server.pipelines.activity import WriteActivity
 from hindsight_server.pipelines.scope_sizes import ScopeSizes
-from hindsight_server.store.memories import FloatVector, MemoryStore
+from hindsight_server.store.memories import MemoryStore
+from hindsight_server.store.sql import FloatVector
 from hindsight_server.telemetry.recorder import Recorder, staged
 
 

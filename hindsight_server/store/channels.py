@@ -1,0 +1,304 @@
+"""The recall channels' statements: lexical (BM25), structured, vector, session, the context turns, and
+the scope sizes the vector search is planned by. Every statement filters on tenant_id."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import asyncpg
+from pgvector import Vector
+
+from hindsight_server.domain.bm25 import Bm25, plan_bm25_query
+from hindsight_server.domain.lexical import tsquery_literal
+from hindsight_server.domain.model import (
+    ChannelHit,
+    Entities,
+    Scope,
+    VectorSpace,
+)
+from hindsight_server.domain.search_plan import ScopeSize
+from hindsight_server.store.errors import translate_errors
+from hindsight_server.store.rows import MEMORY_COLUMNS, memory_from_row
+from hindsight_server.store.sql import (
+    SEEN_BY,
+    VECTOR_COLUMN,
+    FloatVector,
+    Sql,
+    graph_plans,
+    where_subject_tier_kind,
+)
+
+
+def where_in_scope(sql: Sql, scope: Scope) -> None:
+    """The conditions of a recall's scope (domain.model.Scope), the same for every channel."""
+    sql.where(f"tenant_id = {sql.param(scope.tenant_id)}")
+    sql.where(SEEN_BY.format(agent=sql.param(scope.agent_id)))
+    if scope.as_of is not None:
+        # What was believed then: recorded by then, and not yet replaced or removed then.
+        as_of = sql.param(scope.as_of)
+        sql.where(f"created_at <= {as_of}")
+        ended = "status IN ('superseded', 'deleted', 'expired')"
+        sql.where(f"(status = 'active' OR ({ended} AND updated_at > {as_of}))")
+        sql.where(f"(expires_at IS NULL OR expires_at > {as_of})")
+    else:
+        statuses = ["active", "superseded"] if scope.include_superseded else ["active"]
+        sql.where(f"status = ANY({sql.param(statuses)}::text[])")
+        sql.where(f"(expires_at IS NULL OR expires_at > {sql.param(scope.now)})")
+    where_subject_tier_kind(sql, scope.subject, scope.tiers, scope.kinds)
+    if scope.window.start is not None:
+        sql.where(f"coalesce(valid_from, created_at) >= {sql.param(scope.window.start)}")
+    if scope.window.end is not None:
+        sql.where(f"coalesce(valid_from, created_at) < {sql.param(scope.window.end)}")
+
+
+Vectors = dict[VectorSpace, dict[str, FloatVector]]  # per space, by memory id
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelRows:
+    """A channel's hits, and the embeddings of those that have one, in the first space asked for that
+    each has a vector in (to score every candidate by similarity, not only those the vector channel
+    found)."""
+
+    hits: list[ChannelHit]
+    vectors: Vectors
+
+
+def vector_columns(spaces: Sequence[VectorSpace]) -> str:
+    """Each memory's vector in the first of `spaces` (preferred first) it has one in: a query scores a
+    memory in one space only, so the others would be bytes on the wire for nothing."""
+    columns = []
+    for index, space in enumerate(spaces):
+        column = VECTOR_COLUMN[space]
+        earlier = " AND ".join(f"{VECTOR_COLUMN[s]} IS NULL" for s in spaces[:index])
+        columns.append(f"CASE WHEN {earlier} THEN {column} END AS {column}" if earlier else column)
+    return "".join(f", {column}" for column in columns)
+
+
+def channel_rows(rows: Sequence[asyncpg.Record], spaces: Sequence[VectorSpace]) -> ChannelRows:
+    hits = [
+        ChannelHit(memory=memory_from_row(row), rank=rank, score=float(row["channel_score"] or 0.0))
+        for rank, row in enumerate(rows, start=1)
+    ]
+    vectors = {
+        space: {
+            hit.memory.id: row[VECTOR_COLUMN[space]].to_numpy()
+            for hit, row in zip(hits, rows, strict=True)
+            if row[VECTOR_COLUMN[space]] is not None
+        }
+        for space in spaces
+    }
+    return ChannelRows(hits, vectors)
+
+
+class RecallChannels:
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def lexical_channel(
+        self,
+        scope: Scope,
+        terms: Sequence[str],
+        limit: int,
+        bm25: Bm25,
+        spaces: Sequence[VectorSpace],
+    ) -> ChannelRows:
+        """Okapi BM25 over the tenant's memories, from per-tenant statistics kept by the writes
+        (lexical_stats, lexical_df). Two round trips: the terms' statistics, then the scoring query
+        with a literal tsquery, so the planner sees how selective it is and uses the GIN index."""
+        async with translate_errors():
+            stats = await self._pool.fetch(
+                """SELECT s.documents, s.terms AS total, d.term, d.df
+                   FROM lexical_stats s LEFT JOIN lexical_df d
+                     ON d.tenant_id = s.tenant_id AND d.term = ANY($2::text[])
+                   WHERE s.tenant_id = $1""",
+                scope.tenant_id,
+                list(terms),
+            )
+        if not stats:
+            return ChannelRows([], {})
+        documents, total = stats[0]["documents"], stats[0]["total"]
+        plan = plan_bm25_query(
+            {row["term"]: row["df"] for row in stats if row["term"] is not None}, documents, bm25
+        )
+        if not plan.match:
+            return ChannelRows([], {})
+        sql = Sql()
+        query = sql.param(tsquery_literal(list(plan.match)))
+        weighted_terms, idfs = sql.param(list(plan.idf)), sql.param(list(plan.idf.values()))
+        k1, b = sql.param(bm25.k1), sql.param(bm25.b)
+        avgdl = sql.param(max(total / max(documents, 1), 1.0))
+        where_in_scope(sql, scope)
+        sql.where(f"lexical @@ {query}::tsquery")
+        # The rarest term alone can match thousands of one user's memories; scoring costs ~15 us a row,
+        # so at most match_rows of them (the newest) are scored.
+        scored = sql.param(bm25.match_rows)
+        async with translate_errors():
+            rows = await self._pool.fetch(
+                f"""SELECT candidates.*, (
+                        SELECT sum(w.idf * cardinality(u.positions) * ({k1} + 1)
+                                   / (cardinality(u.positions)
+                                      + {k1} * (1 - {b} + {b} * candidates.lexical_terms / {avgdl})))
+                        FROM unnest(candidates.lexical) AS u(lexeme, positions, weights)
+                        JOIN unnest({weighted_terms}::text[], {idfs}::float8[]) AS w(term, idf)
+                          ON w.term = u.lexeme) AS channel_score
+                    FROM (SELECT {MEMORY_COLUMNS}{vector_columns(spaces)}, lexical, lexical_terms
+                          FROM memories WHERE {sql.clause}
+                          ORDER BY created_at DESC LIMIT {scored}) AS candidates
+                    ORDER BY channel_score DESC, created_at DESC LIMIT {sql.param(limit)}""",
+                *sql.args,
+            )
+        return channel_rows(rows, spaces)
+
+    async def structured_channel(
+        self, scope: Scope, entities: Entities, limit: int, spaces: Sequence[VectorSpace]
+    ) -> ChannelRows:
+        """Memories carrying any of the wanted entity values (most matches first), or, with no entities,
+        the newest memories inside the time window."""
+        sql = Sql()
+        where_in_scope(sql, scope)
+        score, newest = "0", "coalesce(valid_from, created_at)"  # the time it speaks of (Scope.window)
+        if entities:
+            pairs = sql.param(
+                [json.dumps({key: value}, ensure_ascii=False) for key, value in entities.items()]
+            )
+            sql.where(f"entities @> ANY({pairs}::jsonb[])")
+            score = f"(SELECT count(*) FROM unnest({pairs}::jsonb[]) AS wanted WHERE entities @> wanted)"
+        return await self._ranked(sql, score, limit, spaces, newest=newest)
+
+    async def vector_channel(
+        self,
+        scope: Scope,
+        query: FloatVector,
+        limit: int,
+        space: VectorSpace,
+        spaces: Sequence[VectorSpace],
+        *,
+        exact: bool = False,
+        without_english: bool = False,
+    ) -> ChannelRows:
+        """Nearest memories by cosine similarity in `space` (the query vector's), in the scope.
+        `exact`: the scope's rows by its index, sorted by distance; otherwise through HNSW, with
+        `hnsw.iterative_scan = relaxed_order` (set on the pool's connections), so a selective filter
+        keeps scanning instead of silently returning fewer rows; the outer ORDER BY restores exact order.
+        The caller chooses (domain/search_plan.py) and the plan follows: PostgreSQL's estimate of a
+        scope's rows is too poor to choose by. `without_english`: only memories lacking an English
+        vector (what an English search cannot see)."""
+        sql = Sql()
+        vector = sql.param(Vector(query))
+        column = VECTOR_COLUMN[space]
+        where_in_scope(sql, scope)
+        sql.where(f"{column} IS NOT NULL")
+        if without_english:
+            sql.where(f"{VECTOR_COLUMN[VectorSpace.ENGLISH]} IS NULL")
+        distance = f"{column} <=> {vector}"
+        # HNSW serves only `ORDER BY column <=> value`: any other expression orders by a plain sort.
+        order = f"({distance}) + 0" if exact else distance
+        statement = f"""WITH nearest AS MATERIALIZED (
+                            SELECT {MEMORY_COLUMNS}{vector_columns(spaces)}, {distance} AS distance
+                            FROM memories WHERE {sql.clause}
+                            ORDER BY {order} LIMIT {sql.param(limit)})
+                        SELECT *, 1 - distance AS channel_score FROM nearest ORDER BY distance"""
+        async with translate_errors():
+            if exact:
+                rows = await self._pool.fetch(statement, *sql.args)
+            else:
+                async with (
+                    self._pool.acquire() as connection,
+                    connection.transaction(),
+                    graph_plans(connection, True, restore=False),
+                ):
+                    rows = await connection.fetch(statement, *sql.args)
+        return channel_rows(rows, spaces)
+
+    async def scope_size(self, tenant_id: str, subject: str) -> ScopeSize:
+        """The active memories of a tenant (or of one subject of it) with a multilingual vector, those of
+        them without an English one, and the table's rows (the planner's estimate: -1 before the table
+        was first analysed). Reads the scope's rows through its index (no vector is read)."""
+        async with translate_errors():
+            row = await self._pool.fetchrow(
+                """SELECT count(*) AS rows, count(*) FILTER (WHERE embedding_en IS NULL) AS without_english,
+                          (SELECT reltuples::bigint FROM pg_class WHERE oid = 'memories'::regclass) AS total
+                   FROM memories
+                   WHERE tenant_id = $1 AND ($2 = '' OR subject = $2) AND status = 'active'
+                     AND embedding IS NOT NULL""",
+                tenant_id,
+                subject,
+            )
+        return ScopeSize(int(row["rows"]), int(row["without_english"]), int(row["total"]))
+
+    async def adjacent_turns(
+        self, scope: Scope, memory_ids: Sequence[str], spaces: Sequence[VectorSpace]
+    ) -> tuple[ChannelRows, dict[str, tuple[str | None, str | None]]]:
+        """The memories recorded right before and right after each given one in its session (by
+        created_at, then id), and for each given id its (previous, next) ids. One round trip."""
+        sql = Sql()
+        ids = sql.param(list(memory_ids))
+        where_in_scope(sql, scope)
+        async with translate_errors():
+            rows = await self._pool.fetch(
+                f"""SELECT around.of_id, around.side, n.* FROM (
+                        SELECT c.id AS of_id, 'previous' AS side, (
+                            SELECT p.id FROM memories p
+                            WHERE p.tenant_id = m.tenant_id AND p.session_id = m.session_id
+                              AND p.session_id <> ''  -- lets the planner use the partial session index
+                              AND (p.created_at, p.id) < (m.created_at, m.id)
+                            ORDER BY p.created_at DESC, p.id DESC LIMIT 1) AS neighbour_id
+                        FROM unnest({ids}::uuid[]) AS c(id) JOIN memories m ON m.id = c.id
+                        WHERE m.session_id <> ''
+                        UNION ALL
+                        SELECT c.id, 'next', (
+                            SELECT q.id FROM memories q
+                            WHERE q.tenant_id = m.tenant_id AND q.session_id = m.session_id
+                              AND q.session_id <> ''
+                              AND (q.created_at, q.id) > (m.created_at, m.id)
+                            ORDER BY q.created_at, q.id LIMIT 1)
+                        FROM unnest({ids}::uuid[]) AS c(id) JOIN memories m ON m.id = c.id
+                        WHERE m.session_id <> '') AS around
+                    CROSS JOIN LATERAL (
+                        SELECT {MEMORY_COLUMNS}{vector_columns(spaces)}, 0.0 AS channel_score FROM memories
+                        WHERE id = around.neighbour_id AND {sql.clause}) AS n""",
+                *sql.args,
+            )
+        adjacency: dict[str, tuple[str | None, str | None]] = {}
+        for row in rows:
+            previous, following = adjacency.get(str(row["of_id"]), (None, None))
+            if row["side"] == "previous":
+                previous = str(row["id"])
+            else:
+                following = str(row["id"])
+            adjacency[str(row["of_id"])] = (previous, following)
+        unique = list({str(row["id"]): row for row in rows}.values())
+        return channel_rows(unique, spaces), adjacency
+
+    async def session_channel(
+        self, scope: Scope, session_id: str, limit: int, spaces: Sequence[VectorSpace]
+    ) -> ChannelRows:
+        """The session's working and episodic memory, newest first."""
+        sql = Sql()
+        where_in_scope(sql, scope)
+        sql.where(f"session_id = {sql.param(session_id)}")
+        sql.where("tier IN ('working', 'episodic')")
+        return await self._ranked(sql, "extract(epoch FROM created_at)", limit, spaces)
+
+    async def _ranked(
+        self,
+        sql: Sql,
+        score: str,
+        limit: int,
+        spaces: Sequence[VectorSpace],
+        *,
+        newest: str = "created_at",
+    ) -> ChannelRows:
+        """A channel's rows: the best `score` first, the newest (by `newest`) first among equals. A
+        constant score with `newest` an indexed expression reads the rows in the index's order."""
+        async with translate_errors():
+            rows = await self._pool.fetch(
+                f"""SELECT {MEMORY_COLUMNS}{vector_columns(spaces)}, {score} AS channel_score
+                    FROM memories WHERE {sql.clause}
+                    ORDER BY channel_score DESC, {newest} DESC LIMIT {sql.param(limit)}""",
+                *sql.args,
+            )
+        return channel_rows(rows, spaces)

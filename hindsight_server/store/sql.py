@@ -1,0 +1,74 @@
+"""What every memories module shares: the WHERE builder, the visibility rule, the vector columns, and
+the switch that leaves a statement no plan but the HNSW graph."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import asyncpg
+import numpy as np
+import numpy.typing as npt
+
+from hindsight_server.domain.model import (
+    Kind,
+    Tier,
+    VectorSpace,
+)
+
+FloatVector = npt.NDArray[np.float32]
+
+# A private memory is seen by the agent that wrote it only (private ones always carry an agent_id, so
+# a caller without one sees shared memories alone). Every read by a caller applies it.
+SEEN_BY = "(visibility = 'shared' OR agent_id = {agent})"
+
+# The column holding each space's vectors (identifiers from this table only, never from a caller).
+VECTOR_COLUMN = {VectorSpace.MULTILINGUAL: "embedding", VectorSpace.ENGLISH: "embedding_en"}
+
+
+class Sql:
+    """Accumulates WHERE conditions with numbered parameters ($1, $2, ...)."""
+
+    def __init__(self) -> None:
+        self.args: list[Any] = []
+        self.conditions: list[str] = []
+
+    def param(self, value: Any) -> str:
+        self.args.append(value)
+        return f"${len(self.args)}"
+
+    def where(self, condition: str) -> None:
+        self.conditions.append(condition)
+
+    @property
+    def clause(self) -> str:
+        return " AND ".join(self.conditions) if self.conditions else "TRUE"
+
+
+def where_subject_tier_kind(sql: Sql, subject: str, tiers: Sequence[Tier], kinds: Sequence[Kind]) -> None:
+    if subject:
+        sql.where(f"subject = {sql.param(subject)}")
+    if tiers:
+        sql.where(f"tier = ANY({sql.param([t.value for t in tiers])}::text[])")
+    if kinds:
+        sql.where(f"kind = ANY({sql.param([k.value for k in kinds])}::text[])")
+
+
+@contextlib.asynccontextmanager
+async def graph_plans(
+    connection: asyncpg.Connection, on: bool, *, restore: bool = True
+) -> AsyncIterator[None]:
+    """Inside a transaction, while `on`: statements are planned with sorting off, so `ORDER BY vector
+    <=> query` can only be served by the HNSW graph. PostgreSQL's estimate of a scope's rows cannot be
+    trusted to choose (it multiplies the tenant's and the subject's selectivities), and even with a
+    right estimate it sorted 8,700 peers (50 ms) rather than walk the graph (1 ms); the caller chooses
+    by the scope's counted size instead (domain/search_plan.py). Sorts that are the only plan still run.
+    `restore=False` when the transaction ends right after (SET LOCAL ends with it)."""
+    if not on:
+        yield
+        return
+    await connection.execute("SET LOCAL enable_sort = off")
+    yield
+    if restore:
+        await connection.execute("SET LOCAL enable_sort = on")

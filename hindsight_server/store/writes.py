@@ -1,0 +1,477 @@
+"""Writing memories: inserts (as given, or resolving merges and new versions against their peers),
+updates, deletes, pending decisions and the access counters, each in one transaction, with the BM25
+statistics kept in step. Every statement filters on tenant_id."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+from pgvector import Vector
+
+from hindsight_server.domain.conflicts import Action, Existing, content_key
+from hindsight_server.domain.conflicts import Resolution as ConflictResolution
+from hindsight_server.domain.errors import Aborted, FailedPrecondition
+from hindsight_server.domain.language import language
+from hindsight_server.domain.lexical import LexicalDocument, analyse
+from hindsight_server.domain.lifecycle import is_mutable
+from hindsight_server.domain.model import (
+    EmbeddingState,
+    Memory,
+    MemoryPatch,
+    Resolution,
+    VectorSpace,
+    WriteOutcome,
+)
+from hindsight_server.store.errors import translate_errors
+from hindsight_server.store.reads import MemoryReads
+from hindsight_server.store.rows import MEMORY_COLUMNS, memory_from_row
+from hindsight_server.store.sql import SEEN_BY, FloatVector, Sql, graph_plans
+
+# Update mask path -> column. Only these columns can be changed by a caller.
+_PATCHABLE_COLUMNS = {
+    "content": "content",
+    "entities": "entities",
+    "intent": "intent",
+    "confidence": "confidence",
+    "subject": "subject",
+    "tier": "tier",
+    "kind": "kind",
+    "valid_from": "valid_from",
+    "valid_to": "valid_to",
+    "expires_at": "expires_at",
+}
+
+
+class MemoryWrites(MemoryReads):
+    """Writes, and the reads a write answers with."""
+
+    async def insert(
+        self,
+        memories: Sequence[Memory],
+        embeddings: Mapping[VectorSpace, Sequence[FloatVector | None]] | None = None,
+    ) -> list[WriteOutcome]:
+        """Inserts one tenant's memories (a request has one tenant) in one transaction: all or nothing.
+        A memory whose idempotency key was already used is not inserted; the stored one is returned
+        instead (REPLAYED). `embeddings` holds, per space, vectors parallel to `memories` (None: not
+        embedded yet). Stores every memory as given: no dedupe (see insert_resolving)."""
+        async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
+            return await _insert_rows(connection, memories, embeddings or {})
+
+    async def insert_resolving(
+        self,
+        memories: Sequence[Memory],
+        embeddings: Mapping[VectorSpace, Sequence[FloatVector | None]],
+        decide: Callable[[Memory, list[Existing]], ConflictResolution],
+        now: datetime,
+        *,
+        graph_subjects: frozenset[str] = frozenset(),
+    ) -> list[WriteOutcome]:
+        """Inserts one tenant's memories in one transaction, each checked against its active peers
+        (same subject, kind and tier) first: `decide` (domain.conflicts) says whether it merges into
+        one (seen again), supersedes one (a new version), or is new.
+
+        Peers are serialised per (tenant, subject, kind, tier) by transaction-scoped advisory locks,
+        taken in one order, so two servers writing the same fact at once cannot both insert it.
+        `graph_subjects`: the subjects whose nearest peers are found through HNSW (large ones, chosen by
+        the caller as for recall: domain/search_plan.py); the others' are found by an exact scan."""
+        groups = sorted({_peer_group(m) for m in memories})
+        multilingual = embeddings.get(VectorSpace.MULTILINGUAL) or [None] * len(memories)
+        english = embeddings.get(VectorSpace.ENGLISH) or [None] * len(memories)
+        outcomes: list[WriteOutcome] = []
+        async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
+            await connection.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(g, 0)) FROM unnest($1::text[]) AS g",
+                groups,
+            )
+            for index, memory in enumerate(memories):
+                vector = multilingual[index]
+                replayed = await _replayed(connection, memory)
+                if replayed is not None:
+                    outcomes.append(replayed)
+                    continue
+                by_graph = vector is not None and memory.subject in graph_subjects
+                peers = await _peers(connection, memory, vector, by_graph=by_graph)
+                resolution = decide(memory, peers)
+                if resolution.action is Action.MERGE and resolution.target_id is not None:
+                    outcomes.append(await _seen_again(connection, memory, resolution, now))
+                    continue
+                if resolution.action is Action.SUPERSEDE and resolution.target_id is not None:
+                    memory = replace(memory, supersedes=resolution.target_id)
+                vectors = {VectorSpace.MULTILINGUAL: [vector], VectorSpace.ENGLISH: [english[index]]}
+                (outcome,) = await _insert_rows(connection, [memory], vectors)
+                if memory.supersedes is not None:
+                    await _mark_superseded(connection, memory, now)
+                    outcome = replace(outcome, resolution=Resolution.SUPERSEDED, reason=resolution.reason)
+                outcomes.append(outcome)
+        return outcomes
+
+    async def update(self, patch: MemoryPatch, now: datetime, embedding_state: EmbeddingState) -> Memory:
+        sql = Sql()
+        tenant = sql.param(patch.tenant_id)
+        memory_id = sql.param(patch.memory_id)
+        seen = SEEN_BY.format(agent=sql.param(patch.agent_id))
+        assignments = [f"updated_at = {sql.param(now)}", "version = version + 1"]
+        for path in sorted(patch.mask):
+            value = getattr(patch, path)
+            if path == "entities":
+                value = json.dumps(value, ensure_ascii=False)
+            elif path in ("tier", "kind"):
+                value = value.value
+            cast = "::jsonb" if path == "entities" else ""
+            assignments.append(f"{_PATCHABLE_COLUMNS[path]} = {sql.param(value)}{cast}")
+        if "content" in patch.mask:
+            lexical = analyse(patch.content)
+            assignments.append(f"lexical = {sql.param(lexical.tsvector)}::tsvector")
+            assignments.append(f"lexical_terms = {sql.param(lexical.length)}")
+            assignments.append(f"language = {sql.param(language(patch.content))}")
+            assignments.append(f"content_key = {sql.param(content_key(patch.content))}")
+            assignments.append(
+                f"embedding_state = {sql.param(embedding_state.value)}, embedding = NULL, embedding_en = NULL"
+            )
+        version_check = ""
+        if patch.expected_version is not None:
+            version_check = f"AND m.version = {sql.param(patch.expected_version)}"
+        async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
+            # The row, and the tenant's BM25 length total when the content changed; then its terms' df.
+            row = await connection.fetchrow(
+                f"""WITH previous AS (
+                        SELECT id, lexical_terms, tsvector_to_array(lexical) AS previous_lexemes
+                        FROM memories WHERE tenant_id = {tenant} AND id = {memory_id} AND {seen} FOR UPDATE),
+                    changed AS (
+                        UPDATE memories m SET {", ".join(assignments)} FROM previous p
+                        WHERE m.id = p.id AND m.status IN ('active', 'pending') {version_check}
+                        RETURNING m.*, p.lexical_terms AS previous_terms, p.previous_lexemes),
+                    adjusted AS (
+                        UPDATE lexical_stats s SET terms = s.terms + c.lexical_terms - c.previous_terms
+                        FROM changed c
+                        WHERE s.tenant_id = c.tenant_id AND c.lexical_terms <> c.previous_terms)
+                    SELECT {MEMORY_COLUMNS}, previous_lexemes FROM changed""",
+                *sql.args,
+            )
+            if row is not None and "content" in patch.mask:
+                before, after = set(row["previous_lexemes"]), analyse(patch.content).distinct
+                changes = {t: -1 for t in before - after} | {t: 1 for t in after - before}
+                await _adjust_df(connection, patch.tenant_id, changes)
+        if row is not None:
+            return memory_from_row(row)
+        current = await self.get(patch.tenant_id, patch.memory_id, patch.agent_id)  # NotFound if none
+        if not is_mutable(current.status):
+            raise FailedPrecondition(f"memory {current.id!r} is {current.status.value} and cannot be updated")
+        raise Aborted(
+            f"memory {current.id!r} is at version {current.version}, not {patch.expected_version}; "
+            "re-read it and retry"
+        )
+
+    async def soft_delete(self, tenant_id: str, memory_id: str, now: datetime, agent_id: str = "") -> Memory:
+        async with translate_errors():
+            row = await self._pool.fetchrow(
+                f"""UPDATE memories SET status = 'deleted', updated_at = $3, version = version + 1
+                    WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted' AND {SEEN_BY.format(agent="$4")}
+                    RETURNING {MEMORY_COLUMNS}""",
+                tenant_id,
+                memory_id,
+                now,
+                agent_id,
+            )
+        # Deleting twice is not an error: the second call returns the deleted memory.
+        return memory_from_row(row) if row is not None else await self.get(tenant_id, memory_id, agent_id)
+
+    async def expire_now(self, tenant_id: str, memory_ids: Sequence[str], now: datetime) -> None:
+        """Ends the memories' lifetime now (they leave recall at once; the expiry job marks them)."""
+        async with translate_errors():
+            await self._pool.execute(
+                """UPDATE memories SET expires_at = $3, updated_at = $3, version = version + 1
+                   WHERE tenant_id = $1 AND id = ANY($2::uuid[]) AND status IN ('active', 'pending')
+                     AND (expires_at IS NULL OR expires_at > $3)""",
+                tenant_id,
+                list(memory_ids),
+                now,
+            )
+
+    async def decide_pending(
+        self, tenant_id: str, memory_id: str, confirm: bool, now: datetime, agent_id: str = ""
+    ) -> Memory:
+        """A pending memory becomes active (confirmed) or deleted (rejected); FailedPrecondition when it
+        is not pending."""
+        status = "active" if confirm else "deleted"
+        async with translate_errors():
+            row = await self._pool.fetchrow(
+                f"""UPDATE memories SET status = $3, updated_at = $4, version = version + 1
+                    WHERE tenant_id = $1 AND id = $2 AND status = 'pending' AND {SEEN_BY.format(agent="$5")}
+                    RETURNING {MEMORY_COLUMNS}""",
+                tenant_id,
+                memory_id,
+                status,
+                now,
+                agent_id,
+            )
+        if row is not None:
+            return memory_from_row(row)
+        current = await self.get(tenant_id, memory_id, agent_id)  # NotFound when it does not exist
+        verb = "confirmed" if confirm else "rejected"
+        raise FailedPrecondition(
+            f"memory {memory_id!r} is {current.status.value}, not pending: it cannot be {verb}"
+        )
+
+    async def record_access(self, accesses: Sequence[tuple[str, str, int, datetime]]) -> None:
+        """Adds (tenant, memory id, count, last access) to the access counters in one statement."""
+        async with translate_errors():
+            await self._pool.execute(
+                """UPDATE memories AS m
+                   SET access_count = m.access_count + a.count,
+                       last_accessed_at = greatest(m.last_accessed_at, a.at)
+                   FROM unnest($1::text[], $2::uuid[], $3::bigint[], $4::timestamptz[])
+                        AS a(tenant, id, count, at)
+                   WHERE m.tenant_id = a.tenant AND m.id = a.id""",
+                [a[0] for a in accesses],
+                [a[1] for a in accesses],
+                [a[2] for a in accesses],
+                [a[3] for a in accesses],
+            )
+
+
+_INSERT_COLUMNS = (
+    "id, tenant_id, subject, agent_id, session_id, tier, kind, intent, entities, content, confidence, "
+    "status, valid_from, valid_to, created_at, updated_at, expires_at, idempotency_key, embedding_state, "
+    "lexical, lexical_terms, language, content_key, supersedes, derived_from, provenance, visibility, "
+    "embedding, embedding_en"
+)
+
+
+async def _insert_rows(
+    connection: asyncpg.Connection,
+    memories: Sequence[Memory],
+    embeddings: Mapping[VectorSpace, Sequence[FloatVector | None]],
+) -> list[WriteOutcome]:
+    lexical = [analyse(m.content) for m in memories]
+    columns: list[Any] = list(
+        zip(*(_insert_values(m, lx) for m, lx in zip(memories, lexical, strict=True)), strict=True)
+    )
+    for space in (VectorSpace.MULTILINGUAL, VectorSpace.ENGLISH):
+        vectors = embeddings.get(space) or [None] * len(memories)
+        columns.append([None if v is None else Vector(v) for v in vectors])
+    inserted = {
+        str(row["id"])
+        for row in await connection.fetch(
+            f"""INSERT INTO memories ({_INSERT_COLUMNS})
+                SELECT u.id, u.tenant_id, u.subject, u.agent_id, u.session_id, u.tier, u.kind,
+                       u.intent, u.entities::jsonb, u.content, u.confidence, u.status, u.valid_from,
+                       u.valid_to, u.created_at, u.updated_at, u.expires_at, u.idempotency_key,
+                       u.embedding_state, u.lexical::tsvector, u.lexical_terms, u.language,
+                       u.content_key, u.supersedes, u.derived_from::uuid[], u.provenance::jsonb,
+                       u.visibility, u.embedding, u.embedding_en
+                FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                            $7::text[], $8::text[], $9::text[], $10::text[], $11::float8[],
+                            $12::text[], $13::timestamptz[], $14::timestamptz[], $15::timestamptz[],
+                            $16::timestamptz[], $17::timestamptz[], $18::text[], $19::text[],
+                            $20::text[], $21::int[], $22::text[], $23::text[], $24::uuid[],
+                            $25::text[], $26::text[], $27::text[], $28::vector[], $29::vector[])
+                     AS u({_INSERT_COLUMNS})
+                ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL
+                DO NOTHING
+                RETURNING id""",
+            *columns,
+        )
+    }
+    await _count_documents(
+        connection,
+        memories[0].tenant_id,
+        [lx for m, lx in zip(memories, lexical, strict=True) if m.id in inserted],
+    )
+    replayed_keys = [m.idempotency_key for m in memories if m.id not in inserted]
+    existing: dict[str, Memory] = {}
+    if replayed_keys:
+        rows = await connection.fetch(
+            f"""SELECT {MEMORY_COLUMNS} FROM memories
+                WHERE tenant_id = $1 AND idempotency_key = ANY($2::text[])""",
+            memories[0].tenant_id,
+            replayed_keys,
+        )
+        existing = {row["idempotency_key"]: memory_from_row(row) for row in rows}
+    return [
+        WriteOutcome(memory, created=True)
+        if memory.id in inserted
+        else WriteOutcome(existing[memory.idempotency_key], created=False, resolution=Resolution.REPLAYED)
+        for memory in memories
+    ]
+
+
+def _peer_group(memory: Memory) -> str:
+    return "\x1f".join(("peers", memory.tenant_id, memory.subject, memory.kind.value, memory.tier.value))
+
+
+async def _replayed(connection: asyncpg.Connection, memory: Memory) -> WriteOutcome | None:
+    if not memory.idempotency_key:
+        return None
+    row = await connection.fetchrow(
+        f"SELECT {MEMORY_COLUMNS} FROM memories WHERE tenant_id = $1 AND idempotency_key = $2",
+        memory.tenant_id,
+        memory.idempotency_key,
+    )
+    if row is None:
+        return None
+    return WriteOutcome(memory_from_row(row), created=False, resolution=Resolution.REPLAYED)
+
+
+async def _peers(
+    connection: asyncpg.Connection, memory: Memory, vector: FloatVector | None, *, by_graph: bool
+) -> list[Existing]:
+    """The memory's active peers that could be the same thing: the same normalised content, the same
+    intent, or among the 5 nearest by meaning (`by_graph`: through HNSW, else by an exact scan)."""
+    # Two look-ups, each by its index: the nearest by meaning through HNSW (a user's peers can be
+    # thousands: reading them all to sort by distance cost 11 ms a Write at 10,000, and grew with them),
+    # the same content or intent through the peers and episodes indexes.
+    peer = f"""tenant_id = $1 AND subject = $2 AND kind = $3 AND tier = $4 AND status = 'active'
+               AND visibility = $8 AND {SEEN_BY.format(agent="$9")}"""
+    nearest_order = "embedding <=> $7::vector" if by_graph else "(embedding <=> $7::vector) + 0"
+    async with graph_plans(connection, by_graph):
+        rows = await connection.fetch(
+            f"""WITH nearest AS MATERIALIZED (
+               SELECT id, content, intent, entities, embedding <=> $7::vector AS distance FROM memories
+               WHERE {peer} AND $7::vector IS NOT NULL AND embedding IS NOT NULL
+               ORDER BY {nearest_order} LIMIT 5),
+           alike AS MATERIALIZED (
+               SELECT id, content, intent, entities,
+                      CASE WHEN $7::vector IS NULL OR embedding IS NULL THEN NULL
+                           ELSE embedding <=> $7::vector END AS distance
+               FROM memories
+               WHERE {peer}
+                 AND ((md5(content_key) = md5($5) AND content_key = $5) OR ($6 <> '' AND intent = $6))
+               ORDER BY distance NULLS LAST LIMIT 20)
+           SELECT id, content, intent, entities, 1 - distance AS similarity
+           FROM (SELECT * FROM nearest UNION SELECT * FROM alike) AS found
+           ORDER BY distance NULLS LAST, id
+           LIMIT 20""",
+            memory.tenant_id,
+            memory.subject,
+            memory.kind.value,
+            memory.tier.value,
+            content_key(memory.content),
+            memory.intent,
+            None if vector is None else Vector(vector),
+            memory.visibility.value,
+            memory.agent_id,
+        )
+    return [
+        Existing(
+            id=str(row["id"]),
+            subject=memory.subject,
+            kind=memory.kind,
+            tier=memory.tier,
+            content=row["content"],
+            intent=row["intent"],
+            entities=json.loads(row["entities"]) if isinstance(row["entities"], str) else row["entities"],
+            similarity=row["similarity"],
+        )
+        for row in rows
+    ]
+
+
+async def _seen_again(
+    connection: asyncpg.Connection, memory: Memory, resolution: ConflictResolution, now: datetime
+) -> WriteOutcome:
+    """A merge: the existing memory was said again. Its confidence keeps the stronger of the two."""
+    row = await connection.fetchrow(
+        f"""UPDATE memories
+            SET seen_count = seen_count + 1, last_seen_at = $3, updated_at = $3, version = version + 1,
+                confidence = greatest(confidence, $4)
+            WHERE tenant_id = $1 AND id = $2
+            RETURNING {MEMORY_COLUMNS}""",
+        memory.tenant_id,
+        resolution.target_id,
+        now,
+        memory.confidence,
+    )
+    return WriteOutcome(
+        memory_from_row(row), created=False, resolution=Resolution.MERGED, reason=resolution.reason
+    )
+
+
+async def _mark_superseded(connection: asyncpg.Connection, memory: Memory, now: datetime) -> None:
+    """The replaced version: superseded from now on (recorded time; as_of reads updated_at), and no
+    longer true in the world from when the new version is (valid time), unless it says otherwise."""
+    await connection.execute(
+        """UPDATE memories
+           SET status = 'superseded', superseded_by = $3, updated_at = $4, version = version + 1,
+               valid_to = CASE WHEN valid_to IS NULL AND (valid_from IS NULL OR valid_from < $5)
+                               THEN $5 ELSE valid_to END
+           WHERE tenant_id = $1 AND id = $2""",
+        memory.tenant_id,
+        memory.supersedes,
+        memory.id,
+        now,
+        memory.valid_from or now,
+    )
+
+
+async def _count_documents(
+    connection: asyncpg.Connection, tenant_id: str, inserted: Sequence[LexicalDocument]
+) -> None:
+    """Adds the new rows to their tenant's BM25 statistics, in the inserting transaction."""
+    if not inserted:
+        return
+    await connection.execute(
+        """INSERT INTO lexical_stats AS s (tenant_id, documents, terms) VALUES ($1, $2, $3)
+           ON CONFLICT (tenant_id) DO UPDATE
+           SET documents = s.documents + EXCLUDED.documents, terms = s.terms + EXCLUDED.terms""",
+        tenant_id,
+        len(inserted),
+        sum(document.length for document in inserted),
+    )
+    await _adjust_df(connection, tenant_id, Counter(t for document in inserted for t in document.distinct))
+
+
+async def _adjust_df(connection: asyncpg.Connection, tenant_id: str, changes: Mapping[str, int]) -> None:
+    """Applies document-frequency changes. Rows are locked in term order, so concurrent writers of one
+    tenant wait for each other instead of deadlocking."""
+    terms = sorted(term for term, change in changes.items() if change)
+    if not terms:
+        return
+    await connection.execute(
+        """INSERT INTO lexical_df AS d (tenant_id, term, df)
+           SELECT $1, c.term, c.change FROM unnest($2::text[], $3::bigint[]) AS c(term, change)
+           ORDER BY c.term
+           ON CONFLICT (tenant_id, term) DO UPDATE SET df = d.df + EXCLUDED.df""",
+        tenant_id,
+        terms,
+        [changes[term] for term in terms],
+    )
+
+
+def _insert_values(memory: Memory, lexical: LexicalDocument) -> tuple[Any, ...]:
+    return (
+        memory.id,
+        memory.tenant_id,
+        memory.subject,
+        memory.agent_id,
+        memory.session_id,
+        memory.tier.value,
+        memory.kind.value,
+        memory.intent,
+        json.dumps(memory.entities, ensure_ascii=False),
+        memory.content,
+        memory.confidence,
+        memory.status.value,
+        memory.valid_from,
+        memory.valid_to,
+        memory.created_at,
+        memory.updated_at,
+        memory.expires_at,
+        memory.idempotency_key or None,
+        memory.embedding_state.value,
+        lexical.tsvector,
+        lexical.length,
+        language(memory.content),
+        content_key(memory.content),
+        memory.supersedes,
+        # unnest cannot take a 2-D array of ragged rows: each row's sources travel as one uuid[] literal
+        "{" + ",".join(memory.derived_from) + "}",
+        json.dumps(memory.provenance, ensure_ascii=False),
+        memory.visibility.value,
+    )
