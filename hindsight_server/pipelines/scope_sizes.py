@@ -54,10 +54,14 @@ class ScopeSizes:
             cached = self._sizes.get(key)
             if cached is not None:
                 counted_at, size = cached
-                grown = replace(
-                    size, rows=size.rows + rows, without_english=size.without_english + without_english
+                # Never below 0: a count taken just after the change already holds it, and a negative
+                # one would become a negative LIMIT in the vector search's quota.
+                changed = replace(
+                    size,
+                    rows=max(0, size.rows + rows),
+                    without_english=max(0, size.without_english + without_english),
                 )
-                self._sizes[key] = (counted_at, grown)
+                self._sizes[key] = (counted_at, changed)
 
     def _count(self, key: Key) -> asyncio.Task[ScopeSize]:
         """The scope's count in progress, started when there is none: concurrent recalls share one."""

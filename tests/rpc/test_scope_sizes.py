@@ -63,3 +63,17 @@ async def test_concurrent_first_recalls_of_a_scope_share_one_count(
     answers = await asyncio.gather(*(sizes.of(tenant, "u1") for _ in range(5)))
     assert len(set(answers)) == 1
     assert counts == [(tenant, "u1")]
+
+
+async def test_changes_noted_after_a_count_that_held_them_never_go_below_zero() -> None:
+    class Counted:
+        async def scope_size(self, tenant_id: str, subject: str) -> ScopeSize:
+            return ScopeSize(10, 2, 1_000)  # counted after the worker had embedded the two
+
+    sizes = ScopeSizes(Counted())
+    await sizes.of("acme", "ann")
+    sizes.note_written("acme", "ann", 0, -5)  # the worker reports what the count already saw
+    size = await sizes.of("acme", "ann")
+    assert (size.rows, size.without_english) == (10, 0)
+    sizes.note_written("acme", "ann", -20, 0)
+    assert (await sizes.of("acme", "ann")).rows == 0
