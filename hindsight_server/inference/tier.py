@@ -170,9 +170,13 @@ class InferenceTier:
         try:
             result = await (twin or model).embed_query(text, timeout_s=timeout_s)
         except InferenceError as exc:
-            if twin is not None and not isinstance(exc, InferenceBusy):
-                self._twins_ready.discard(space)  # the model itself answers until the next probe
-            raise self._failed(exc, space) from exc
+            if twin is None:
+                raise self._failed(exc, space) from exc
+            # The twin failed, not the model: documents still embed; queries go to the model itself
+            # until the next probe finds the twin ready again (a busy twin is kept).
+            if not isinstance(exc, InferenceBusy):
+                self._twins_ready.discard(space)
+            raise InferenceUnavailable(f"inference tier: {exc}") from exc
         return QueryVector(result.vector, result.truncated, result.cached)
 
     async def rerank(self, query: str, passages: Sequence[str], timeout_s: float) -> list[float]:
