@@ -137,13 +137,14 @@ async def run_write_bench(
                     if r.memory.embedding_state == pb.EMBEDDING_STATE_PENDING
                 )
 
-        probe = _RecallProbe(client, tenant, corpus.questions if corpus else ())
-        probing = asyncio.ensure_future(probe.run())
+        # A real-text import is followed until embedded, with recalls on its user meanwhile.
+        probe = _RecallProbe(client, tenant, corpus.questions) if corpus else None
+        probing = asyncio.ensure_future(probe.run()) if probe else None
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         elapsed = time.perf_counter() - started
         imported = None
-        if corpus is not None:
+        if probe is not None and probing is not None:
             drained = await wait_embedded(client, pending, EMBED_WAIT_S, None, seed)
             embedded_s = time.perf_counter() - started if drained else -1.0
             probing.cancel()
@@ -156,7 +157,6 @@ async def run_write_bench(
                 recall_during=during,
                 recall_idle=idle,
             )
-        probing.cancel()
     return WriteBenchResult(
         write=LatencySummary.of(write_s),
         get=LatencySummary.of(get_s),
@@ -178,8 +178,6 @@ class _RecallProbe:
         self.latencies: list[float] = []
 
     async def run(self) -> None:
-        if not self._questions:
-            return
         for question in itertools.cycle(self._questions):
             self.latencies.append(await self._recall(question))
 

@@ -408,8 +408,13 @@ def _measured(
     return measured
 
 
-def _merged(vectors: Vectors, more: Vectors) -> Vectors:
-    return {space: {**vectors.get(space, {}), **more.get(space, {})} for space in {*vectors, *more}}
+def _merged(*parts: Vectors) -> Vectors:
+    """The vectors of every part, by space (a memory's vector is the same in each part that has it)."""
+    merged: Vectors = {}
+    for part in parts:
+        for space, by_id in part.items():
+            merged.setdefault(space, {}).update(by_id)
+    return merged
 
 
 def _judged_by_best_space(searches: list[ChannelRows], spaces: tuple[VectorSpace, ...]) -> ChannelRows:
@@ -417,9 +422,7 @@ def _judged_by_best_space(searches: list[ChannelRows], spaces: tuple[VectorSpace
     memories the earlier ones have no vector for (an English query's Chinese memories), so each
     memory is ranked by the best model that covers it."""
     hits = list(searches[0].hits)
-    vectors: Vectors = {}
-    for rows in searches:
-        vectors = _merged(vectors, rows.vectors)
+    vectors = _merged(*(rows.vectors for rows in searches))
     seen = {hit.memory.id for hit in hits}
     for later, rows in enumerate(searches[1:], start=1):
         covered = set().union(*(rows.vectors.get(space, {}) for space in spaces[:later]))
@@ -468,7 +471,4 @@ async def _run_channels(
         if known is None:
             raise
         raise known.exceptions[0] from None
-    vectors: Vectors = {}
-    for task in tasks:
-        vectors = _merged(vectors, task.result()[1])
-    return [task.result()[0] for task in tasks], vectors
+    return [task.result()[0] for task in tasks], _merged(*(task.result()[1] for task in tasks))

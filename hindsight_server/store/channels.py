@@ -25,6 +25,7 @@ from hindsight_server.store.sql import (
     SEEN_BY,
     VECTOR_COLUMN,
     FloatVector,
+    OnPool,
     Sql,
     graph_plans,
     where_subject_tier_kind,
@@ -93,10 +94,7 @@ def channel_rows(rows: Sequence[asyncpg.Record], spaces: Sequence[VectorSpace]) 
     return ChannelRows(hits, vectors)
 
 
-class RecallChannels:
-    def __init__(self, pool: asyncpg.Pool) -> None:
-        self._pool = pool
-
+class RecallChannels(OnPool):
     async def lexical_channel(
         self,
         scope: Scope,

@@ -15,13 +15,10 @@ from hindsight_server.domain.model import (
     VectorSpace,
 )
 from hindsight_server.store.errors import translate_errors
-from hindsight_server.store.sql import FloatVector
+from hindsight_server.store.sql import FloatVector, OnPool
 
 
-class EmbeddingQueue:
-    def __init__(self, pool: asyncpg.Pool) -> None:
-        self._pool = pool
-
+class EmbeddingQueue(OnPool):
     @contextlib.asynccontextmanager
     async def claim_pending_embeddings(
         self, limit: int, *, english: bool, english_now: bool

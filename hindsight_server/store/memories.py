@@ -3,8 +3,6 @@ channels.py, embeddings.py, sql.py); the pipelines each depend on the part they 
 
 from __future__ import annotations
 
-import asyncpg
-
 from hindsight_server.store.channels import RecallChannels
 from hindsight_server.store.embeddings import EmbeddingQueue
 from hindsight_server.store.writes import MemoryWrites
@@ -12,9 +10,6 @@ from hindsight_server.store.writes import MemoryWrites
 
 class MemoryStore(MemoryWrites, RecallChannels, EmbeddingQueue):
     """All of them on one pool."""
-
-    def __init__(self, pool: asyncpg.Pool) -> None:
-        self._pool = pool
 
 
 __all__ = ["MemoryStore"]

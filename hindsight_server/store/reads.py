@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncpg
-
 from hindsight_server.domain.errors import NotFound
 from hindsight_server.domain.model import (
     ListQuery,
@@ -13,13 +11,10 @@ from hindsight_server.domain.model import (
 )
 from hindsight_server.store.errors import translate_errors
 from hindsight_server.store.rows import MEMORY_COLUMNS, memory_from_row
-from hindsight_server.store.sql import SEEN_BY, Sql, where_subject_tier_kind
+from hindsight_server.store.sql import SEEN_BY, OnPool, Sql, where_subject_tier_kind
 
 
-class MemoryReads:
-    def __init__(self, pool: asyncpg.Pool) -> None:
-        self._pool = pool
-
+class MemoryReads(OnPool):
     async def ping(self) -> None:
         async with translate_errors():
             await self._pool.fetchval("SELECT 1")

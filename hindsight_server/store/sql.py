@@ -27,6 +27,13 @@ SEEN_BY = "(visibility = 'shared' OR agent_id = {agent})"
 VECTOR_COLUMN = {VectorSpace.MULTILINGUAL: "embedding", VectorSpace.ENGLISH: "embedding_en"}
 
 
+class OnPool:
+    """A group of statements on the server's pool."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+
 class Sql:
     """Accumulates WHERE conditions with numbered parameters ($1, $2, ...)."""
 
