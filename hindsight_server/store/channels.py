@@ -133,9 +133,11 @@ class RecallChannels(OnPool):
         # The rarest term alone can match thousands of one user's memories; scoring costs ~15 us a row,
         # so at most match_rows of them (the newest) are scored.
         scored = sql.param(bm25.match_rows)
+        # The candidates' terms are scored here, not sent: only the memory and its vector go out.
+        vectors = "".join(f", {VECTOR_COLUMN[space]}" for space in spaces)
         async with translate_errors():
             rows = await self._pool.fetch(
-                f"""SELECT candidates.*, (
+                f"""SELECT {MEMORY_COLUMNS}{vectors}, (
                         SELECT sum(w.idf * cardinality(u.positions) * ({k1} + 1)
                                    / (cardinality(u.positions)
                                       + {k1} * (1 - {b} + {b} * candidates.lexical_terms / {avgdl})))
