@@ -47,7 +47,7 @@ from hindsight_server.rpc.servicer import MemoryServicer
 from hindsight_server.store.jobs import JobStore
 from hindsight_server.store.lifecycle import LifecycleStore
 from hindsight_server.store.memories import MemoryStore
-from hindsight_server.store.migrate import EmbeddingDimensions, migrate
+from hindsight_server.store.migrate import EmbeddingDimensions, SchemaShape, migrate
 from hindsight_server.store.pool import create_pool
 from hindsight_server.store.replies import ReplyStore
 from hindsight_server.store.sessions import SessionStore
@@ -125,8 +125,12 @@ async def _watch_inference(tier: InferenceTier, health: HealthServicer, interval
         await asyncio.sleep(interval_s)
 
 
-def _dimensions(settings: Settings) -> EmbeddingDimensions:
-    return EmbeddingDimensions(settings.embedding.dimension, settings.embedding.english_dimension)
+def schema_shape(settings: Settings) -> SchemaShape:
+    """What a new database's tables are built with (store/migrate.py)."""
+    return SchemaShape(
+        EmbeddingDimensions(settings.embedding.dimension, settings.embedding.english_dimension),
+        settings.database.memory_partitions,
+    )
 
 
 async def _connect_inference(settings: Settings) -> InferenceTier | None:
@@ -273,7 +277,7 @@ async def open_jobs(settings: Settings, *, clock: Clock = system_clock) -> Async
     the inference tier when one is configured, so derived memories get their embeddings."""
     db = settings.database
     try:
-        await migrate(db.dsn, _dimensions(settings), db.connect_timeout_s)
+        await migrate(db.dsn, schema_shape(settings), db.connect_timeout_s)
     except HindsightError as exc:
         raise StartupError(f"cannot reach the database: {exc}") from exc
     inference = await _connect_inference(settings)
@@ -304,7 +308,7 @@ async def open_api_keys(settings: Settings, *, clock: Clock = system_clock) -> A
     """The API keys against the configured database, without serving (`hindsight tenants`)."""
     db = settings.database
     try:
-        await migrate(db.dsn, _dimensions(settings), db.connect_timeout_s)
+        await migrate(db.dsn, schema_shape(settings), db.connect_timeout_s)
         pool = await create_pool(
             db.dsn,
             min_size=1,
@@ -328,7 +332,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
             "or run the embedded stack with `hindsight up`"
         )
     try:
-        applied = await migrate(db.dsn, _dimensions(settings), db.connect_timeout_s)
+        applied = await migrate(db.dsn, schema_shape(settings), db.connect_timeout_s)
     except HindsightError as exc:
         raise StartupError(f"cannot reach the database: {exc}") from exc
     if applied:

@@ -128,8 +128,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
+    from hindsight_server.app import schema_shape
     from hindsight_server.stack.postgres import EmbeddedPostgres, server_settings
-    from hindsight_server.store.migrate import EmbeddingDimensions, SchemaMismatch, migrate
+    from hindsight_server.store.migrate import SchemaMismatch, migrate
 
     settings = _settings(args)
     _configure_logging(settings)
@@ -137,13 +138,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     dsn = settings.database.dsn or postgres.start()
 
     try:
-        applied = asyncio.run(
-            migrate(
-                dsn,
-                EmbeddingDimensions(settings.embedding.dimension, settings.embedding.english_dimension),
-                settings.database.connect_timeout_s,
-            )
-        )
+        applied = asyncio.run(migrate(dsn, schema_shape(settings), settings.database.connect_timeout_s))
     except SchemaMismatch as exc:
         print(f"hindsight migrate: {exc}", file=sys.stderr)
         return EXIT_USAGE

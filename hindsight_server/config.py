@@ -63,6 +63,9 @@ class DatabaseSettings(_Section):
     health_interval_s: float = Field(2.0, gt=0)  # how often readiness re-checks the database
     # HNSW candidate list per vector search: recall of the index against its cost.
     hnsw_ef_search: int = Field(100, ge=1, le=1000)
+    # Hash partitions of the memories table by tenant, fixed when the table is created (migration 0012):
+    # a tenant's searches read one partition, so they do not slow down as other tenants fill the table.
+    memory_partitions: int = Field(16, ge=1, le=1024)
 
 
 class EmbeddingSettings(_Section):

@@ -220,7 +220,8 @@ class RecallChannels(OnPool):
         async with translate_errors():
             row = await self._pool.fetchrow(
                 """SELECT count(*) AS rows, count(*) FILTER (WHERE embedding_en IS NULL) AS without_english,
-                          (SELECT reltuples::bigint FROM pg_class WHERE oid = 'memories'::regclass) AS total
+                          (SELECT coalesce(max(reltuples), -1)::bigint FROM pg_class
+                           WHERE oid = (SELECT tableoid FROM memories WHERE tenant_id = $1 LIMIT 1)) AS total
                    FROM memories
                    WHERE tenant_id = $1 AND ($2 = '' OR subject = $2) AND status = 'active'
                      AND embedding IS NOT NULL""",
@@ -235,27 +236,31 @@ class RecallChannels(OnPool):
         """The memories recorded right before and right after each given one in its session (by
         created_at, then id), and for each given id its (previous, next) ids. One round trip."""
         sql = Sql()
-        ids = sql.param(list(memory_ids))
+        # The tenant as a parameter in every join (not m.tenant_id): a correlated tenant cannot be pruned
+        # to one partition when the statement is planned, and planning all of them cost 10 ms.
+        ids, tenant = sql.param(list(memory_ids)), sql.param(scope.tenant_id)
         where_in_scope(sql, scope)
         async with translate_errors():
             rows = await self._pool.fetch(
                 f"""SELECT around.of_id, around.side, n.* FROM (
                         SELECT c.id AS of_id, 'previous' AS side, (
                             SELECT p.id FROM memories p
-                            WHERE p.tenant_id = m.tenant_id AND p.session_id = m.session_id
+                            WHERE p.tenant_id = {tenant} AND p.session_id = m.session_id
                               AND p.session_id <> ''  -- lets the planner use the partial session index
                               AND (p.created_at, p.id) < (m.created_at, m.id)
                             ORDER BY p.created_at DESC, p.id DESC LIMIT 1) AS neighbour_id
-                        FROM unnest({ids}::uuid[]) AS c(id) JOIN memories m ON m.id = c.id
+                        FROM unnest({ids}::uuid[]) AS c(id)
+                        JOIN memories m ON m.tenant_id = {tenant} AND m.id = c.id
                         WHERE m.session_id <> ''
                         UNION ALL
                         SELECT c.id, 'next', (
                             SELECT q.id FROM memories q
-                            WHERE q.tenant_id = m.tenant_id AND q.session_id = m.session_id
+                            WHERE q.tenant_id = {tenant} AND q.session_id = m.session_id
                               AND q.session_id <> ''
                               AND (q.created_at, q.id) > (m.created_at, m.id)
                             ORDER BY q.created_at, q.id LIMIT 1)
-                        FROM unnest({ids}::uuid[]) AS c(id) JOIN memories m ON m.id = c.id
+                        FROM unnest({ids}::uuid[]) AS c(id)
+                        JOIN memories m ON m.tenant_id = {tenant} AND m.id = c.id
                         WHERE m.session_id <> '') AS around
                     CROSS JOIN LATERAL (
                         SELECT {MEMORY_COLUMNS}{vector_columns(spaces)}, 0.0 AS channel_score FROM memories

@@ -95,9 +95,10 @@ class EmbeddingClaim:
                    SET embedding = coalesce(u.embedding, m.embedding),
                        embedding_en = coalesce(u.embedding_en, m.embedding_en),
                        embedding_state = CASE WHEN u.ready THEN 'ready' ELSE m.embedding_state END
-                   FROM unnest($1::uuid[], $2::vector[], $3::vector[], $4::bool[])
-                        AS u(id, embedding, embedding_en, ready)
-                   WHERE m.id = u.id""",
+                   FROM unnest($1::text[], $2::uuid[], $3::vector[], $4::vector[], $5::bool[])
+                        AS u(tenant_id, id, embedding, embedding_en, ready)
+                   WHERE m.tenant_id = u.tenant_id AND m.id = u.id""",
+                [row.tenant_id for row in self.rows],
                 [row.memory_id for row in self.rows],
                 column(VectorSpace.MULTILINGUAL),
                 column(VectorSpace.ENGLISH),

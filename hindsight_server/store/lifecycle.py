@@ -68,11 +68,11 @@ class LifecycleStore:
         async with self._transaction() as connection:
             rows = await connection.fetch(
                 """WITH due AS (
-                       SELECT id FROM memories
+                       SELECT tenant_id, id FROM memories
                        WHERE expires_at <= $1 AND status IN ('active', 'pending')
                        LIMIT $2 FOR UPDATE SKIP LOCKED)
                    UPDATE memories m SET status = 'expired', updated_at = $1, version = m.version + 1
-                   FROM due WHERE m.id = due.id
+                   FROM due WHERE m.tenant_id = due.tenant_id AND m.id = due.id
                    RETURNING m.id""",
                 now,
                 limit,
@@ -109,7 +109,7 @@ class LifecycleStore:
         async with self._transaction() as connection:
             rows = await connection.fetch(
                 """WITH due AS (
-                       SELECT id FROM memories
+                       SELECT tenant_id, id FROM memories
                        WHERE tier = 'semantic' AND status = 'active'
                          AND coalesce(last_accessed_at, created_at) <= $1
                        LIMIT $4 FOR UPDATE SKIP LOCKED)
@@ -118,7 +118,7 @@ class LifecycleStore:
                        updated_at = $2, version = m.version + 1,
                        provenance = m.provenance
                            || jsonb_build_object('demoted_from', 'semantic', 'demoted_at', $2::timestamptz)
-                   FROM due WHERE m.id = due.id
+                   FROM due WHERE m.tenant_id = due.tenant_id AND m.id = due.id
                    RETURNING m.id""",
                 unused_since,
                 now,
@@ -238,12 +238,16 @@ async def _purge(connection: asyncpg.Connection, cutoff: datetime, now: datetime
     if not rows:
         return 0
     ids = [row["id"] for row in rows]
+    tenants = [row["tenant_id"] for row in rows]
     # The chain outlives a purged version: what it replaced, or what replaced it, just loses the link
     # (History then starts or ends there). Links inside the batch go with their rows.
     for column in ("supersedes", "superseded_by"):
         await connection.execute(
-            f"""UPDATE memories SET {column} = NULL
-                WHERE {column} = ANY($1::uuid[]) AND NOT (id = ANY($1::uuid[]))""",
+            f"""UPDATE memories m SET {column} = NULL
+                FROM unnest($1::text[], $2::uuid[]) AS purged(tenant_id, id)
+                WHERE m.tenant_id = purged.tenant_id AND m.{column} = purged.id
+                  AND NOT (m.id = ANY($2::uuid[]))""",
+            tenants,
             ids,
         )
     await connection.execute(
@@ -252,7 +256,7 @@ async def _purge(connection: asyncpg.Connection, cutoff: datetime, now: datetime
            FROM unnest($1::text[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[],
                        $7::timestamptz[])
                 AS a(tenant_id, memory_id, tier, kind, status, reason, created_at)""",
-        [row["tenant_id"] for row in rows],
+        tenants,
         ids,
         [row["tier"] for row in rows],
         [row["kind"] for row in rows],
@@ -261,7 +265,12 @@ async def _purge(connection: asyncpg.Connection, cutoff: datetime, now: datetime
         [row["created_at"] for row in rows],
         now,
     )
-    await connection.execute("DELETE FROM memories WHERE id = ANY($1::uuid[])", ids)
+    await connection.execute(
+        """DELETE FROM memories m USING unnest($1::text[], $2::uuid[]) AS purged(tenant_id, id)
+           WHERE m.tenant_id = purged.tenant_id AND m.id = purged.id""",
+        tenants,
+        ids,
+    )
     await _uncount_documents(connection, rows)
     return len(rows)
 

@@ -18,6 +18,7 @@ _DIMENSION_PLACEHOLDERS = {
     "embedding": "{{EMBEDDING_DIM}}",
     "embedding_en": "{{ENGLISH_EMBEDDING_DIM}}",
 }
+_PARTITIONS_PLACEHOLDER = "{{MEMORY_PARTITIONS}}"
 
 
 class SchemaMismatch(RuntimeError):
@@ -52,7 +53,21 @@ class EmbeddingDimensions:
         return {"embedding": self.multilingual, "embedding_en": self.english}
 
 
-async def migrate(dsn: str, dimensions: EmbeddingDimensions, connect_timeout_s: float = 10.0) -> list[str]:
+@dataclass(frozen=True, slots=True)
+class SchemaShape:
+    """What the tables are built with: fixed once they exist (changing either means a new database)."""
+
+    dimensions: EmbeddingDimensions
+    memory_partitions: int  # hash partitions of the memories table by tenant (0012)
+
+    def fill(self, sql: str) -> str:
+        """A migration's text with this shape in its placeholders."""
+        for column, dimension in self.dimensions.by_column().items():
+            sql = sql.replace(_DIMENSION_PLACEHOLDERS[column], str(dimension))
+        return sql.replace(_PARTITIONS_PLACEHOLDER, str(self.memory_partitions))
+
+
+async def migrate(dsn: str, shape: SchemaShape, connect_timeout_s: float = 10.0) -> list[str]:
     """Applies pending migrations in order; returns the names applied (empty when up to date).
 
     Runs on its own connection before the pool exists: the pool's connections register pgvector's
@@ -62,14 +77,15 @@ async def migrate(dsn: str, dimensions: EmbeddingDimensions, connect_timeout_s: 
         connection = await asyncpg.connect(dsn, timeout=connect_timeout_s)
     try:
         async with translate_errors():
-            applied = await _apply_pending(connection, dimensions)
-            await check_embedding_dimensions(connection, dimensions)
+            applied = await _apply_pending(connection, shape)
+            await check_embedding_dimensions(connection, shape.dimensions)
+            await _note_partitions(connection, shape.memory_partitions)
     finally:
         await connection.close()
     return applied
 
 
-async def _apply_pending(connection: asyncpg.Connection, dimensions: EmbeddingDimensions) -> list[str]:
+async def _apply_pending(connection: asyncpg.Connection, shape: SchemaShape) -> list[str]:
     applied: list[str] = []
     await connection.execute("SELECT pg_advisory_lock($1)", _MIGRATION_LOCK_KEY)
     try:
@@ -84,10 +100,7 @@ async def _apply_pending(connection: asyncpg.Connection, dimensions: EmbeddingDi
             if migration.version in done:
                 continue
             async with connection.transaction():
-                sql = migration.sql
-                for column, dimension in dimensions.by_column().items():
-                    sql = sql.replace(_DIMENSION_PLACEHOLDERS[column], str(dimension))
-                await connection.execute(sql)
+                await connection.execute(shape.fill(migration.sql))
                 await connection.execute(
                     "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
                     migration.version,
@@ -115,3 +128,18 @@ async def check_embedding_dimensions(connection: asyncpg.Connection, dimensions:
                 f"is configured for {wanted} (HINDSIGHT_EMBEDDING__{setting} or the embedding model). Use "
                 f"the model the database was built with, or re-embed into a new database."
             )
+
+
+async def _note_partitions(connection: asyncpg.Connection, configured: int) -> None:
+    """A database built with another partition count keeps it (repartitioning is a rewrite no start-up
+    should do unasked): said once at start, not an error."""
+    existing = await connection.fetchval(
+        "SELECT count(*) FROM pg_inherits WHERE inhparent = 'memories'::regclass"
+    )
+    if existing != configured:
+        log.warning(
+            "the memories table has %d partitions; database.memory_partitions=%d applies to a new "
+            "database only",
+            existing,
+            configured,
+        )

@@ -145,7 +145,8 @@ class MemoryWrites(MemoryReads):
                         FROM memories WHERE tenant_id = {tenant} AND id = {memory_id} AND {seen} FOR UPDATE),
                     changed AS (
                         UPDATE memories m SET {", ".join(assignments)} FROM previous p
-                        WHERE m.id = p.id AND m.status IN ('active', 'pending') {version_check}
+                        WHERE m.tenant_id = {tenant} AND m.id = p.id
+                          AND m.status IN ('active', 'pending') {version_check}
                         RETURNING m.*, p.lexical_terms AS previous_terms, p.previous_lexemes),
                     adjusted AS (
                         UPDATE lexical_stats s SET terms = s.terms + c.lexical_terms - c.previous_terms
