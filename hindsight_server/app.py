@@ -39,6 +39,7 @@ from hindsight_server.pipelines.recall import RecallPipeline, RecallSettings
 from hindsight_server.pipelines.replies import IdempotentReplies
 from hindsight_server.pipelines.scope_sizes import ScopeSizes
 from hindsight_server.pipelines.sessions import SessionPipeline, SessionSettings
+from hindsight_server.pipelines.statistics import StatisticsRefresh
 from hindsight_server.pipelines.tenants import ApiKeys
 from hindsight_server.pipelines.write import WritePipeline, WriteSettings
 from hindsight_server.rpc.auth import AuthInterceptor
@@ -359,6 +360,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
     recorder = recorder_for(settings)
     activity = WriteActivity()  # the backfill worker gives way while writes embed inline
     scope_sizes = ScopeSizes(store)  # how large each tenant and subject is: how vectors are searched
+    statistics = StatisticsRefresh(store, db.analyze_after_rows)  # plans made for a grown tenant's size
     writes = WritePipeline(
         store,
         _write_settings(settings),
@@ -367,6 +369,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
         recorder=recorder,
         activity=activity,
         scope_sizes=scope_sizes,
+        statistics=statistics,
     )
     reads = ReadPipeline(store, settings.limits)
     access = AccessTracker(store, clock, settings.recall.access_flush_s)
@@ -413,6 +416,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
         running.spawn(scheduler.run_forever(), "lifecycle-jobs")
     running.spawn(_watch_database(store, health, db.health_interval_s), "watch-database")
     running.spawn(access.run_forever(), "access-tracking")
+    running.spawn(statistics.run_forever(), "planner-statistics")
     if inference is not None:
         backfill = EmbeddingBackfill(
             store,

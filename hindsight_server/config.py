@@ -66,6 +66,9 @@ class DatabaseSettings(_Section):
     # Hash partitions of the memories table by tenant, fixed when the table is created (migration 0012):
     # a tenant's searches read one partition, so they do not slow down as other tenants fill the table.
     memory_partitions: int = Field(16, ge=1, le=1024)
+    # A server analyzes a tenant's partition after writing this many memories into the tenant
+    # (pipelines/statistics.py): a new user's import gets plans made for its real size. 0: never.
+    analyze_after_rows: int = Field(2_000, ge=0)
 
 
 class EmbeddingSettings(_Section):

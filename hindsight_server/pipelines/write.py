@@ -35,6 +35,7 @@ from hindsight_server.domain.validation import validate_batch, validate_draft, v
 from hindsight_server.inference.tier import DocumentEmbeddings, InferenceTier
 from hindsight_server.pipelines.activity import WriteActivity
 from hindsight_server.pipelines.scope_sizes import ScopeSizes
+from hindsight_server.pipelines.statistics import StatisticsRefresh
 from hindsight_server.store.memories import MemoryStore
 from hindsight_server.store.sql import FloatVector
 from hindsight_server.telemetry.recorder import Recorder, staged
@@ -73,6 +74,7 @@ class WritePipeline:
         recorder: Recorder | None = None,
         activity: WriteActivity | None = None,
         scope_sizes: ScopeSizes | None = None,
+        statistics: StatisticsRefresh | None = None,
     ) -> None:
         self._store = store
         self._settings = settings
@@ -81,6 +83,7 @@ class WritePipeline:
         self._recorder = recorder or Recorder()  # spans and latency of Write / WriteBatch
         self._activity = activity or WriteActivity()  # the backfill worker gives way to inline embedding
         self._scope_sizes = scope_sizes or ScopeSizes(store)  # shared with recall by the server
+        self._statistics = statistics or StatisticsRefresh(store, after_rows=0)
 
     @property
     def _unembedded_state(self) -> EmbeddingState:
@@ -117,7 +120,9 @@ class WritePipeline:
         embedded = await self._embed_inline([m.content for m in memories], wants_english)
         if embedded is None:
             # Nothing embedded: these memories enter the scope's counts when the worker embeds them.
-            return await self._store_all(memories, {}, now, verbatim=verbatim, decide=decide)
+            outcomes = await self._store_all(memories, {}, now, verbatim=verbatim, decide=decide)
+            self._note_tenants_grew(outcomes)
+            return outcomes
         # Ready once it has every vector it needs; an English one still missing comes from the worker.
         complete = [
             replace(m, embedding_state=EmbeddingState.READY) if not wanted or index in embedded.english else m
@@ -129,6 +134,7 @@ class WritePipeline:
         }
         outcomes = await self._store_all(complete, vectors, now, verbatim=verbatim, decide=decide)
         self._note_created(outcomes, frozenset(embedded.english))
+        self._note_tenants_grew(outcomes)
         return [
             replace(outcome, embedding_truncated=truncated) if outcome.created else outcome
             for outcome, truncated in zip(outcomes, embedded.multilingual.truncated, strict=True)
@@ -147,6 +153,11 @@ class WritePipeline:
                 lacking[scope] += index not in with_english
         for (tenant_id, subject), rows in created.items():
             self._scope_sizes.note_written(tenant_id, subject, rows, lacking[(tenant_id, subject)])
+
+    def _note_tenants_grew(self, outcomes: Sequence[WriteOutcome]) -> None:
+        grown = Counter(outcome.memory.tenant_id for outcome in outcomes if outcome.created)
+        for tenant_id, rows in grown.items():
+            self._statistics.note_written(tenant_id, rows)
 
     @staged("write.store")  # insert, or insert resolving merges and supersedes, in one transaction
     async def _store_all(

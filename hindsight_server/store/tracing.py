@@ -23,6 +23,9 @@ from hindsight_server.telemetry.recorder import TRACER
 T = TypeVar("T")
 
 _OPERATION = re.compile(r"\s*(?:--[^\n]*\n\s*)*(\w+)")
+# After WITH and its parenthesised queries, the statement's own verb.
+_WORD_OR_PARENTHESIS = re.compile(r"\(|\)|\w+")
+_VERBS = frozenset({"SELECT", "INSERT", "UPDATE", "DELETE", "MERGE"})
 # The first table a statement reads or writes, after the verb's keyword; enough to tell statements apart.
 # ("FROM now()" names a function: skipped; "INTO memories (id, ...)" lists columns.)
 _TABLE = re.compile(r"\b(?:INTO|UPDATE|(FROM|JOIN))\s+([A-Za-z_][A-Za-z0-9_.]*)\s*(\()?", re.IGNORECASE)
@@ -34,7 +37,26 @@ def statement_name(query: str) -> tuple[str, str]:
     """(operation, table) of a statement: ("SELECT", "memories"); the table may be ""."""
     verb = _OPERATION.match(query)
     table = next((m.group(2) for m in _TABLE.finditer(query) if not (m.group(1) and m.group(3))), "")
-    return (verb.group(1).upper() if verb else "SQL"), table
+    if verb is None:
+        return "SQL", table
+    operation = verb.group(1).upper()
+    if operation == "WITH":
+        operation = _main_verb(query[verb.end() :]) or operation
+    return operation, table
+
+
+def _main_verb(after_with: str) -> str | None:
+    """The verb outside every parenthesis: what a WITH statement does (its CTEs are in parentheses)."""
+    depth = 0
+    for match in _WORD_OR_PARENTHESIS.finditer(after_with):
+        token = match.group(0)
+        if token == "(":
+            depth += 1
+        elif token == ")":
+            depth -= 1
+        elif depth == 0 and token.upper() in _VERBS:
+            return token.upper()
+    return None
 
 
 def _traced() -> bool:

@@ -3,6 +3,7 @@ and the rewrite of a table written before it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import uuid
@@ -19,7 +20,9 @@ from hindsight_server.app import RunningServer
 from hindsight_server.config import DatabaseSettings
 from hindsight_server.domain.bm25 import Bm25
 from hindsight_server.domain.model import Scope, VectorSpace
+from hindsight_server.pipelines.statistics import StatisticsRefresh
 from hindsight_server.store.channels import RecallChannels
+from hindsight_server.store.memories import MemoryStore
 from hindsight_server.store.migrate import EmbeddingDimensions, SchemaShape, available_migrations, migrate
 
 PARTITIONING = 12  # the migration that partitions the table
@@ -272,3 +275,76 @@ async def test_every_statement_of_recalls_channels_is_planned_on_the_tenants_par
         plan = json.loads(await server.pool.fetchval(f"EXPLAIN (FORMAT JSON) {statement}", *args))
         partitions = {name for name in _scanned_relations(plan) if name.startswith("memories")}
         assert len(partitions) <= 1, (statement, sorted(partitions))
+
+
+def _scans(plan: Any) -> list[dict[str, Any]]:
+    """Every node of an EXPLAIN (ANALYZE, FORMAT JSON) plan that reads a memories partition."""
+    found: list[dict[str, Any]] = []
+    if isinstance(plan, dict):
+        if plan.get("Relation Name", "").startswith("memories"):
+            found.append(plan)
+        for value in plan.values():
+            found += _scans(value)
+    elif isinstance(plan, list):
+        for value in plan:
+            found += _scans(value)
+    return found
+
+
+async def test_a_grown_tenants_statements_are_planned_for_its_size(
+    server: RunningServer, client: HindsightClient, tenant: str
+) -> None:
+    """A tenant written since the last ANALYZE is estimated at one row: the planner then read all of
+    its rows once for each memory the context statement was given (1,030 rows x 1,030 loops, 1.6 s
+    during an import). Once its partition is analyzed, each probe reads one row."""
+    written = await client.write_batch(
+        tenant,
+        [
+            memory_input(f"turn {i} of a long chat", tier="episodic", kind="event", session_id="s-1")
+            for i in range(400)
+        ],
+        verbatim=True,
+    )
+    ids = [result.memory.id for result in written.results]
+    refresh = StatisticsRefresh(MemoryStore(server.pool), after_rows=300)
+    refresh.note_written(tenant, 400)
+    assert await refresh.refresh_next() == tenant
+
+    recorder = RecordingPool(server.pool)
+    scope = Scope(tenant_id=tenant, now=datetime.now(UTC))
+    around, _ = await RecallChannels(
+        recorder
+    ).adjacent_turns(  # type: ignore[arg-type]
+        scope, ids[100:120], [VectorSpace.MULTILINGUAL]
+    )
+    assert around.hits
+    ((statement, args),) = recorder.statements
+    plan = json.loads(await server.pool.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}", *args))
+    scans = _scans(plan)
+    assert scans
+    for scan in scans:  # each probe reads at most one row: no scan of the tenant
+        assert scan["Actual Rows"] + scan.get("Rows Removed by Filter", 0) <= 1, scan
+
+
+async def test_a_server_analyzes_a_tenants_partition_after_writing_enough_into_it(
+    server: RunningServer, client: HindsightClient, tenant: str
+) -> None:
+    after_rows = DatabaseSettings().analyze_after_rows
+    await client.write_batch(tenant, [memory_input("first", tier="semantic", kind="fact")], verbatim=True)
+    partition = await server.pool.fetchval(
+        "SELECT tableoid::regclass::text FROM memories WHERE tenant_id = $1 LIMIT 1", tenant
+    )
+    analyzed = "SELECT analyze_count + autoanalyze_count FROM pg_stat_user_tables WHERE relname = $1"
+    before = await server.pool.fetchval(analyzed, partition)
+    for start in range(0, after_rows, 500):
+        await client.write_batch(
+            tenant,
+            [memory_input(f"note {i}", tier="semantic", kind="fact") for i in range(start, start + 500)],
+            verbatim=True,
+        )
+    for _ in range(200):
+        await server.pool.execute("SELECT pg_stat_clear_snapshot()")
+        if await server.pool.fetchval(analyzed, partition) > before:
+            break
+        await asyncio.sleep(0.05)
+    assert await server.pool.fetchval(analyzed, partition) > before

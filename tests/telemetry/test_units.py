@@ -56,7 +56,12 @@ def test_window_keeps_only_the_newest_samples() -> None:
         ),
         ("UPDATE memories SET status = 'expired'", ("UPDATE", "memories")),
         ("SELECT extract(epoch FROM now()) FROM job_runs", ("SELECT", "job_runs")),
-        ("WITH t AS (SELECT 1 FROM term_df) SELECT * FROM t", ("WITH", "term_df")),
+        ("WITH t AS (SELECT 1 FROM term_df) SELECT * FROM t", ("SELECT", "term_df")),
+        (
+            "WITH due AS MATERIALIZED (SELECT id FROM memories LIMIT 5) UPDATE memories m SET x = 1 FROM due",
+            ("UPDATE", "memories"),
+        ),
+        ("WITH RECURSIVE chain AS (SELECT 1 UNION ALL SELECT 2)", ("WITH", "")),
         ("BEGIN;", ("BEGIN", "")),
     ],
 )
