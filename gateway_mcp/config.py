@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 __all__ = [
@@ -61,6 +61,11 @@ class GatewaySettings(BaseSettings):
     # memory_debug exposes every channel's raw candidates: for developers, off unless asked for.
     debug_tool: bool = False
     # Streamable HTTP.
+    # Browser origins allowed to call the HTTP transport (gateway_mcp/origins.py): exact origins such as
+    # "https://app.example.com", or "https://host:*" for any port. A request without an Origin header (an
+    # SDK client, an agent) is always served; one with another Origin gets 403. Loopback origins are
+    # allowed when the gateway listens on loopback.
+    allowed_origins: Annotated[tuple[str, ...], NoDecode] = ()
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=0, le=65535)  # 0: any free port (tests)
     path: str = Field("/mcp", pattern=r"^/[A-Za-z0-9._~/-]*$")
@@ -85,15 +90,23 @@ class GatewaySettings(BaseSettings):
         # Init values (see load_gateway_settings) win over the environment.
         return init_settings, env_settings
 
-    @field_validator("targets", mode="before")
+    @field_validator("allowed_origins", "targets", mode="before")
     @classmethod
-    def _split_targets(cls, value: Any) -> Any:
-        # "a:1,b:2" from the environment or a flag; a list from the TOML file.
+    def _split_lists(cls, value: Any, info: ValidationInfo) -> Any:
+        # "a,b" from the environment or a flag; a list from the TOML file.
         if isinstance(value, str):
             value = [part.strip() for part in value.split(",")]
         if isinstance(value, list | tuple):
             value = tuple(part for part in value if part)
-            channel_target(value)
+            if info.field_name == "targets":
+                channel_target(value)
+            else:
+                for origin in value:
+                    if not re.fullmatch(r"https?://[^/\s]+", origin):
+                        raise ValueError(
+                            f"allowed origin {origin!r}: expected scheme://host[:port] or scheme://host:*, "
+                            "no path"
+                        )
         return value
 
     @field_validator("tokens")

@@ -11,6 +11,7 @@ import logging
 import re
 
 import grpc
+from google.protobuf import any_pb2
 from google.rpc import error_details_pb2, status_pb2
 from pydantic import ValidationError
 
@@ -44,18 +45,32 @@ def _argument_name(field: str) -> str:
     return _ARGUMENT_NAMES.get(match["head"], match["head"]) + match["tail"]
 
 
+def _details(error: grpc.aio.AioRpcError) -> list[any_pb2.Any]:
+    """The google.rpc details the server sent with the error."""
+    details: list[any_pb2.Any] = []
+    for key, value in error.trailing_metadata() or ():
+        if key == _DETAILS_KEY and isinstance(value, bytes):
+            details += status_pb2.Status.FromString(value).details
+    return details
+
+
 def _field_violations(error: grpc.aio.AioRpcError) -> list[tuple[str, str]]:
     """The server's google.rpc.BadRequest detail, when it sent one."""
     violations: list[tuple[str, str]] = []
-    for key, value in error.trailing_metadata() or ():
-        if key != _DETAILS_KEY or not isinstance(value, bytes):
-            continue
-        status = status_pb2.Status.FromString(value)
-        for detail in status.details:
-            bad_request = error_details_pb2.BadRequest()
-            if detail.Unpack(bad_request):
-                violations += [(v.field, v.description) for v in bad_request.field_violations]
+    for detail in _details(error):
+        bad_request = error_details_pb2.BadRequest()
+        if detail.Unpack(bad_request):
+            violations += [(v.field, v.description) for v in bad_request.field_violations]
     return violations
+
+
+def _retry_hint(error: grpc.aio.AioRpcError) -> str:
+    """ " in N s" from the server's RetryInfo, when it sent one."""
+    for detail in _details(error):
+        retry = error_details_pb2.RetryInfo()
+        if detail.Unpack(retry):
+            return f" in {max(retry.retry_delay.ToTimedelta().total_seconds(), 0.1):.1f} s"
+    return ""
 
 
 def _invalid_argument(error: grpc.aio.AioRpcError) -> str:
@@ -74,11 +89,12 @@ def from_rpc(error: grpc.aio.AioRpcError, tool: str) -> str:
     if code == grpc.StatusCode.INVALID_ARGUMENT:
         return _invalid_argument(error)
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-        return f"{UNAVAILABLE_MESSAGE} ({code.name})"
+        return f"{UNAVAILABLE_MESSAGE}{_retry_hint(error)} ({code.name})"
     if code == grpc.StatusCode.NOT_FOUND:
         return f"not found: {details}"
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
-        return f"memory service is overloaded, try again later ({code.name}: {details})"
+        when = _retry_hint(error) or " later"
+        return f"memory service is overloaded, try again{when} ({code.name}: {details})"
     if code == grpc.StatusCode.UNIMPLEMENTED:
         return f"{tool} is not available: the memory server does not implement it yet (UNIMPLEMENTED)"
     if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):

@@ -4,7 +4,7 @@ and the text each result shows a model."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from pydantic import BaseModel, Field
@@ -58,9 +58,16 @@ def _range(message: Any, field: str) -> TimeRange | None:
 
 class WriteResult(BaseModel):
     id: str
-    created: bool = Field(
-        description="False when an earlier write with the same idempotency key was returned."
+    created: bool = Field(description="False when nothing new was stored (merged, or replayed).")
+    resolution: Literal["created", "merged", "superseded", "replayed"] = Field(
+        description=(
+            "created: a new memory; merged: the same thing was already remembered (that memory is `id`, "
+            "its seen_count grew); superseded: a new version replaced the memory in `supersedes`; "
+            "replayed: an earlier call with the same idempotency key."
+        )
     )
+    resolution_reason: str = Field(description="Why it merged or superseded, e.g. a new value for a date.")
+    seen_count: int = Field(description="How many times this memory has been written.")
     memory_type: str
     kind: str
     status: str = Field(description="active, or pending (low confidence: not recalled until confirmed).")
@@ -76,6 +83,9 @@ def write_result(response: pb.WriteResponse) -> tuple[str, WriteResult]:
     result = WriteResult(
         id=memory.id,
         created=response.created,
+        resolution=_resolution(response),
+        resolution_reason=response.resolution_reason,
+        seen_count=memory.seen_count,
         memory_type=_name(pb.Tier, memory.tier, "TIER_"),
         kind=_name(pb.Kind, memory.kind, "KIND_"),
         status=_name(pb.Status, memory.status, "STATUS_"),
@@ -85,16 +95,35 @@ def write_result(response: pb.WriteResponse) -> tuple[str, WriteResult]:
         supersedes=memory.supersedes,
         idempotency_key=memory.idempotency_key,
     )
-    if not result.created:
-        return f"Already stored as memory {result.id} (same idempotency key); nothing new written.", result
+    because = f" ({result.resolution_reason})" if result.resolution_reason else ""
+    if result.resolution == "replayed":
+        return (
+            f"Already stored as memory {result.id} (an earlier call with the same idempotency key); "
+            "nothing new written.",
+            result,
+        )
+    if result.resolution == "merged":
+        return (
+            f"Already remembered as memory {result.id}{because}: merged into it, now seen "
+            f"{result.seen_count} times; nothing new stored.",
+            result,
+        )
     text = f"Stored {result.memory_type} {result.kind} memory {result.id}."
     if result.status == "pending":
         text += (
             " It is pending (confidence below the threshold): recall will not use it until it is confirmed."
         )
     if result.supersedes:
-        text += f" It replaces memory {result.supersedes}, which stays as history."
+        text += f" It replaces memory {result.supersedes}{because}, which stays as history."
     return text, result
+
+
+def _resolution(response: pb.WriteResponse) -> Literal["created", "merged", "superseded", "replayed"]:
+    """The server's resolution; one that predates the field is told apart by `created` alone."""
+    match response.resolution:
+        case "created" | "merged" | "superseded" | "replayed" as known:
+            return known
+    return "created" if response.created else "replayed"
 
 
 # ----------------------------------------------------------------------------------------------- recall

@@ -25,6 +25,7 @@ from starlette.types import ASGIApp
 from gateway_mcp.app import build_server
 from gateway_mcp.auth import TokenTenants, bearer_tenant, fixed_tenant
 from gateway_mcp.config import HEALTH_PATH, GatewaySettings, is_loopback
+from gateway_mcp.origins import LOOPBACK_ORIGINS, OriginCheck
 
 __all__ = ["GatewayStartError", "HttpGateway", "http_app", "serve_stdio"]
 
@@ -41,15 +42,24 @@ async def serve_stdio(settings: GatewaySettings) -> None:
 
 
 def _transport_security(settings: GatewaySettings) -> TransportSecuritySettings | None:
-    """On loopback, only local Host/Origin headers: a web page cannot reach the gateway through DNS
-    rebinding (the SDK's own default for local servers). Elsewhere the bearer tokens protect it."""
+    """On loopback, only local Host headers (the SDK's own default for local servers: a page cannot
+    reach the gateway through DNS rebinding). Off loopback the Host is whatever the load balancer
+    forwards, so the SDK's check (Host and Origin together) is off there, and OriginCheck validates the
+    Origin on every address."""
     if not is_loopback(settings.host):
         return None
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        allowed_origins=[*LOOPBACK_ORIGINS, *settings.allowed_origins],
     )
+
+
+def allowed_origins(settings: GatewaySettings) -> tuple[str, ...]:
+    """The browser origins that may call the gateway: the configured ones, and loopback pages when the
+    gateway itself is on loopback."""
+    local = LOOPBACK_ORIGINS if is_loopback(settings.host) else ()
+    return (*local, *settings.allowed_origins)
 
 
 async def _health(request: Request) -> Response:
@@ -69,10 +79,11 @@ def http_app(settings: GatewaySettings) -> Starlette:
         security_settings=_transport_security(settings),
     )
     endpoint: ASGIApp = StreamableHTTPASGIApp(manager)
-    middleware: list[Middleware] = []
+    # Outermost: a page of another origin is refused before its token is even looked at.
+    middleware = [Middleware(OriginCheck, allowed=allowed_origins(settings))]
     if settings.tokens:
         endpoint = RequireAuthMiddleware(endpoint, required_scopes=[])
-        middleware = [
+        middleware += [
             Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(TokenTenants(settings.tokens))),
             Middleware(AuthContextMiddleware),
         ]

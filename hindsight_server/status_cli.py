@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from typing import Any
 
@@ -36,6 +37,11 @@ def add_status_command(commands: Any) -> None:
         "--timeout", type=float, default=5.0, help="deadline per server in seconds (default 5)"
     )
     status.add_argument("--tls-ca-file", default="", help="the CA of servers that listen with TLS")
+    status.add_argument(
+        "--api-key",
+        default=os.environ.get("HINDSIGHT_API_KEY", ""),
+        help="any tenant's key, where servers require keys ($HINDSIGHT_API_KEY)",
+    )
     status.set_defaults(handler=cmd_status)
 
 
@@ -105,12 +111,14 @@ def render(target: str, serving: str, inference: str, figures: dict[str, Any]) -
     return "\n".join(lines)
 
 
-async def _gather(targets: list[str], timeout_s: float, tls_ca_file: str) -> list[dict[str, Any]]:
+async def _gather(
+    targets: list[str], timeout_s: float, tls_ca_file: str, api_key: str
+) -> list[dict[str, Any]]:
     from hindsight_server.rpc.ops import StatusUnavailable, fetch_status
 
     async def one(target: str) -> dict[str, Any]:
         try:
-            status = await fetch_status(target, timeout_s, tls_ca_file)
+            status = await fetch_status(target, timeout_s, tls_ca_file, api_key)
         except StatusUnavailable as error:
             return {"target": target, "error": str(error)}
         return {
@@ -125,7 +133,7 @@ async def _gather(targets: list[str], timeout_s: float, tls_ca_file: str) -> lis
 
 def cmd_status(args: argparse.Namespace) -> int:
     targets = [part.strip() for given in args.target or [DEFAULT_TARGET] for part in given.split(",")]
-    results = asyncio.run(_gather([t for t in targets if t], args.timeout, args.tls_ca_file))
+    results = asyncio.run(_gather([t for t in targets if t], args.timeout, args.tls_ca_file, args.api_key))
     unreachable = [result for result in results if "error" in result]
     if args.json:
         print(json.dumps({"servers": results}, ensure_ascii=False, indent=2))

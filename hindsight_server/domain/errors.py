@@ -1,13 +1,35 @@
 """Domain errors. The transport maps each class to one gRPC status code in one table (rpc/errors.py).
 
 Messages are written for the caller: they name the field or the resource, never carry a stack trace.
+What a program needs beyond the message is data here, sent by the transport as google.rpc details:
+a `cause` (ErrorInfo), when to retry (RetryInfo), which precondition failed (PreconditionFailure).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 
 class HindsightError(Exception):
-    """Base of every error hindsight reports to a caller."""
+    """Base of every error hindsight reports to a caller. `cause`: a stable UPPER_SNAKE_CASE name of
+    the cause for programs to branch on (sent as ErrorInfo.reason; empty: none is sent)."""
+
+    cause: str = ""
+
+    def __init__(self, *args: object, cause: str = "") -> None:
+        super().__init__(*args)
+        if cause:
+            self.cause = cause
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One failed precondition: its kind (`STATUS`, `IDEMPOTENCY_KEY`, ...), what it is about
+    (`memories/<id>`), and why, for a person."""
+
+    kind: str
+    subject: str
+    description: str
 
 
 class InvalidArgument(HindsightError):
@@ -27,24 +49,44 @@ class NotFound(HindsightError):
 class FailedPrecondition(HindsightError):
     """The request is well formed but the resource is in a state that forbids it."""
 
+    def __init__(self, message: str, *, violations: tuple[Violation, ...] = (), cause: str = "") -> None:
+        super().__init__(message, cause=cause)
+        self.violations = violations
+
 
 class Aborted(HindsightError):
     """A concurrent change won (optimistic concurrency); the caller may re-read and retry."""
+
+    cause = "CONCURRENT_CHANGE"
 
 
 class Unauthenticated(HindsightError):
     """No credentials, or credentials that name no one (a missing, malformed, unknown or revoked key)."""
 
+    cause = "API_KEY_INVALID"
+
 
 class PermissionDenied(HindsightError):
     """The caller is known but may not do this (its key belongs to another tenant)."""
 
+    cause = "TENANT_MISMATCH"
 
-class ResourceExhausted(HindsightError):
+
+class RetryLater(HindsightError):
+    """Safe to retry after `retry_after_s` seconds (sent as RetryInfo)."""
+
+    def __init__(self, message: str, *, retry_after_s: float = 1.0, cause: str = "") -> None:
+        super().__init__(message, cause=cause)
+        self.retry_after_s = retry_after_s
+
+
+class ResourceExhausted(RetryLater):
     """The caller is over a rate limit; safe to retry after a pause."""
 
+    cause = "RATE_LIMITED"
 
-class Unavailable(HindsightError):
+
+class Unavailable(RetryLater):
     """A dependency (database, inference tier) cannot be reached; safe to retry."""
 
 

@@ -47,6 +47,13 @@ class RateLimiter:
         bucket.tokens -= 1
         return True
 
+    def wait_s(self, key: str) -> float:
+        """After a refused allow(): seconds until `key`'s bucket holds a token again."""
+        bucket = self._buckets.get(key)
+        if not self.rate or bucket is None:
+            return 0.0
+        return max(0.0, (1 - bucket.tokens) / self.rate)
+
     def _forget_full(self, now: float) -> None:
         full = [k for k, b in self._buckets.items() if b.tokens + (now - b.at) * self.rate >= self.burst]
         for key in full:

@@ -19,6 +19,9 @@ __all__ = ["AUTHORIZATION_HEADER", "AuthInterceptor"]
 
 AUTHORIZATION_HEADER = "authorization"
 _GUARDED_SERVICE = "/hindsight.v1.MemoryService/"  # health and reflection stay open, as probes need
+# Ops/Status: one server's figures, aggregated over its tenants (latency, backlog, pool; no tenant's name
+# or data), for its operators: any valid key may read them when keys are required.
+_OPS_SERVICE = "/hindsight.ops.v1.Ops/"
 
 
 class AuthInterceptor(UnaryInterceptor):
@@ -28,23 +31,42 @@ class AuthInterceptor(UnaryInterceptor):
         self._limiter = limiter
 
     def wrap(self, behavior: Behavior, details: grpc.HandlerCallDetails) -> Behavior:
+        header = str(dict(details.invocation_metadata or ()).get(AUTHORIZATION_HEADER, ""))
+        if details.method.startswith(_OPS_SERVICE):
+
+            async def operator(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+                if header or self._required:
+                    await self._key_owner(header)
+                return await behavior(request, context)
+
+            return operator
         if not details.method.startswith(_GUARDED_SERVICE):
             return behavior
-        header = str(dict(details.invocation_metadata or ()).get(AUTHORIZATION_HEADER, ""))
-        scheme, _, credential = header.partition(" ")
 
         async def guarded(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             tenant = request.tenant_id
-            if header:
-                if scheme.lower() != "bearer" or not credential.strip():
-                    raise Unauthenticated("authorization must be 'Bearer <API key>'")
-                owner = await self._keys.tenant_of(credential.strip())
+            if header or self._required:
+                owner = await self._key_owner(header)
                 if owner != tenant:
                     raise PermissionDenied(f"this API key belongs to another tenant than {tenant!r}")
-            elif self._required:
-                raise Unauthenticated("an API key is required: send metadata 'authorization: Bearer <key>'")
             if not self._limiter.allow(tenant, time.monotonic()):
-                raise ResourceExhausted(f"tenant {tenant!r} is over its request rate; retry after a pause")
+                wait_s = self._limiter.wait_s(tenant)
+                raise ResourceExhausted(
+                    f"tenant {tenant!r} is over its request rate; retry in {wait_s:.2f} s",
+                    retry_after_s=wait_s,
+                )
             return await behavior(request, context)
 
         return guarded
+
+    async def _key_owner(self, header: str) -> str:
+        """The tenant of the key in an authorization header; Unauthenticated without a valid one."""
+        if not header:
+            raise Unauthenticated(
+                "an API key is required: send metadata 'authorization: Bearer <key>'",
+                cause="API_KEY_MISSING",
+            )
+        scheme, _, credential = header.partition(" ")
+        if scheme.lower() != "bearer" or not credential.strip():
+            raise Unauthenticated("authorization must be 'Bearer <API key>'")
+        return await self._keys.tenant_of(credential.strip())

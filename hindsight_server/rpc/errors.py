@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from datetime import timedelta
+from typing import Any
 
 import grpc
-from google.protobuf import any_pb2
+from google.protobuf import any_pb2, duration_pb2
+from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
 
 from hindsight_server.domain.errors import (
     Aborted,
@@ -23,6 +26,7 @@ from hindsight_server.domain.errors import (
     NotFound,
     PermissionDenied,
     ResourceExhausted,
+    RetryLater,
     Unauthenticated,
     Unavailable,
 )
@@ -74,22 +78,42 @@ def _message(error: HindsightError) -> tuple[str, str, str]:
     return _clip(str(error), _MAX_MESSAGE_BYTES), "", ""
 
 
-def _details(error: HindsightError, code: grpc.StatusCode) -> tuple[str, bytes]:
-    """The message, and the google.rpc.Status for the `grpc-status-details-bin` trailer (with a
-    BadRequest for a bad field)."""
+# ErrorInfo.domain: the namespace of every reason (HindsightError.cause) this service sends.
+ERROR_DOMAIN = "hindsight.v1"
+
+
+def _packed(message: Message) -> any_pb2.Any:
+    detail = any_pb2.Any()
+    detail.Pack(message)
+    return detail
+
+
+def rich_status(error: HindsightError, code: grpc.StatusCode) -> status_pb2.Status:
+    """The google.rpc.Status a caller gets: the message, and the details a program acts on: BadRequest
+    for a bad field, ErrorInfo for a named cause, RetryInfo for when to retry, PreconditionFailure for
+    the state that forbade the call."""
     message, field, reason = _message(error)
     status = status_pb2.Status(code=getattr(code_pb2, code.name), message=message)
     if isinstance(error, InvalidArgument):
-        detail = any_pb2.Any()
-        detail.Pack(
-            error_details_pb2.BadRequest(
-                field_violations=[
-                    error_details_pb2.BadRequest.FieldViolation(field=field, description=reason)
-                ]
+        violation = error_details_pb2.BadRequest.FieldViolation(field=field, description=reason)
+        status.details.append(_packed(error_details_pb2.BadRequest(field_violations=[violation])))
+    if error.cause:
+        status.details.append(_packed(error_details_pb2.ErrorInfo(reason=error.cause, domain=ERROR_DOMAIN)))
+    if isinstance(error, RetryLater):
+        delay = duration_pb2.Duration()
+        delay.FromTimedelta(timedelta(seconds=max(error.retry_after_s, 0.0)))
+        status.details.append(_packed(error_details_pb2.RetryInfo(retry_delay=delay)))
+    if isinstance(error, FailedPrecondition) and error.violations:
+        violations = [
+            error_details_pb2.PreconditionFailure.Violation(
+                type=v.kind,
+                subject=_clip(v.subject, _MAX_FIELD_BYTES),
+                description=_clip(v.description, _MAX_MESSAGE_BYTES),
             )
-        )
-        status.details.append(detail)
-    return message, cast(bytes, status.SerializeToString())
+            for v in error.violations
+        ]
+        status.details.append(_packed(error_details_pb2.PreconditionFailure(violations=violations)))
+    return status
 
 
 Behavior = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]
@@ -104,10 +128,7 @@ def map_errors(behavior: Behavior) -> Behavior:
                 raise request.error
             return await behavior(request, context)
         except HindsightError as error:
-            code = status_for(error)
-            message, details = _details(error, code)
-            context.set_trailing_metadata((("grpc-status-details-bin", details),))
-            await context.abort(code, message)
+            await context.abort_with_status(rpc_status.to_status(rich_status(error, status_for(error))))
         except grpc.aio.AbortError:
             raise
         except Exception:

@@ -64,16 +64,20 @@ def _channel(target: str, tls_ca_file: str) -> grpc.aio.Channel:
         return grpc.aio.secure_channel(target, grpc.ssl_channel_credentials(root_certificates=ca.read()))
 
 
-async def fetch_status(target: str, timeout_s: float, tls_ca_file: str = "") -> ServerStatus:
+async def fetch_status(
+    target: str, timeout_s: float, tls_ca_file: str = "", api_key: str = ""
+) -> ServerStatus:
     """Asks one server (HOST:PORT) for its health and figures; StatusUnavailable when it cannot.
-    `tls_ca_file`: the server listens with TLS (security.tls_cert_file) signed by this CA."""
+    `tls_ca_file`: the server listens with TLS (security.tls_cert_file) signed by this CA. `api_key`:
+    any tenant's key, for a server that requires keys."""
+    metadata = (("authorization", f"Bearer {api_key}"),) if api_key else None
     async with _channel(target, tls_ca_file) as channel:
         health = health_pb2_grpc.HealthStub(channel)
         # Bytes in and out: no serializers.
         status: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(STATUS_METHOD)
         try:
             figures, serving, inference = await asyncio.gather(
-                status(b"", timeout=timeout_s),
+                status(b"", timeout=timeout_s, metadata=metadata),
                 _health(health, "", timeout_s),
                 _health(health, INFERENCE_HEALTH_NAME, timeout_s),
             )

@@ -20,6 +20,12 @@ INFERENCE_HEALTH_NAME = "hindsight.inference"
 _MiB = 1024 * 1024
 _MAX_CONNECTION_AGE_MS = 5 * 60 * 1000
 _MAX_CONNECTION_AGE_GRACE_MS = 30 * 1000
+# The server pings an idle connection each minute and closes it without an answer in 20 s (a client
+# that vanished); it accepts clients' pings down to every 10 s, idle or not (the shared client pings
+# every 30 s, hindsight.client.KEEPALIVE_TIME_MS), and sends GOAWAY to one pinging faster.
+KEEPALIVE_TIME_MS = 60_000
+KEEPALIVE_TIMEOUT_MS = 20_000
+MIN_CLIENT_PING_INTERVAL_MS = 10_000
 
 
 def build_server(
@@ -43,6 +49,11 @@ def build_server(
             # closes: ending connections after a few minutes lets them find servers added since.
             ("grpc.max_connection_age_ms", _MAX_CONNECTION_AGE_MS),
             ("grpc.max_connection_age_grace_ms", _MAX_CONNECTION_AGE_GRACE_MS),
+            ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
+            ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.min_recv_ping_interval_without_data_ms", MIN_CLIENT_PING_INTERVAL_MS),
+            ("grpc.http2.max_ping_strikes", 2),
         ],
     )
     pb_grpc.add_MemoryServiceServicer_to_server(servicer, server)

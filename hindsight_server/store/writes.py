@@ -16,7 +16,7 @@ from pgvector import Vector
 
 from hindsight_server.domain.conflicts import Action, Existing, content_key
 from hindsight_server.domain.conflicts import Resolution as ConflictResolution
-from hindsight_server.domain.errors import Aborted, FailedPrecondition
+from hindsight_server.domain.errors import Aborted, FailedPrecondition, Violation
 from hindsight_server.domain.language import language
 from hindsight_server.domain.lexical import LexicalDocument, analyse
 from hindsight_server.domain.lifecycle import is_mutable
@@ -163,7 +163,12 @@ class MemoryWrites(MemoryReads):
             return memory_from_row(row)
         current = await self.get(patch.tenant_id, patch.memory_id, patch.agent_id)  # NotFound if none
         if not is_mutable(current.status):
-            raise FailedPrecondition(f"memory {current.id!r} is {current.status.value} and cannot be updated")
+            message = f"memory {current.id!r} is {current.status.value} and cannot be updated"
+            raise FailedPrecondition(
+                message,
+                violations=(Violation("STATUS", f"memories/{current.id}", message),),
+                cause="MEMORY_NOT_MUTABLE",
+            )
         raise Aborted(
             f"memory {current.id!r} is at version {current.version}, not {patch.expected_version}; "
             "re-read it and retry"
@@ -216,8 +221,11 @@ class MemoryWrites(MemoryReads):
             return memory_from_row(row)
         current = await self.get(tenant_id, memory_id, agent_id)  # NotFound when it does not exist
         verb = "confirmed" if confirm else "rejected"
+        message = f"memory {memory_id!r} is {current.status.value}, not pending: it cannot be {verb}"
         raise FailedPrecondition(
-            f"memory {memory_id!r} is {current.status.value}, not pending: it cannot be {verb}"
+            message,
+            violations=(Violation("STATUS", f"memories/{memory_id}", message),),
+            cause="MEMORY_NOT_PENDING",
         )
 
     async def record_access(self, accesses: Sequence[tuple[str, str, int, datetime]]) -> None:

@@ -64,8 +64,25 @@ _SERVICE_CONFIG = json.dumps(
                     "retryableStatusCodes": ["UNAVAILABLE"],
                 },
             }
-        ]
+        ],
+        # When most calls fail (a long outage), stop retrying instead of multiplying the load: each
+        # failure costs a token, each success gives back 0.1; retries pause below half of 10.
+        "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1},
     }
+)
+# An idle channel pings every 30 s and gives a peer 10 s to answer, so a connection that a load
+# balancer or NAT silently dropped is found before a call waits on it. The memory server accepts pings
+# this often (hindsight_server/rpc/server.py); a client pinging faster would be sent GOAWAY.
+KEEPALIVE_TIME_MS = 30_000
+KEEPALIVE_TIMEOUT_MS = 10_000
+CHANNEL_OPTIONS: tuple[tuple[str, int | str], ...] = (
+    ("grpc.service_config", _SERVICE_CONFIG),
+    ("grpc.enable_retries", 1),
+    ("grpc.max_receive_message_length", 16 * 1024 * 1024),
+    ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
+    ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
 )
 
 
@@ -165,11 +182,7 @@ class HindsightClient:
         self.target = target
         self._timeout_s = timeout_s
         self._metadata = tuple(metadata) + ((("authorization", f"Bearer {api_key}"),) if api_key else ())
-        options = [
-            ("grpc.service_config", _SERVICE_CONFIG),
-            ("grpc.enable_retries", 1),
-            ("grpc.max_receive_message_length", 16 * 1024 * 1024),
-        ]
+        options = list(CHANNEL_OPTIONS)
         if channel is not None:
             self._channel = channel
         elif tls_ca_file:

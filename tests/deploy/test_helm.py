@@ -70,6 +70,15 @@ def one(documents: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]
     return found[0]
 
 
+def pod_spec(document: dict[str, Any]) -> dict[str, Any] | None:
+    """The pod a workload runs (a Pod's own spec, else its template's), None for other objects."""
+    if document["kind"] == "Pod":
+        spec: dict[str, Any] = document["spec"]
+        return spec
+    template = document.get("spec", {}).get("template")
+    return None if template is None else template["spec"]
+
+
 def container(documents: list[dict[str, Any]], deployment: str) -> dict[str, Any]:
     spec = one(documents, "Deployment", f"{RELEASE}-hindsight-{deployment}")["spec"]["template"]["spec"]
     containers: list[dict[str, Any]] = spec["containers"]
@@ -95,6 +104,7 @@ DEFAULT_KINDS = {
     "ConfigMap": 2,
     "Secret": 1,
     "ServiceAccount": 1,
+    "Pod": 1,  # the `helm test` hook
 }
 PRODUCTION_KINDS = {
     "Deployment": 3,
@@ -105,6 +115,7 @@ PRODUCTION_KINDS = {
     "ConfigMap": 2,
     "Ingress": 1,
     "ServiceAccount": 1,
+    "Pod": 1,
     # no Secret: secrets.existingSecret
 }
 
@@ -164,6 +175,11 @@ def test_the_validator_can_fail() -> None:
     ],
 )
 def test_schema_rejects_bad_values(values: dict[str, Any], complaint: str) -> None:
+    assert_rejected(values, complaint)
+
+
+def assert_rejected(values: dict[str, Any], complaint: str) -> None:
+    """`helm lint` and `helm template` both refuse the values, naming `complaint`."""
     from helm_python import HelmValuesError
 
     report = lint(values)
@@ -225,10 +241,9 @@ def test_server_probes_scaling_and_hardening() -> None:
     assert headless["spec"]["clusterIP"] == "None"
 
     for document in documents:
-        template = document.get("spec", {}).get("template")
-        if template is None:
+        pod = pod_spec(document)
+        if pod is None:
             continue
-        pod = template["spec"]
         assert pod["securityContext"]["runAsNonRoot"] is True, document["metadata"]["name"]
         assert pod["automountServiceAccountToken"] is False
         for each in pod["containers"]:
@@ -328,3 +343,347 @@ def test_bundled_database_dsn_matches_its_password() -> None:
     assert secret["database-dsn"] == (
         f"postgresql://hindsight:p%40ss%2Fword@{RELEASE}-hindsight-postgresql:5432/hindsight"
     )
+
+
+# ---------------------------------------------------------------------------------------- helm test hook
+
+FULLNAME = f"{RELEASE}-hindsight"  # the release's base name: its Secret and the servers' Service
+
+
+def helm_test_hooks(documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [d for d in documents if d["metadata"].get("annotations", {}).get("helm.sh/hook") == "test"]
+
+
+def env_of(container_spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {item["name"]: item for item in container_spec["env"]}
+
+
+@pytest.mark.usefixtures("kubernetes_schemas")
+@pytest.mark.parametrize(
+    ("values", "fullname", "port", "tenant", "key_from"),
+    [
+        (None, FULLNAME, 50051, "default", ("TEST_API_KEYS", FULLNAME, "mcp-api-keys")),
+        (
+            {"mcp": {"defaultTenant": "acme"}},
+            FULLNAME,
+            50051,
+            "acme",
+            ("TEST_API_KEYS", FULLNAME, "mcp-api-keys"),
+        ),
+        (
+            {"tests": {"tenant": "probe", "apiKeySecret": {"name": "probe-key", "key": "api-key"}}},
+            FULLNAME,
+            50051,
+            "probe",
+            ("HINDSIGHT_API_KEY", "probe-key", "api-key"),
+        ),
+        (
+            {"fullnameOverride": "memory", "server": {"port": 6000}},
+            "memory",
+            6000,
+            "default",
+            ("TEST_API_KEYS", "memory", "mcp-api-keys"),
+        ),
+        (
+            production_values(),
+            FULLNAME,
+            50051,
+            "default",
+            ("TEST_API_KEYS", "hindsight-credentials", "mcp-api-keys"),
+        ),
+    ],
+    ids=["default", "gateway-tenant", "own-tenant-and-key", "renamed-and-port", "existing-secret"],
+)
+def test_helm_test_calls_health_write_and_recall_through_the_service(
+    values: dict[str, Any] | None,
+    fullname: str,
+    port: int,
+    tenant: str,
+    key_from: tuple[str, str, str],
+) -> None:
+    """`helm test`: a Pod hook (replaced on each run, kept when it failed) running the server image, that
+    checks gRPC health, then writes a memory and recalls it through the memory servers' ClusterIP
+    Service, with the tenant's API key from the chart's Secret (or the one named in values)."""
+    import kubernetes_validate
+
+    documents = render(values)
+    hooks = helm_test_hooks(documents)
+    assert [(d["kind"], d["metadata"]["name"]) for d in hooks] == [("Pod", f"{fullname}-test")]
+    pod = hooks[0]
+    annotations = pod["metadata"]["annotations"]
+    policies = annotations["helm.sh/hook-delete-policy"].split(",")
+    assert "before-hook-creation" in policies and "hook-failed" not in policies
+    for version in SCHEMA_VERSIONS:
+        kubernetes_validate.validate(pod, version, strict=True)
+
+    spec = pod["spec"]
+    assert spec["restartPolicy"] == "Never"
+    assert len(spec["containers"]) == 1
+    test = spec["containers"][0]
+    server = one(documents, "Deployment", f"{fullname}-server")["spec"]["template"]["spec"]["containers"][0]
+    assert test["image"] == server["image"], "the server image (it has the hindsight CLI)"
+
+    # The target is the memory servers' Service, by its name and port.
+    service = one(documents, "Service", fullname)
+    assert service["spec"].get("clusterIP") != "None"
+    assert [p["port"] for p in service["spec"]["ports"]] == [port]
+    env = env_of(test)
+    assert env["TEST_TARGET"]["value"] == f"{fullname}.{NAMESPACE}.svc.cluster.local:{port}"
+    assert env["TEST_TENANT"]["value"] == tenant
+
+    # The key: the tenant's entry of the chart's mcp-api-keys (optional), or a Secret key of its own.
+    variable, secret, key = key_from
+    reference = env[variable]["valueFrom"]["secretKeyRef"]
+    assert (reference["name"], reference["key"]) == (secret, key)
+    assert ("TEST_API_KEYS" in env) == (variable == "TEST_API_KEYS")
+    if variable == "TEST_API_KEYS":
+        assert reference["optional"] is True
+
+    # What it runs: health, Write, Recall (in that order) against $TEST_TARGET, failing on any error.
+    assert test["command"][:2] == ["sh", "-c"]
+    script = test["command"][2]
+    assert script.startswith("set -eu\n")
+    assert "--target $TEST_TARGET --tenant $TEST_TENANT" in script
+    steps = [
+        'hindsight-healthcheck grpc "$TEST_TARGET" hindsight.v1.MemoryService || fail',
+        "id=$(hindsight write $common",
+        "recalled=$(hindsight recall $common",
+        '[ -n "$found" ] || fail',
+    ]
+    positions = [script.index(step) for step in steps]
+    assert positions == sorted(positions), script
+    assert 'case "$recalled" in *"$id"*)' in script  # Recall must return the memory written
+    assert "exit 1" in script and "trap cleanup EXIT" in script
+
+
+STUB_ID = "01a2324d-5317-7403-9f97-90271fced72e"
+# Stand-ins for the image's commands: each call is logged (with the API key it saw); the outcome of
+# each step is set by the environment.
+STUB_HIT = json.dumps({"hits": [{"memory": {"id": STUB_ID}}]})
+STUB_HINDSIGHT = f"""#!/bin/sh
+echo "$1 key=${{HINDSIGHT_API_KEY:-}} $*" >> "$CALLS"
+case "$1" in
+  write) [ "$WRITE_OK" = yes ] || exit 1; echo {STUB_ID} ;;
+  recall)
+    [ "$RECALL_OK" = yes ] || exit 1
+    if [ "$RECALL_FINDS" = yes ]; then echo '{STUB_HIT}'; else echo '{{}}'; fi ;;
+esac
+"""
+STUB_HEALTHCHECK = """#!/bin/sh
+echo "health $*" >> "$CALLS"
+[ "$HEALTH_OK" = yes ]
+"""
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "passes", "calls"),
+    [
+        ({}, True, ["health", "write", "recall", "delete"]),
+        ({"HEALTH_OK": "no"}, False, ["health"]),
+        ({"WRITE_OK": "no"}, False, ["health", "write"]),
+        ({"RECALL_OK": "no"}, False, ["health", "write", "recall", "delete"]),
+        ({"RECALL_FINDS": "no"}, False, ["health", "write", *["recall"] * 5, "delete"]),
+    ],
+    ids=["all-pass", "health-fails", "write-fails", "recall-fails", "recall-misses-the-memory"],
+)
+def test_helm_test_script_fails_when_a_call_fails(
+    outcomes: dict[str, str], passes: bool, calls: list[str], tmp_path: Path
+) -> None:
+    """The Pod's script itself, run by sh with stand-ins for `hindsight` and `hindsight-healthcheck`:
+    exit 0 only when health, Write and a Recall that returns the written memory all succeed; the
+    memory is deleted once written; the tenant's key is taken from the chart's mcp-api-keys."""
+    import subprocess
+    import sys
+
+    test = helm_test_hooks(render(None))[0]["spec"]["containers"][0]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in [
+        ("hindsight", STUB_HINDSIGHT),
+        ("hindsight-healthcheck", STUB_HEALTHCHECK),
+        ("sleep", ""),
+    ]:
+        (bin_dir / name).write_text(text or "#!/bin/sh\n")
+        (bin_dir / name).chmod(0o755)
+    (bin_dir / "python").symlink_to(sys.executable)
+    env = {item["name"]: item["value"] for item in test["env"] if "value" in item}
+    env |= {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "CALLS": str(tmp_path / "calls"),
+        "TEST_API_KEYS": json.dumps({"other": "hs_other", "default": "hs_default_key"}),
+        "HEALTH_OK": "yes",
+        "WRITE_OK": "yes",
+        "RECALL_OK": "yes",
+        "RECALL_FINDS": "yes",
+    }
+    env |= outcomes
+    done = subprocess.run(test["command"], env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert (done.returncode == 0) == passes, done.stdout + done.stderr
+    if not passes:
+        assert "helm test FAILED" in done.stderr
+    logged = (tmp_path / "calls").read_text().splitlines()
+    assert [line.split()[0] for line in logged] == calls
+    target = env["TEST_TARGET"]
+    assert logged[0] == f"health grpc {target} hindsight.v1.MemoryService"
+    for line in logged[1:]:
+        assert line.startswith(f"{line.split()[0]} key=hs_default_key ")
+        assert f"--target {target} --tenant default " in line
+    if "delete" in calls:
+        assert logged[-1].endswith(f" {STUB_ID}")
+
+
+@pytest.mark.parametrize(
+    "values",
+    [{"tests": {"enabled": False}}, {**production_values(), "tests": {"enabled": False}}],
+    ids=["default", "production"],
+)
+def test_helm_test_can_be_switched_off(values: dict[str, Any]) -> None:
+    documents = render(values)
+    assert "Pod" not in kinds(documents)
+    assert helm_test_hooks(documents) == []
+    assert lint(values)["errors"] == []
+
+
+def test_helm_test_key_secret_needs_its_key() -> None:
+    from helm_python import HelmRenderError
+
+    with pytest.raises(HelmRenderError, match=r"tests\.apiKeySecret\.key is required"):
+        render({"tests": {"apiKeySecret": {"name": "probe-key"}}})
+
+
+# ---------------------------------------------------------------------------------------- securityContext
+
+# values section -> (kind, name suffix) of the workload it configures.
+WORKLOADS = {
+    "server": ("Deployment", "server"),
+    "migrations": ("Job", "migrations"),
+    "triton": ("Deployment", "triton"),
+    "mcp": ("Deployment", "mcp"),
+    "postgresql": ("StatefulSet", "postgresql"),
+    "tests": ("Pod", "test"),
+}
+
+
+def workload_pod(documents: list[dict[str, Any]], section: str) -> dict[str, Any]:
+    kind, suffix = WORKLOADS[section]
+    spec = pod_spec(one(documents, kind, f"{RELEASE}-hindsight-{suffix}"))
+    assert spec is not None
+    return spec
+
+
+@pytest.mark.parametrize(
+    ("section", "user"),
+    [
+        ("server", 10001),
+        ("migrations", 10001),
+        ("triton", 10001),
+        ("mcp", 10001),
+        ("postgresql", 999),
+        ("tests", 10001),
+    ],
+)
+def test_security_context_defaults(section: str, user: int) -> None:
+    """The defaults in values.yaml are the hardening the chart always had (see the hardening test)."""
+    pod = workload_pod(render(None), section)
+    assert pod["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": user,
+        "runAsGroup": user,
+        "fsGroup": user,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    for each in pod["containers"]:
+        assert each["securityContext"] == {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        }
+
+
+@pytest.mark.usefixtures("kubernetes_schemas")
+@pytest.mark.parametrize("section", list(WORKLOADS))
+def test_security_context_overrides_reach_each_workload(section: str) -> None:
+    """A workload's podSecurityContext and containerSecurityContext from values: set keys win, the
+    defaults' other keys stay, a key set to null is removed, and no other workload changes."""
+    import kubernetes_validate
+
+    overrides = {
+        section: {
+            "podSecurityContext": {
+                "runAsUser": 4242,
+                "fsGroupChangePolicy": "OnRootMismatch",
+                "fsGroup": None,
+            },
+            "containerSecurityContext": {"runAsUser": 4242, "capabilities": {"add": ["NET_BIND_SERVICE"]}},
+        }
+    }
+    documents = render(overrides)
+    pod = workload_pod(documents, section)
+    assert pod["securityContext"]["runAsUser"] == 4242
+    assert pod["securityContext"]["fsGroupChangePolicy"] == "OnRootMismatch"
+    assert "fsGroup" not in pod["securityContext"]
+    assert pod["securityContext"]["runAsNonRoot"] is True  # a default kept
+    for each in pod["containers"]:
+        context = each["securityContext"]
+        assert context["runAsUser"] == 4242
+        assert context["capabilities"] == {"add": ["NET_BIND_SERVICE"], "drop": ["ALL"]}
+        assert context["readOnlyRootFilesystem"] is True
+    kind, suffix = WORKLOADS[section]
+    for version in SCHEMA_VERSIONS:
+        kubernetes_validate.validate(
+            one(documents, kind, f"{RELEASE}-hindsight-{suffix}"), version, strict=True
+        )
+    for other in WORKLOADS:
+        if other != section:
+            assert workload_pod(documents, other)["securityContext"]["runAsUser"] != 4242, other
+
+
+@pytest.mark.parametrize(
+    ("values", "complaint"),
+    [
+        ({"server": {"podSecurityContext": {"runAsUser": "root"}}}, "/server/podSecurityContext/runAsUser"),
+        ({"migrations": {"podSecurityContext": {"runAsNonRoot": "yes"}}}, "/migrations/podSecurityContext"),
+        (
+            {"triton": {"containerSecurityContext": {"capabilities": {"drop": "ALL"}}}},
+            "/triton/containerSecurityContext",
+        ),
+        ({"mcp": {"containerSecurityContext": "restricted"}}, "/mcp/containerSecurityContext"),
+        (
+            {"server": {"podSecurityContext": {"seccompProfile": {"type": "Default"}}}},
+            "/server/podSecurityContext/seccompProfile/type",
+        ),
+        ({"postgresql": {"podSecurityContext": {"runAsNonroot": True}}}, "runAsNonroot"),
+        (
+            {"tests": {"containerSecurityContext": {"privileged": 1}}},
+            "/tests/containerSecurityContext/privileged",
+        ),
+        ({"tests": {"enabled": "no"}}, "/tests/enabled"),
+        ({"tests": {"tenant": 7}}, "/tests/tenant"),
+        ({"tests": {"apiKeySecret": "probe-key"}}, "/tests/apiKeySecret"),
+        ({"tests": {"timeoutSeconds": "10s"}}, "/tests/timeoutSeconds"),
+        ({"tests": {"enable": True}}, "enable"),
+    ],
+    ids=[
+        "pod-user",
+        "pod-bool",
+        "capabilities",
+        "container-string",
+        "seccomp-enum",
+        "misspelt-field",
+        "test-privileged",
+        "tests-enabled",
+        "tests-tenant",
+        "tests-key-secret",
+        "tests-timeout",
+        "tests-misspelt",
+    ],
+)
+def test_schema_rejects_wrong_types_of_new_values(values: dict[str, Any], complaint: str) -> None:
+    assert_rejected(values, complaint)
+
+
+def test_chart_names_home_and_sources() -> None:
+    chart = yaml.safe_load((CHART_DIR / "Chart.yaml").read_text())
+    assert chart["home"] == "https://github.com/hindsight-memory/hindsight"
+    assert chart["sources"] == [chart["home"]]
+    assert all(source.startswith("https://") for source in chart["sources"])

@@ -18,25 +18,13 @@ from gateway_mcp.auth import hash_token
 from gateway_mcp.config import GatewayConfigError, load_gateway_settings
 from gateway_mcp.server import HttpGateway
 from hindsight.client import HindsightClient
-from tests.support.mcp_sessions import http_gateway, http_session
+from tests.support.mcp_sessions import INITIALIZE, INITIALIZE_HEADERS, http_gateway, http_session
 from tests.support.processes import free_port, run_cli
-
-_INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "0"},
-    },
-}
-_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
 async def _post(url: str, headers: dict[str, str]) -> httpx2.Response:
     async with httpx2.AsyncClient(timeout=10) as http:
-        return await http.post(url, json=_INITIALIZE, headers={**_HEADERS, **headers})
+        return await http.post(url, json=INITIALIZE, headers={**INITIALIZE_HEADERS, **headers})
 
 
 async def test_a_missing_or_wrong_token_gets_401(memory_target: str) -> None:

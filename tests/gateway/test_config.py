@@ -12,6 +12,8 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from gateway_mcp.config import channel_target, is_loopback, load_gateway_settings
 from gateway_mcp.errors import UNAVAILABLE_MESSAGE, from_rpc
 from gateway_mcp.prompt import SYSTEM_PROMPT_EN, SYSTEM_PROMPT_ZH
+from hindsight_server.domain.errors import ResourceExhausted, RetryLater, Unavailable
+from hindsight_server.rpc.errors import rich_status, status_for
 from tests.conftest import REPO_ROOT
 
 
@@ -79,3 +81,23 @@ def test_the_readme_shows_the_system_prompt_the_gateway_sends(readme: str) -> No
     text = (REPO_ROOT / readme).read_text()
     assert SYSTEM_PROMPT_ZH in text
     assert SYSTEM_PROMPT_EN in text
+
+
+@pytest.mark.parametrize(
+    ("error", "said"),
+    [
+        (ResourceExhausted("tenant 't' is over its request rate", retry_after_s=2.5), "try again in 2.5 s"),
+        (
+            Unavailable("the database is unavailable; retry later"),
+            f"{UNAVAILABLE_MESSAGE} in 1.0 s (UNAVAILABLE)",
+        ),
+    ],
+)
+def test_the_servers_retry_info_reaches_the_model(error: RetryLater, said: str) -> None:
+    """The details as the memory server encodes them (rpc/errors.py), read by the gateway."""
+    code = status_for(error)
+    trailing = grpc.aio.Metadata()
+    trailing.add("grpc-status-details-bin", rich_status(error, code).SerializeToString())
+    assert said in from_rpc(
+        grpc.aio.AioRpcError(code, grpc.aio.Metadata(), trailing, details=str(error)), "t"
+    )

@@ -11,7 +11,7 @@ import pytest
 from gateway_mcp.auth import hash_token
 from gateway_mcp.config import load_gateway_settings
 from tests.support.certs import self_signed
-from tests.support.mcp_sessions import http_gateway
+from tests.support.mcp_sessions import INITIALIZE, INITIALIZE_HEADERS, http_gateway
 
 
 async def test_the_http_gateway_serves_https_when_configured(tmp_path: Path, memory_target: str) -> None:
@@ -25,26 +25,16 @@ async def test_the_http_gateway_serves_https_when_configured(tmp_path: Path, mem
     )
     async with http_gateway(settings) as url:
         assert url.startswith("https://127.0.0.1:")
-        initialize = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"},
-            },
-        }
-        headers = {"Authorization": "Bearer secret-token", "Accept": "application/json, text/event-stream"}
+        headers = {**INITIALIZE_HEADERS, "Authorization": "Bearer secret-token"}
         async with httpx2.AsyncClient(verify=ssl.create_default_context(cafile=str(cert))) as secure:
-            answered = await secure.post(url, json=initialize, headers=headers)
+            answered = await secure.post(url, json=INITIALIZE, headers=headers)
             assert answered.status_code == 200, answered.text
             assert "hindsight" in answered.text
-            refused = await secure.post(url, json=initialize)  # no token: still refused
+            refused = await secure.post(url, json=INITIALIZE)  # no token: still refused
             assert refused.status_code == 401
         async with httpx2.AsyncClient() as plain:
             with pytest.raises(httpx2.HTTPError):
-                await plain.post(url.replace("https://", "http://"), json=initialize, headers=headers)
+                await plain.post(url.replace("https://", "http://"), json=INITIALIZE, headers=headers)
 
 
 def test_a_certificate_needs_its_key() -> None:

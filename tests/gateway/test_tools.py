@@ -179,6 +179,25 @@ async def test_a_repeated_idempotency_key_stores_once(connect: Connect) -> None:
     assert first.structured_content["created"] is True and again.structured_content["created"] is False
     assert again.structured_content["id"] == first.structured_content["id"]
     assert "nothing new written" in _text(again)
+    assert (first.structured_content["resolution"], again.structured_content["resolution"]) == (
+        "created",
+        "replayed",
+    )
+
+
+async def test_saying_the_same_thing_again_is_reported_as_merged(connect: Connect) -> None:
+    """No idempotency key: the server merges a near-identical memory of the same subject and kind, and
+    the agent is told so (not that the call was replayed)."""
+    arguments = {"session_id": "s", "memory_type": "semantic", "summary": "用户对花生过敏"}
+    async with connect() as session:
+        first = await _ok(session, "memory_write", arguments)
+        again = await _ok(session, "memory_write", arguments)
+    assert first.structured_content is not None and again.structured_content is not None
+    assert again.structured_content["resolution"] == "merged"
+    assert again.structured_content["created"] is False
+    assert again.structured_content["id"] == first.structured_content["id"]
+    assert again.structured_content["seen_count"] == 2
+    assert "merged into it, now seen 2 times" in _text(again)
 
 
 async def test_schema_violations_are_clear_tool_errors(connect: Connect) -> None:

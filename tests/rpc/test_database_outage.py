@@ -10,10 +10,12 @@ from urllib.parse import parse_qs, urlsplit
 
 import grpc
 import pytest
+from google.rpc import error_details_pb2
 
 from hindsight.client import HindsightClient
 from hindsight_server.app import start_server
 from hindsight_server.config import Settings
+from tests.support.rich_errors import detail
 from tests.support.tcp_proxy import CuttableProxy
 
 
@@ -67,6 +69,8 @@ async def test_outage_gives_unavailable_and_recovers(
                     await call()
                 codes.append(error.value.code())
                 assert "Traceback" not in (error.value.details() or "")
+                retry = detail(error.value, error_details_pb2.RetryInfo)  # safe to retry, and when
+                assert retry is not None and retry.retry_delay.ToTimedelta().total_seconds() > 0
             assert codes == [grpc.StatusCode.UNAVAILABLE] * 4
             await _eventually(lambda: _is(client, "NOT_SERVING"))
 

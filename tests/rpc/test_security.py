@@ -13,13 +13,16 @@ from typing import Any
 import asyncpg
 import grpc
 import pytest
+from google.rpc import error_details_pb2
 
 from hindsight.client import HindsightClient
 from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.app import RunningServer, start_server
 from hindsight_server.config import Settings
+from hindsight_server.rpc.ops import StatusUnavailable, fetch_status
 from tests.support.certs import self_signed
 from tests.support.processes import run_cli
+from tests.support.rich_errors import detail
 
 UNKNOWN_ID = "01a22b8a-0000-7000-8000-000000000000"
 
@@ -28,6 +31,14 @@ async def _code(call: Awaitable[Any]) -> grpc.StatusCode:
     with pytest.raises(grpc.aio.AioRpcError) as failed:
         await call
     return failed.value.code()
+
+
+async def _reason(call: Awaitable[Any]) -> tuple[str, str]:
+    """The status code's name and the ErrorInfo reason of a call that fails."""
+    with pytest.raises(grpc.aio.AioRpcError) as failed:
+        await call
+    info = detail(failed.value, error_details_pb2.ErrorInfo)
+    return failed.value.code().name, info.reason if info else ""
 
 
 # ------------------------------------------------------------------------------------------ API keys
@@ -54,25 +65,48 @@ async def test_calls_need_their_tenants_key(
     assert key["api_key"].startswith(f"hs_{key['key_id']}_")
     target = f"127.0.0.1:{keyed_server.port}"
     async with HindsightClient(target) as anonymous:
-        assert await _code(anonymous.recall(tenant, "x")) == grpc.StatusCode.UNAUTHENTICATED
+        assert await _reason(anonymous.recall(tenant, "x")) == ("UNAUTHENTICATED", "API_KEY_MISSING")
         assert await anonymous.health() == "SERVING"  # probes need no key
     async with HindsightClient(target, api_key="hs_nope_nope") as forged:
-        assert await _code(forged.recall(tenant, "x")) == grpc.StatusCode.UNAUTHENTICATED
+        assert await _reason(forged.recall(tenant, "x")) == ("UNAUTHENTICATED", "API_KEY_INVALID")
     async with HindsightClient(target, api_key=key["api_key"]) as owner:
         written = await owner.write(tenant, "the key works", tier="semantic", kind="fact")
         assert (await owner.get(tenant, written.memory.id)).content == "the key works"
         with pytest.raises(grpc.aio.AioRpcError) as elsewhere:
             await owner.recall(f"{tenant}-other", "x")
         assert elsewhere.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        info = detail(elsewhere.value, error_details_pb2.ErrorInfo)
+        assert info is not None and info.reason == "TENANT_MISMATCH"
         assert key["api_key"] not in (elsewhere.value.details() or "")
 
     listed = await run_cli(["tenants", "list", "--tenant", tenant, "--dsn", postgres_dsn, "--json"])
     assert [row["key_id"] for row in json.loads(listed.stdout)] == [key["key_id"]]
+
     assert key["api_key"] not in listed.stdout  # the secret is shown once, never again
     revoked = await run_cli(["tenants", "revoke", key["key_id"], "--dsn", postgres_dsn])
     assert revoked.code == 0, revoked.stderr
     async with HindsightClient(target, api_key=key["api_key"]) as former:
         assert await _code(former.recall(tenant, "x")) == grpc.StatusCode.UNAUTHENTICATED
+
+
+async def test_ops_status_needs_a_valid_key_where_keys_are_required(
+    keyed_server: RunningServer, postgres_dsn: str, tenant: str
+) -> None:
+    """Ops/Status (server-wide figures, no tenant's data) answers any tenant's valid key, and nobody
+    else; `hindsight status --api-key` sends one."""
+    target = f"127.0.0.1:{keyed_server.port}"
+    for api_key, refused in (("", "UNAUTHENTICATED"), ("hs_nope_nope", "UNAUTHENTICATED")):
+        with pytest.raises(StatusUnavailable, match=refused):
+            await fetch_status(target, timeout_s=5, api_key=api_key)
+    key = await _create_key(postgres_dsn, tenant)
+    status = await fetch_status(target, timeout_s=5, api_key=key["api_key"])
+    assert status.serving == "SERVING" and "recall" in status.figures
+
+    shown = await run_cli(["status", "--target", target, "--json", "--api-key", key["api_key"]])
+    assert shown.code == 0, shown.stderr
+    assert json.loads(shown.stdout)["servers"][0]["serving"] == "SERVING"
+    refused_cli = await run_cli(["status", "--target", target, "--json"])
+    assert refused_cli.code != 0 and "UNAUTHENTICATED" in refused_cli.stdout + refused_cli.stderr
 
 
 async def test_the_cli_sends_the_key(keyed_server: RunningServer, postgres_dsn: str, tenant: str) -> None:
@@ -157,6 +191,8 @@ async def test_a_retried_mutation_applies_once(client: HindsightClient, tenant: 
         await client.update(tenant, written.memory.id, content="v3", idempotency_key="edit-1")
     assert reused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert "different Update request" in (reused.value.details() or "")
+    failure = detail(reused.value, error_details_pb2.PreconditionFailure)
+    assert failure is not None and [v.subject for v in failure.violations] == ["idempotency_keys/edit-1"]
 
     await client.append_turn(tenant, "s", "I need a room on Friday")
     ended = await client.end_session(tenant, "s", idempotency_key="end-1")
@@ -193,6 +229,11 @@ async def test_a_tenant_over_its_rate_is_told_to_slow_down(
                 await client.recall(tenant, "x")
             assert limited.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
             assert tenant in (limited.value.details() or "")
+            # When to retry, and why, for programs: at 0.01/s the next token is ~100 s away.
+            retry = detail(limited.value, error_details_pb2.RetryInfo)
+            assert retry is not None and 90 <= retry.retry_delay.ToTimedelta().total_seconds() <= 100
+            info = detail(limited.value, error_details_pb2.ErrorInfo)
+            assert info is not None and (info.reason, info.domain) == ("RATE_LIMITED", "hindsight.v1")
             await client.recall(f"{tenant}-other", "x")  # others keep their own budget
     finally:
         await running.stop()

@@ -7,10 +7,12 @@ from datetime import timedelta
 
 import grpc
 import pytest
+from google.rpc import error_details_pb2
 
 from hindsight.client import HindsightClient, memory_input
 from hindsight.v1 import memory_pb2 as pb
 from tests.conftest import MovableClock
+from tests.support.rich_errors import detail
 
 
 async def test_the_same_fact_written_five_times_is_one_memory_seen_five_times(
@@ -114,6 +116,11 @@ async def test_a_pending_memory_waits_for_a_decision(client: HindsightClient, te
         await client.confirm_pending(tenant, unsure.memory.id)
     assert again.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert "is active, not pending" in (again.value.details() or "")
+    failure = detail(again.value, error_details_pb2.PreconditionFailure)  # which state forbade it
+    assert failure is not None
+    assert [(v.type, v.subject) for v in failure.violations] == [("STATUS", f"memories/{unsure.memory.id}")]
+    info = detail(again.value, error_details_pb2.ErrorInfo)
+    assert info is not None and info.reason == "MEMORY_NOT_PENDING"
 
     other = await client.write(tenant, "maybe vegetarian", tier="semantic", kind="fact", confidence=0.4)
     rejected = await client.reject_pending(tenant, other.memory.id)

@@ -15,6 +15,20 @@ from mcp.client.streamable_http import streamable_http_client
 from gateway_mcp.config import GatewaySettings
 from gateway_mcp.server import HttpGateway
 
+# A raw MCP initialize request, for tests of the HTTP layer below the SDK's client (status codes,
+# headers) and the headers a Streamable HTTP client sends with it.
+INITIALIZE: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    },
+}
+INITIALIZE_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
 
 @asynccontextmanager
 async def http_gateway(settings: GatewaySettings) -> AsyncIterator[str]:

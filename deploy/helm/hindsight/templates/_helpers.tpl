@@ -133,19 +133,3 @@ HTTP/2 connection, and so every call, to one pod).
       name: {{ .secretName }}
       key: database-dsn
 {{- end }}
-
-{{- define "hindsight.podSecurityContext" -}}
-runAsNonRoot: true
-runAsUser: 10001
-runAsGroup: 10001
-fsGroup: 10001
-seccompProfile:
-  type: RuntimeDefault
-{{- end }}
-
-{{- define "hindsight.containerSecurityContext" -}}
-allowPrivilegeEscalation: false
-readOnlyRootFilesystem: true
-capabilities:
-  drop: ["ALL"]
-{{- end }}
