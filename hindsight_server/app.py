@@ -288,6 +288,7 @@ async def open_jobs(settings: Settings, *, clock: Clock = system_clock) -> Async
             min_size=1,
             max_size=max(2, min(db.pool_max, 4)),  # the job's lock holds one connection
             statement_timeout_ms=db.statement_timeout_ms,
+            max_statement_timeout_ms=db.max_statement_timeout_ms,
             connect_timeout_s=db.connect_timeout_s,
         )
     except HindsightError as exc:
@@ -315,6 +316,7 @@ async def open_api_keys(settings: Settings, *, clock: Clock = system_clock) -> A
             min_size=1,
             max_size=2,
             statement_timeout_ms=db.statement_timeout_ms,
+            max_statement_timeout_ms=db.max_statement_timeout_ms,
             connect_timeout_s=db.connect_timeout_s,
         )
     except HindsightError as exc:
@@ -346,6 +348,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
             min_size=min(db.pool_min, db.pool_max),
             max_size=db.pool_max,
             statement_timeout_ms=db.statement_timeout_ms,
+            max_statement_timeout_ms=db.max_statement_timeout_ms,
             connect_timeout_s=db.connect_timeout_s,
             hnsw_ef_search=db.hnsw_ef_search,
             traced=traced,

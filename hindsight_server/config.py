@@ -58,7 +58,10 @@ class DatabaseSettings(_Section):
     dsn: str = ""
     pool_min: int = Field(2, ge=1)
     pool_max: int = Field(10, ge=1)
+    # A statement's time: a gRPC call's remaining deadline, at most max_statement_timeout_ms;
+    # statement_timeout_ms for work outside a call (jobs, the embedding worker) and calls without one.
     statement_timeout_ms: int = Field(5_000, ge=100)
+    max_statement_timeout_ms: int = Field(60_000, ge=100)
     connect_timeout_s: float = Field(5.0, gt=0)
     health_interval_s: float = Field(2.0, gt=0)  # how often readiness re-checks the database
     # HNSW candidate list per vector search: recall of the index against its cost.

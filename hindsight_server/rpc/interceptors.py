@@ -10,6 +10,7 @@ import grpc
 from hindsight_server.rpc.context import REQUEST_ID_HEADER, bind_request_id, request_id_from
 from hindsight_server.rpc.errors import Behavior, map_errors
 from hindsight_server.rpc.wire import tolerant
+from hindsight_server.store.budget import bind_call_deadline
 
 Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"  # generic only in the type stubs
 
@@ -49,6 +50,17 @@ class RequestIdInterceptor(UnaryInterceptor):
             return await behavior(request, context)
 
         return with_request_id
+
+
+class DeadlineInterceptor(UnaryInterceptor):
+    """Hands the call's remaining deadline to the store: its statements get that long (store/budget.py)."""
+
+    def wrap(self, behavior: Behavior, details: grpc.HandlerCallDetails) -> Behavior:
+        async def within_deadline(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+            bind_call_deadline(context.time_remaining())
+            return await behavior(request, context)
+
+        return within_deadline
 
 
 class ErrorMappingInterceptor(UnaryInterceptor):

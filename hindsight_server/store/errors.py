@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 import asyncpg
 
 from hindsight_server.domain.errors import DeadlineExceeded, InvalidArgument, Unavailable
+from hindsight_server.store.budget import StatementTimedOut
 
 # Constraint name -> the request field it guards.
 _CONSTRAINT_FIELDS = {
@@ -34,6 +35,8 @@ async def translate_errors() -> AsyncIterator[None]:
         yield
     except asyncpg.QueryCanceledError as exc:  # statement_timeout
         raise DeadlineExceeded("the database did not answer within the statement timeout") from exc
+    except StatementTimedOut as exc:  # its budget (store/budget.py): the call's deadline, or the default
+        raise DeadlineExceeded(str(exc)) from exc
     except asyncpg.CheckViolationError as exc:
         field = _CONSTRAINT_FIELDS.get(exc.constraint_name or "", "memory")
         raise InvalidArgument(field, "violates a constraint of the memory record") from exc

@@ -1,4 +1,4 @@
-"""The asyncpg pool: pgvector's codec on every connection, a statement timeout on every statement."""
+"""The asyncpg pool: pgvector's codec on every connection, a time budget on every statement."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 import asyncpg
 from pgvector.asyncpg import register_vector
 
+from hindsight_server.store.budget import connection_class
 from hindsight_server.store.errors import translate_errors
-from hindsight_server.store.tracing import TracedConnection
 
 
 async def _init_connection(connection: asyncpg.Connection) -> None:
@@ -31,13 +31,16 @@ async def create_pool(
     max_size: int,
     statement_timeout_ms: int,
     connect_timeout_s: float,
+    max_statement_timeout_ms: int = 60_000,
     hnsw_ef_search: int = 100,
     traced: bool = False,
 ) -> asyncpg.Pool:
     """Opens the pool; Unavailable when the database cannot be reached. `traced`: a span per statement
     (store/tracing.py), when tracing is on."""
     settings: dict[str, Any] = {
-        "statement_timeout": str(statement_timeout_ms),
+        # The server's backstop; each statement's own budget (store/budget.py) is the call's deadline, or
+        # statement_timeout_ms outside a call, and asyncpg cancels it when that passes.
+        "statement_timeout": str(max(statement_timeout_ms, max_statement_timeout_ms)),
         "application_name": "hindsight",
         # Filtered HNSW scans keep going until the LIMIT is met (pgvector >= 0.8), instead of silently
         # returning fewer rows when the tenant filter discards candidates (ENVIRONMENT.md: 11.7 of 20).
@@ -61,6 +64,8 @@ async def create_pool(
             server_settings=settings,
             init=_init_connection,
             reset=_keep_session,
-            connection_class=TracedConnection if traced else asyncpg.Connection,
+            connection_class=connection_class(
+                statement_timeout_ms / 1000, max_statement_timeout_ms / 1000, traced
+            ),
         )
     return pool

@@ -125,7 +125,10 @@ async def test_a_locked_table_answers_at_the_deadline_or_the_statement_timeout(
     timeout_ms = 300
     settings = make_settings(database__dsn=database, server__grace_s=1.0)
     short = make_settings(
-        database__dsn=database, server__grace_s=1.0, database__statement_timeout_ms=timeout_ms
+        database__dsn=database,
+        server__grace_s=1.0,
+        database__statement_timeout_ms=timeout_ms,
+        database__max_statement_timeout_ms=timeout_ms,
     )
     async with _server(settings) as (_, client), _server(short) as (_, impatient):
         await client.write(tenant, "before the lock", tier="semantic", kind="fact")
@@ -134,7 +137,7 @@ async def test_a_locked_table_answers_at_the_deadline_or_the_statement_timeout(
                 client.write(tenant, "waits", tier="semantic", kind="fact", timeout_s=DEADLINE_S)
             )
             health = await _timed(client.health(timeout_s=DEADLINE_S))
-            # The server's own bound: its statement timeout answers before a caller's long deadline.
+            # The server's own bound: its longest statement answers before a caller's long deadline.
             by_timeout = await _timed(
                 impatient.write(tenant, "waits", tier="semantic", kind="fact", timeout_s=30)
             )
@@ -156,3 +159,25 @@ async def test_a_locked_table_answers_at_the_deadline_or_the_statement_timeout(
     assert by_timeout[0] == "DEADLINE_EXCEEDED" and by_timeout[1] < timeout_ms / 1000 + SLACK_S
     assert read_timeout[0] in ("DEADLINE_EXCEEDED", "OK") and read_timeout[1] < timeout_ms / 1000 + SLACK_S
     assert after[0] == "OK"
+
+
+async def test_a_statement_gets_the_time_its_caller_allows_not_a_fixed_timeout(
+    database: str, make_settings: Callable[..., Settings], tenant: str
+) -> None:
+    """The statement timeout follows the call's deadline: a write that waits 1.5 s on a lock succeeds
+    for a caller that allows 10 s, on a server whose default (for work outside a call) is 300 ms; a
+    caller that allows 400 ms gets DEADLINE_EXCEEDED from the server at its deadline."""
+    settings = make_settings(database__dsn=database, server__grace_s=1.0, database__statement_timeout_ms=300)
+    async with _server(settings) as (_, client):
+        await client.write(tenant, "before the lock", tier="semantic", kind="fact")
+        async with _held(database, "LOCK TABLE memories IN ACCESS EXCLUSIVE MODE"):
+            patient = asyncio.ensure_future(
+                _timed(client.write(tenant, "waits", tier="semantic", kind="fact", timeout_s=10))
+            )
+            hurried = await _timed(
+                client.write(tenant, "hurries", tier="semantic", kind="fact", timeout_s=0.4)
+            )
+            await asyncio.sleep(1.5)
+        waited = await patient
+    assert hurried[0] == "DEADLINE_EXCEEDED" and hurried[1] < 0.4 + SLACK_S
+    assert waited[0] == "OK" and waited[1] >= 1.0  # past the 300 ms default: the caller's 10 s applied
