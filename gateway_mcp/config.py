@@ -58,6 +58,17 @@ class GatewaySettings(BaseSettings):
     # Tenant -> its API key on the memory servers (`hindsight tenants create`), sent with every call made
     # for that tenant; a tenant without one calls without a key (the embedded single-user mode).
     api_keys: dict[str, str] = Field(default_factory=dict, repr=False)
+    # OAuth, as the MCP authorization specification asks of a protected resource: with authorization
+    # servers configured, the gateway publishes RFC 9728 metadata (/.well-known/oauth-protected-resource
+    # + path) naming them, points to it from every 401, and accepts their access tokens besides the
+    # hashed ones: verified by RFC 7662 introspection, issued for `resource_url` (RFC 8707 audience),
+    # acting for the tenant in their `tenant_claim`.
+    resource_url: str = ""  # the gateway's public URL, as clients reach it: https://mcp.example.com/mcp
+    authorization_servers: Annotated[tuple[str, ...], NoDecode] = ()
+    introspection_url: str = ""
+    introspection_client_id: str = ""
+    introspection_client_secret: str = Field("", repr=False)
+    tenant_claim: str = Field("tenant", min_length=1)
     # memory_debug exposes every channel's raw candidates: for developers, off unless asked for.
     debug_tool: bool = False
     # Streamable HTTP.
@@ -90,7 +101,7 @@ class GatewaySettings(BaseSettings):
         # Init values (see load_gateway_settings) win over the environment.
         return init_settings, env_settings
 
-    @field_validator("allowed_origins", "targets", mode="before")
+    @field_validator("allowed_origins", "targets", "authorization_servers", mode="before")
     @classmethod
     def _split_lists(cls, value: Any, info: ValidationInfo) -> Any:
         # "a,b" from the environment or a flag; a list from the TOML file.
@@ -100,7 +111,7 @@ class GatewaySettings(BaseSettings):
             value = tuple(part for part in value if part)
             if info.field_name == "targets":
                 channel_target(value)
-            else:
+            elif info.field_name == "allowed_origins":
                 for origin in value:
                     if not re.fullmatch(r"https?://[^/\s]+", origin):
                         raise ValueError(
@@ -124,12 +135,26 @@ class GatewaySettings(BaseSettings):
 
     def require_safe_http(self) -> None:
         """HTTP without tokens serves one fixed tenant to whoever connects: only on a loopback address."""
-        if not self.tokens and not is_loopback(self.host):
+        if not self.uses_bearer_tokens and not is_loopback(self.host):
             raise GatewayConfigError(
                 f"refusing to serve MCP over HTTP on {self.host} without bearer tokens: anyone who can reach "
                 "it would read and write the memories. Configure tokens (HINDSIGHT_MCP__TOKENS or `tokens` "
                 "in the gateway's file; hash them with `hindsight mcp --hash-token`) or bind 127.0.0.1."
             )
+
+    @property
+    def uses_bearer_tokens(self) -> bool:
+        """Every HTTP request must carry a bearer token: hashed ones, or an authorization server's."""
+        return bool(self.tokens or self.authorization_servers)
+
+    @model_validator(mode="after")
+    def _oauth_is_complete(self) -> GatewaySettings:
+        if self.authorization_servers and not (self.resource_url and self.introspection_url):
+            raise ValueError(
+                "authorization_servers needs resource_url (the gateway's public URL, the tokens' audience) "
+                "and introspection_url (RFC 7662: how the gateway verifies the tokens they issue)"
+            )
+        return self
 
     @property
     def url(self) -> str:

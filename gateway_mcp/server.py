@@ -11,9 +11,11 @@ from collections.abc import AsyncIterator, Iterator
 import uvicorn
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.auth.routes import build_resource_metadata_url, create_protected_resource_routes
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
@@ -23,7 +25,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from gateway_mcp.app import build_server
-from gateway_mcp.auth import TokenTenants, bearer_tenant, fixed_tenant
+from gateway_mcp.auth import BearerTokens, Introspection, TokenTenants, bearer_tenant, fixed_tenant
 from gateway_mcp.config import HEALTH_PATH, GatewaySettings, is_loopback
 from gateway_mcp.origins import LOOPBACK_ORIGINS, OriginCheck
 
@@ -66,11 +68,25 @@ async def _health(request: Request) -> Response:
     return PlainTextResponse("ok")
 
 
+def _verifier(settings: GatewaySettings) -> BearerTokens:
+    introspection = None
+    if settings.introspection_url:
+        introspection = Introspection(
+            settings.introspection_url,
+            resource=settings.resource_url,
+            tenant_claim=settings.tenant_claim,
+            client_id=settings.introspection_client_id,
+            client_secret=settings.introspection_client_secret,
+            timeout_s=settings.deadline_s,
+        )
+    return BearerTokens(TokenTenants(settings.tokens), introspection)
+
+
 def http_app(settings: GatewaySettings) -> Starlette:
     """The ASGI app: the MCP endpoint at settings.path (behind the bearer check when tokens are
     configured) and an unauthenticated liveness probe at /healthz."""
     settings.require_safe_http()
-    tenant_of = bearer_tenant if settings.tokens else fixed_tenant(settings.tenant)
+    tenant_of = bearer_tenant if settings.uses_bearer_tokens else fixed_tenant(settings.tenant)
     manager = StreamableHTTPSessionManager(
         app=build_server(settings, tenant_of),
         # Stateless and plain JSON answers: no session to pin to a replica, no SSE stream to hold.
@@ -81,10 +97,20 @@ def http_app(settings: GatewaySettings) -> Starlette:
     endpoint: ASGIApp = StreamableHTTPASGIApp(manager)
     # Outermost: a page of another origin is refused before its token is even looked at.
     middleware = [Middleware(OriginCheck, allowed=allowed_origins(settings))]
-    if settings.tokens:
-        endpoint = RequireAuthMiddleware(endpoint, required_scopes=[])
+    routes = [Route(HEALTH_PATH, _health, methods=["GET"])]
+    if settings.uses_bearer_tokens:
+        metadata_url = None
+        if settings.authorization_servers:
+            resource = AnyHttpUrl(settings.resource_url)
+            routes += create_protected_resource_routes(
+                resource,
+                [AnyHttpUrl(url) for url in settings.authorization_servers],
+                resource_name="hindsight",
+            )
+            metadata_url = build_resource_metadata_url(resource)
+        endpoint = RequireAuthMiddleware(endpoint, required_scopes=[], resource_metadata_url=metadata_url)
         middleware += [
-            Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(TokenTenants(settings.tokens))),
+            Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(_verifier(settings))),
             Middleware(AuthContextMiddleware),
         ]
 
@@ -94,7 +120,7 @@ def http_app(settings: GatewaySettings) -> Starlette:
             yield
 
     return Starlette(
-        routes=[Route(settings.path, endpoint=endpoint), Route(HEALTH_PATH, _health, methods=["GET"])],
+        routes=[Route(settings.path, endpoint=endpoint), *routes],
         middleware=middleware,
         lifespan=lifespan,
     )
