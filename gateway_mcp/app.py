@@ -18,7 +18,7 @@ from gateway_mcp.calls import CALLS, Caller
 from gateway_mcp.channel import MemoryClients
 from gateway_mcp.config import GatewaySettings
 from gateway_mcp.errors import describe
-from gateway_mcp.prompt import INSTRUCTIONS
+from gateway_mcp.prompt import INSTRUCTIONS, PROMPT_BY_LANGUAGE, PROMPT_NAME
 from gateway_mcp.tools import DEBUG_TOOL, TOOLS, ToolSpec
 
 __all__ = ["GatewayState", "build_server", "enabled_tools"]
@@ -82,6 +82,31 @@ def build_server(settings: GatewaySettings, tenant_of: TenantOf) -> Server[Gatew
             content=[types.TextContent(text=text)], structured_content=result.model_dump(mode="json")
         )
 
+    async def list_prompts(
+        ctx: ServerRequestContext[GatewayState], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=[PROMPT])
+
+    async def get_prompt(
+        ctx: ServerRequestContext[GatewayState], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        if params.name != PROMPT_NAME:
+            raise MCPError(
+                code=types.INVALID_PARAMS,
+                message=f"unknown prompt {params.name!r}; this server has {PROMPT_NAME}",
+            )
+        language = (params.arguments or {}).get("language", "")
+        if language not in PROMPT_BY_LANGUAGE:
+            raise MCPError(
+                code=types.INVALID_PARAMS, message=f"language: {language!r} is not en, zh or empty"
+            )
+        return types.GetPromptResult(
+            description=PROMPT.description,
+            messages=[
+                types.PromptMessage(role="user", content=types.TextContent(text=PROMPT_BY_LANGUAGE[language]))
+            ],
+        )
+
     def tool_input_schema(name: str) -> dict[str, object] | None:
         definition = definitions.get(name)
         return None if definition is None else definition.input_schema
@@ -95,4 +120,16 @@ def build_server(settings: GatewaySettings, tenant_of: TenantOf) -> Server[Gatew
         get_tool_input_schema=tool_input_schema,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
     )
+
+
+PROMPT = types.Prompt(
+    name=PROMPT_NAME,
+    title="When to use hindsight's memory tools",
+    description="The system prompt that tells a model when to write, recall and summarize memory.",
+    arguments=[
+        types.PromptArgument(name="language", description="en, zh, or empty for both", required=False)
+    ],
+)

@@ -1,13 +1,13 @@
 """The system-prompt snippet of the original design that tells a model when to use the memory tools.
 
 The seeds measured tool-call accuracy going from ~30% (tools merely available) to over 85% with explicit
-triggers. The gateway sends it as the server's `instructions`; the README shows it to paste into a
-system prompt. A test keeps the README's copy identical to these strings.
+triggers. The gateway sends it as the server's `instructions` and as the prompt `memory_system_prompt`;
+the README shows it to paste into a system prompt. A test keeps the README's copy identical to these strings.
 """
 
 from __future__ import annotations
 
-__all__ = ["INSTRUCTIONS", "SYSTEM_PROMPT_EN", "SYSTEM_PROMPT_ZH"]
+__all__ = ["INSTRUCTIONS", "PROMPT_BY_LANGUAGE", "PROMPT_NAME", "SYSTEM_PROMPT_EN", "SYSTEM_PROMPT_ZH"]
 
 SYSTEM_PROMPT_ZH = "\n".join(
     [
@@ -37,3 +37,8 @@ SYSTEM_PROMPT_EN = "\n".join(
 )
 
 INSTRUCTIONS = f"{SYSTEM_PROMPT_EN}\n\n{SYSTEM_PROMPT_ZH}"
+
+# The same text as an MCP prompt, for clients that let a user pick prompts (the server's `instructions`
+# reach only clients that forward them to the model).
+PROMPT_NAME = "memory_system_prompt"
+PROMPT_BY_LANGUAGE = {"en": SYSTEM_PROMPT_EN, "zh": SYSTEM_PROMPT_ZH, "": INSTRUCTIONS}

@@ -2,23 +2,34 @@
 
 A span per tool call comes from the MCP SDK itself (`tools/call memory_recall`, continuing a client's
 trace from the request's `_meta` when it sends one); the gRPC channel's interceptor adds a client span per
-call and carries its context to the memory server as `traceparent` metadata (gateway_mcp/channel.py).
+call, and its duration to `rpc.client.call.duration`, and carries its context to the memory server as
+`traceparent` metadata (gateway_mcp/channel.py). OTLP goes over gRPC or HTTP/protobuf, as the standard
+OTEL_EXPORTER_OTLP_[TRACES_|METRICS_]PROTOCOL say (hindsight/telemetry.py).
 """
 
 from __future__ import annotations
 
-from gateway_mcp.config import GatewaySettings
-from hindsight.telemetry import InstalledTelemetry, TelemetryConfig, install
+import sys
 
-__all__ = ["SERVICE_NAME", "install_telemetry"]
+from gateway_mcp.config import GatewaySettings
+from hindsight.telemetry import InstalledTelemetry, TelemetryConfig, TelemetryConfigError, install
+
+__all__ = ["EXIT_USAGE", "SERVICE_NAME", "install_telemetry"]
 
 SERVICE_NAME = "hindsight-mcp"
+EXIT_USAGE = 2  # as gateway_mcp/cli.py exits for the other settings it cannot start with
 
 
 def install_telemetry(settings: GatewaySettings) -> InstalledTelemetry | None:
-    """Call before the gateway's channel is made: the channel asks whether tracing is on."""
-    return install(
-        TelemetryConfig(
-            SERVICE_NAME, exporter=settings.telemetry_exporter, otlp_endpoint=settings.otlp_endpoint
+    """Call before the gateway's channel is made: the channel asks whether tracing is on. A telemetry
+    setting or OTEL_* variable it cannot use (an unknown OTLP protocol) ends the process at start with
+    one line naming it, like the gateway's other configuration errors."""
+    try:
+        return install(
+            TelemetryConfig(
+                SERVICE_NAME, exporter=settings.telemetry_exporter, otlp_endpoint=settings.otlp_endpoint
+            )
         )
-    )
+    except TelemetryConfigError as error:
+        print(f"hindsight mcp: telemetry: {error}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from error

@@ -13,6 +13,7 @@ import mcp_types as types
 import pytest
 from mcp import ClientSession, MCPError
 
+from gateway_mcp.prompt import SYSTEM_PROMPT_EN, SYSTEM_PROMPT_ZH
 from hindsight.client import HindsightClient
 from tests.gateway.conftest import Connect
 
@@ -266,3 +267,21 @@ async def test_an_unknown_tool_is_a_protocol_error(connect: Connect) -> None:
     async with connect() as session:
         with pytest.raises(MCPError, match="unknown tool 'memory_debug'"):
             await session.call_tool("memory_debug", {"query": "x"})
+
+
+async def test_the_system_prompt_is_an_mcp_prompt_too(connect: Connect) -> None:
+    async with connect() as session:
+        (listed,) = (await session.list_prompts()).prompts
+        both = await session.get_prompt("memory_system_prompt")
+        chinese = await session.get_prompt("memory_system_prompt", {"language": "zh"})
+        with pytest.raises(MCPError, match="language: 'fr'"):
+            await session.get_prompt("memory_system_prompt", {"language": "fr"})
+        with pytest.raises(MCPError, match="unknown prompt 'other'"):
+            await session.get_prompt("other")
+    assert listed.name == "memory_system_prompt"
+    assert [a.name for a in listed.arguments or []] == ["language"]
+    (message,) = chinese.messages
+    assert isinstance(message.content, types.TextContent) and message.content.text == SYSTEM_PROMPT_ZH
+    (message,) = both.messages
+    assert isinstance(message.content, types.TextContent)
+    assert SYSTEM_PROMPT_EN in message.content.text and SYSTEM_PROMPT_ZH in message.content.text
