@@ -31,8 +31,9 @@ Rules for the ambiguous cases (the tests pin each one):
   11-14, 下午/afternoon 12-18, 傍晚 17-20, 晚上/evening/tonight 18-24, 夜里/night 18-06 of the next day.
   "昨晚" and "last night" are the night; a part without a day ("下午开会") is not a time expression.
 * Holidays: 元旦 Jan 1, 情人节 Feb 14, 劳动节/五一 May 1-5, 国庆 Oct 1-7 (the national holiday week, which
-  is what "国庆的时候" means), 万圣节 Oct 31, 平安夜 Dec 24, 圣诞 Dec 25, US Thanksgiving; lunar: 春节 (除夕
-  through 初六), 除夕, 中秋, for 2015-2030 from a table (outside it they do not match).
+  is what "国庆的时候" means), 万圣节 Oct 31, 平安夜 Dec 24, 圣诞 Dec 25, US Thanksgiving; from the Chinese
+  calendar, computed for any year (domain/lunar.py): 春节 (除夕 through 初六), 除夕, 元宵节, 端午, 七夕, 中秋,
+  重阳, and 清明 (a solar term, not a lunar date). A holiday is one day unless said otherwise.
 * English words must stand alone ("May" never matches in "Mayor" or "maybe"). The month names that are
   also ordinary words (May, March) and all abbreviations need context: "in/last/this/next May", a day
   ("May 8") or a year ("May 2023"). Numeric dates are taken only year first (2023-05-08, 2023/5/8);
@@ -58,6 +59,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from enum import Enum
 from typing import Literal, TypeAlias
 
+from hindsight_server.domain.lunar import Festival, festival_date
 from hindsight_server.domain.model import TimeWindow
 
 __all__ = ["TimeExpression", "find_times", "parse_time"]
@@ -313,28 +315,17 @@ def _thanksgiving(year: int) -> _Span:
     return day, day + _DAY
 
 
-# Gregorian dates of 春节 (the first day of the lunar year) and 中秋; the calendar is astronomical, so
-# a table is the honest way to know them.
-_SPRING_FESTIVAL = {
-    2015: (2, 19), 2016: (2, 8), 2017: (1, 28), 2018: (2, 16), 2019: (2, 5), 2020: (1, 25),
-    2021: (2, 12), 2022: (2, 1), 2023: (1, 22), 2024: (2, 10), 2025: (1, 29), 2026: (2, 17),
-    2027: (2, 6), 2028: (1, 26), 2029: (2, 13), 2030: (2, 3),
-}  # fmt: skip
-_MID_AUTUMN = {
-    2015: (9, 27), 2016: (9, 15), 2017: (10, 4), 2018: (9, 24), 2019: (9, 13), 2020: (10, 1),
-    2021: (9, 21), 2022: (9, 10), 2023: (9, 29), 2024: (9, 17), 2025: (10, 6), 2026: (9, 25),
-    2027: (9, 15), 2028: (10, 3), 2029: (9, 22), 2030: (9, 12),
-}  # fmt: skip
+def _lunar(festival: Festival, days_before: int = 0, length: int = 1) -> _Yearly:
+    """A festival of the Chinese calendar, from `days_before` its day for `length` days."""
 
-
-def _lunar(table: dict[int, tuple[int, int]], days_before: int, length: int) -> _Yearly:
-    def span(year: int) -> _Span | None:
-        if year not in table:
-            return None
-        first = date(year, *table[year]) - timedelta(days=days_before)
+    def span(year: int) -> _Span:
+        first = festival_date(festival, year) - timedelta(days=days_before)
         return first, first + timedelta(days=length)
 
     return span
+
+
+_SPRING_FESTIVAL_WEEK = _lunar(Festival.SPRING_FESTIVAL, 1, 7)  # the holiday week: 除夕 through 初六
 
 
 _HOLIDAYS: dict[str, _Yearly] = {
@@ -349,11 +340,21 @@ _HOLIDAYS: dict[str, _Yearly] = {
     "平安夜": _date_of(12, 24),
     "圣诞节": _date_of(12, 25),
     "圣诞": _date_of(12, 25),
-    "春节": _lunar(_SPRING_FESTIVAL, 1, 7),  # the holiday week: 除夕 through 初六
-    "过年": _lunar(_SPRING_FESTIVAL, 1, 7),
-    "除夕": _lunar(_SPRING_FESTIVAL, 1, 1),
-    "中秋节": _lunar(_MID_AUTUMN, 0, 1),
-    "中秋": _lunar(_MID_AUTUMN, 0, 1),
+    "春节": _SPRING_FESTIVAL_WEEK,
+    "过年": _SPRING_FESTIVAL_WEEK,
+    "除夕": _lunar(Festival.NEW_YEARS_EVE),
+    "大年三十": _lunar(Festival.NEW_YEARS_EVE),
+    "元宵节": _lunar(Festival.LANTERN),  # not a bare 元宵, which is also the dumpling
+    "端午节": _lunar(Festival.DRAGON_BOAT),
+    "端午": _lunar(Festival.DRAGON_BOAT),
+    "七夕节": _lunar(Festival.QIXI),
+    "七夕": _lunar(Festival.QIXI),
+    "中秋节": _lunar(Festival.MID_AUTUMN),
+    "中秋": _lunar(Festival.MID_AUTUMN),
+    "重阳节": _lunar(Festival.DOUBLE_NINTH),
+    "重阳": _lunar(Festival.DOUBLE_NINTH),
+    "清明节": _lunar(Festival.QINGMING),
+    "清明": _lunar(Festival.QINGMING),
     "new year's day": _date_of(1, 1),
     "new year's eve": _date_of(12, 31),
     "new year's": _date_of(1, 1),
@@ -367,11 +368,20 @@ _HOLIDAYS: dict[str, _Yearly] = {
     "christmas": _date_of(12, 25),
     "xmas": _date_of(12, 25),
     "thanksgiving": _thanksgiving,
-    "chinese new year": _lunar(_SPRING_FESTIVAL, 1, 7),
-    "lunar new year": _lunar(_SPRING_FESTIVAL, 1, 7),
-    "spring festival": _lunar(_SPRING_FESTIVAL, 1, 7),
-    "mid-autumn festival": _lunar(_MID_AUTUMN, 0, 1),
-    "mid autumn festival": _lunar(_MID_AUTUMN, 0, 1),
+    "chinese new year": _SPRING_FESTIVAL_WEEK,
+    "lunar new year": _SPRING_FESTIVAL_WEEK,
+    "spring festival": _SPRING_FESTIVAL_WEEK,
+    "lantern festival": _lunar(Festival.LANTERN),
+    "dragon boat festival": _lunar(Festival.DRAGON_BOAT),
+    "qixi festival": _lunar(Festival.QIXI),
+    "qixi": _lunar(Festival.QIXI),
+    "mid-autumn festival": _lunar(Festival.MID_AUTUMN),
+    "mid autumn festival": _lunar(Festival.MID_AUTUMN),
+    "double ninth festival": _lunar(Festival.DOUBLE_NINTH),
+    "qingming festival": _lunar(Festival.QINGMING),
+    "qingming": _lunar(Festival.QINGMING),
+    "tomb-sweeping day": _lunar(Festival.QINGMING),
+    "tomb sweeping day": _lunar(Festival.QINGMING),
 }
 
 _SEASONS: dict[str, _Yearly] = {
@@ -933,7 +943,7 @@ _RULES: tuple[_Rule, ...] = (
 )
 
 # Words that contain a rule's first character but mean something else: "晚上周会" is not "上周".
-_BLOCKERS = re.compile("晚上|早上|马上|以上|之上|以下|之下|上午|下午")
+_BLOCKERS = re.compile("晚上|早上|马上|以上|之上|以下|之下|上午|下午|清明上河图")
 _PART_AFTER = re.compile(rf"\s*(?:的|in\s+the\s+)?(?P<part>{_words(_PARTS)})(?![a-z])", re.IGNORECASE)
 _PREPOSITION_BEFORE = re.compile(r"\b(?:on|in|during|over)\s+$", re.IGNORECASE)
 

@@ -113,6 +113,18 @@ CHINESE = [
     ("情人节", "情人节", day(2024, 2, 14)),
     ("春节", "春节", days(date(2024, 2, 9), date(2024, 2, 16))),  # 2025's starts Jan 28: not yet
     ("中秋", "中秋", day(2024, 9, 17)),
+    ("除夕", "除夕", day(2024, 2, 9)),  # 2025's is Jan 28: not yet
+    ("元宵节", "元宵节", day(2024, 2, 24)),
+    ("端午", "端午", day(2024, 6, 10)),
+    ("去年端午节", "去年端午节", day(2024, 6, 10)),
+    ("七夕那天", "七夕", day(2024, 8, 10)),
+    ("重阳节", "重阳节", day(2024, 10, 11)),
+    ("清明节回老家", "清明节", day(2024, 4, 4)),
+    ("大年三十", "大年三十", day(2024, 2, 9)),
+    ("2035年中秋", "2035年中秋", day(2035, 9, 16)),  # past the old table's 2030
+    ("2033年春节", "2033年春节", days(date(2033, 1, 30), date(2033, 2, 6))),
+    ("2100年除夕", "2100年除夕", day(2100, 2, 8)),
+    ("1916年春节", "1916年春节", days(date(1916, 2, 2), date(1916, 2, 9))),
     ("去年夏天", "去年夏天", days(date(2024, 6, 1), date(2024, 9, 1))),
     ("昨天下午", "昨天下午", hours(2025, 1, 14, 12, 18)),
     ("今天早上", "今天早上", hours(2025, 1, 15, 6, 12)),
@@ -184,6 +196,13 @@ ENGLISH = [
     ("Christmas", "Christmas", day(2024, 12, 25)),
     ("Christmas 2023", "Christmas 2023", day(2023, 12, 25)),
     ("Thanksgiving", "Thanksgiving", day(2024, 11, 28)),
+    ("Mid-Autumn Festival 2035", "Mid-Autumn Festival 2035", day(2035, 9, 16)),
+    ("Chinese New Year 2031", "Chinese New Year 2031", days(date(2031, 1, 22), date(2031, 1, 29))),
+    ("last Dragon Boat Festival", "last Dragon Boat Festival", day(2024, 6, 10)),
+    ("the Lantern Festival", "Lantern Festival", day(2024, 2, 24)),
+    ("Qixi 2026", "Qixi 2026", day(2026, 8, 19)),
+    ("Double Ninth Festival", "Double Ninth Festival", day(2024, 10, 11)),
+    ("Qingming 2031", "Qingming 2031", day(2031, 4, 5)),
     ("the past 3 days", "the past 3 days", since(2025, 1, 12)),
     ("in the last week", "in the last week", since(2025, 1, 8)),
     ("this past weekend", "this past weekend", days(date(2025, 1, 11), date(2025, 1, 13))),
@@ -266,11 +285,21 @@ def test_vague_expressions(query: str, phrase: str, window: TimeWindow) -> None:
         "1990年代的歌",
         "下午开会",
         "晚上周会",
+        "吃元宵",  # the dumpling; the festival is 元宵节
+        "清明上河图",
     ],
 )
 def test_non_matches(query: str) -> None:
     assert find_times(query, NOW) == []
     assert parse_time(query, NOW) is None
+
+
+@pytest.mark.parametrize("name", ["春节", "除夕", "元宵节", "端午", "七夕", "中秋", "重阳", "清明"])
+def test_festivals_resolve_in_every_year_the_parser_takes(name: str) -> None:
+    for number in range(1900, 2101):
+        found = parse_time(f"{number}年{name}", NOW)
+        assert found is not None and found.window.start is not None, number
+        assert found.window.start.year == number
 
 
 def test_find_times_returns_every_expression_in_order_without_overlap() -> None:
