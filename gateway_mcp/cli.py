@@ -21,6 +21,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from gateway_mcp.config import GatewayConfigError, GatewaySettings, load_gateway_settings
+from hindsight.telemetry import LOG_FORMAT, TelemetryConfigError, TraceContextFormatter
 
 __all__ = ["add_arguments", "main", "run"]
 
@@ -139,17 +140,20 @@ def run(args: argparse.Namespace) -> int:
     except (ValidationError, GatewayConfigError) as error:
         print(f"hindsight mcp: {_problem(error)}", file=sys.stderr)
         return EXIT_USAGE
-    # stdout is the protocol's channel on stdio: logs go to stderr only.
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(process)d %(name)s: %(message)s",
-    )
+    # stdout is the protocol's channel on stdio: logs go to stderr only. A line logged while a traced
+    # call runs ends with its trace_id and span_id.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(TraceContextFormatter(LOG_FORMAT))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
     # Stateless HTTP ends a "session" with every request, and the SDK logs each one at INFO.
     logging.getLogger("mcp.server.streamable_http").setLevel(logging.WARNING)
     from gateway_mcp.telemetry import install_telemetry
 
-    telemetry = install_telemetry(settings)  # before the channel is made: it asks whether tracing is on
+    try:
+        telemetry = install_telemetry(settings)  # before the channel is made: it asks whether tracing is on
+    except TelemetryConfigError as error:
+        print(f"hindsight mcp: telemetry: {error}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         if args.stdio:
             from gateway_mcp.server import serve_stdio

@@ -9,27 +9,20 @@ OTEL_EXPORTER_OTLP_[TRACES_|METRICS_]PROTOCOL say (hindsight/telemetry.py).
 
 from __future__ import annotations
 
-import sys
-
 from gateway_mcp.config import GatewaySettings
-from hindsight.telemetry import InstalledTelemetry, TelemetryConfig, TelemetryConfigError, install
+from hindsight.telemetry import InstalledTelemetry, TelemetryConfig, install
 
-__all__ = ["EXIT_USAGE", "SERVICE_NAME", "install_telemetry"]
+__all__ = ["SERVICE_NAME", "install_telemetry"]
 
 SERVICE_NAME = "hindsight-mcp"
-EXIT_USAGE = 2  # as gateway_mcp/cli.py exits for the other settings it cannot start with
 
 
 def install_telemetry(settings: GatewaySettings) -> InstalledTelemetry | None:
     """Call before the gateway's channel is made: the channel asks whether tracing is on. A telemetry
-    setting or OTEL_* variable it cannot use (an unknown OTLP protocol) ends the process at start with
-    one line naming it, like the gateway's other configuration errors."""
-    try:
-        return install(
-            TelemetryConfig(
-                SERVICE_NAME, exporter=settings.telemetry_exporter, otlp_endpoint=settings.otlp_endpoint
-            )
+    setting or OTEL_* variable it cannot use (an unknown OTLP protocol) raises TelemetryConfigError,
+    which the CLI reports like the gateway's other configuration errors."""
+    return install(
+        TelemetryConfig(
+            SERVICE_NAME, exporter=settings.telemetry_exporter, otlp_endpoint=settings.otlp_endpoint
         )
-    except TelemetryConfigError as error:
-        print(f"hindsight mcp: telemetry: {error}", file=sys.stderr)
-        raise SystemExit(EXIT_USAGE) from error
+    )

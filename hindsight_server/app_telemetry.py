@@ -9,7 +9,7 @@ import functools
 import asyncpg
 import grpc
 
-from hindsight.telemetry import InstalledTelemetry, TelemetryConfig, install
+from hindsight.telemetry import InstalledTelemetry, TelemetryConfig, TelemetryConfigError, install
 from hindsight_server.config import Settings
 from hindsight_server.inference.tier import InferenceTier
 from hindsight_server.inference.tracing import cache_figures, inference_figures
@@ -20,17 +20,25 @@ from hindsight_server.telemetry.status import StatusBoard, StatusSources
 
 
 def install_telemetry(settings: Settings) -> InstalledTelemetry | None:
-    """The SDK for this process, per `telemetry.exporter` (None: nothing installed)."""
+    """The SDK for this process, per `telemetry.exporter` (None: nothing installed). A setting or
+    OTEL_* variable it cannot use (an unknown OTLP protocol) is a StartupError naming it: `hindsight
+    serve` says so and exits, as for the other settings it cannot start with."""
     config = settings.telemetry
-    return install(
-        TelemetryConfig(
-            service_name=config.service_name,
-            exporter=config.exporter,
-            otlp_endpoint=config.otlp_endpoint,
-            sample_ratio=config.sample_ratio,
-            metrics_interval_s=config.metrics_interval_s,
+    try:
+        return install(
+            TelemetryConfig(
+                service_name=config.service_name,
+                exporter=config.exporter,
+                otlp_endpoint=config.otlp_endpoint,
+                sample_ratio=config.sample_ratio,
+                metrics_interval_s=config.metrics_interval_s,
+            )
         )
-    )
+    except TelemetryConfigError as exc:
+        # Imported here: app.py imports this module (it is the composition root's telemetry wiring).
+        from hindsight_server.app import StartupError
+
+        raise StartupError(f"telemetry: {exc}") from exc
 
 
 def recorder_for(settings: Settings) -> Recorder:

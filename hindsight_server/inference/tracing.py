@@ -14,14 +14,18 @@ from hindsight_server.domain.model import VectorSpace
 from hindsight_server.inference.tier import InferenceTier
 from hindsight_server.telemetry.recorder import TRACER
 from hindsight_server.telemetry.status import CacheFigures, InferenceFigures
+from hindsight_server.telemetry.units import STAGE_BUCKETS_S
+
+_TRITON_METHOD = "ModelInfer"
 
 
 @functools.cache
 def _inference_duration() -> metrics.Histogram:
     return metrics.get_meter("hindsight_server").create_histogram(
         "hindsight.inference.duration",
-        unit="ms",
+        unit="s",
         description="One inference call to the Triton tier (attributes: model, batch size)",
+        explicit_bucket_boundaries_advisory=STAGE_BUCKETS_S,
     )
 
 
@@ -36,7 +40,7 @@ def record_call(record: CallRecord) -> None:
         "hindsight.inference.model": record.model,
         "hindsight.inference.batch_size": record.items,
     }
-    _inference_duration().record(record.seconds * 1000, attributes)
+    _inference_duration().record(record.seconds, attributes)
     if not trace.get_current_span().get_span_context().is_valid:
         return
     end = time.time_ns()
@@ -44,7 +48,11 @@ def record_call(record: CallRecord) -> None:
         f"triton infer {record.model}",
         kind=SpanKind.CLIENT,
         start_time=end - int(record.seconds * 1e9),
-        attributes={"rpc.system": "grpc", "rpc.service": "inference.GRPCInferenceService", **attributes},
+        attributes={
+            "rpc.system.name": "grpc",
+            "rpc.method": f"inference.GRPCInferenceService/{_TRITON_METHOD}",
+            **attributes,
+        },
     )
     if record.error is not None:
         span.set_attribute("error.type", type(record.error).__name__)

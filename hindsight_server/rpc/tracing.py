@@ -1,12 +1,17 @@
 """A server span per RPC, continuing the caller's trace from its `traceparent` metadata (W3C), with
-OpenTelemetry's gRPC attributes and the rpc.server.duration histogram.
+OpenTelemetry's gRPC attributes (`rpc.system.name`, `rpc.method` "package.Service/Method",
+`rpc.response.status_code` the code's name, `error.type` for the codes that mean the server failed)
+and the `rpc.server.call.duration` histogram, in seconds.
 
 Installed only when tracing is on (build_server(traced=True)). Health checks, reflection and the ops
 service are left out: load balancers and probes call them every few seconds, and each would be a trace.
+(`server.address`/`server.port` are opt-in on server spans, from the call's `:authority`, which grpc's
+Python server does not expose: they are left out.)
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import time
 from typing import Any
@@ -15,7 +20,7 @@ import grpc
 from opentelemetry import metrics
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from hindsight.telemetry import PROPAGATOR, SERVER_ERRORS, rpc_attributes
+from hindsight.telemetry import PROPAGATOR, RPC_DURATION_BUCKETS_S, SERVER_ERRORS, rpc_attributes
 from hindsight_server.rpc.errors import Behavior
 from hindsight_server.rpc.interceptors import UnaryInterceptor
 from hindsight_server.telemetry.recorder import TRACER
@@ -26,8 +31,18 @@ _UNTRACED = ("/grpc.health.v1.Health/", "/grpc.reflection.", "/hindsight.ops.v1.
 @functools.cache
 def _duration() -> metrics.Histogram:
     return metrics.get_meter("hindsight_server").create_histogram(
-        "rpc.server.duration", unit="ms", description="gRPC calls served, by method and status code"
+        "rpc.server.call.duration",
+        unit="s",
+        description="gRPC calls served, by method and status code",
+        explicit_bucket_boundaries_advisory=RPC_DURATION_BUCKETS_S,
     )
+
+
+def _outcome(code: grpc.StatusCode) -> dict[str, str]:
+    outcome = {"rpc.response.status_code": code.name}
+    if code in SERVER_ERRORS:
+        outcome["error.type"] = code.name
+    return outcome
 
 
 class TracingInterceptor(UnaryInterceptor):
@@ -58,13 +73,14 @@ class TracingInterceptor(UnaryInterceptor):
                 except grpc.aio.AbortError:
                     code = context.code() or grpc.StatusCode.UNKNOWN
                     raise
+                except asyncio.CancelledError:  # the caller went away (or its deadline passed)
+                    code = grpc.StatusCode.CANCELLED
+                    raise
                 finally:
-                    span.set_attribute("rpc.grpc.status_code", code.value[0])
-                    if code in SERVER_ERRORS:
+                    outcome = _outcome(code)
+                    span.set_attributes(outcome)
+                    if "error.type" in outcome:
                         span.set_status(Status(StatusCode.ERROR, code.name))
-                    _duration().record(
-                        (time.perf_counter() - started) * 1000,
-                        {**attributes, "rpc.grpc.status_code": code.value[0]},
-                    )
+                    _duration().record(time.perf_counter() - started, {**attributes, **outcome})
 
         return traced

@@ -1,9 +1,15 @@
 """A span per PostgreSQL statement: an asyncpg connection class whose query methods trace themselves.
 
-Spans carry what OpenTelemetry's database conventions ask for (db.system, the operation and the
-table), named like "SELECT memories", and never the SQL text: some statements carry literals made from
-the query's words (the BM25 plan), and parameters hold memory content. Statements outside a traced
-request (the backfill worker's polling, health pings) make no span, so idle servers export nothing.
+Spans carry what OpenTelemetry's database conventions ask for: `db.system.name` "postgresql",
+`db.operation.name` and `db.collection.name` (named like "SELECT memories"), `db.namespace` (the
+database the connection was opened on: the schema would cost a query), `server.address` and
+`server.port` (the host and port it connected to; a Unix socket's path, without a port), and on failure
+`db.response.status_code` (the SQLSTATE) with `error.type` (the same SQLSTATE, or the exception's
+class when the database gave none, e.g. a timeout) -- never the SQL text: some statements carry
+literals made from the query's words (the BM25 plan), and parameters hold memory content.
+Statements outside a traced request (the backfill worker's polling, health pings) make no span, so
+idle servers export no traces; every statement counts in the `db.client.operation.duration` histogram
+(seconds, the conventions' buckets) with the same attributes.
 Used only when tracing is on (store.pool.create_pool(traced=True)); otherwise the plain class runs.
 """
 
@@ -11,14 +17,16 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Awaitable, Callable, Sized
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sized
 from typing import Any, TypeVar
 
 import asyncpg
-from opentelemetry import trace
+from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from hindsight_server.telemetry.recorder import TRACER
+from hindsight_server.telemetry.units import DB_OPERATION_BUCKETS_S
 
 T = TypeVar("T")
 
@@ -29,7 +37,18 @@ _VERBS = frozenset({"SELECT", "INSERT", "UPDATE", "DELETE", "MERGE"})
 # The first table a statement reads or writes, after the verb's keyword; enough to tell statements apart.
 # ("FROM now()" names a function: skipped; "INTO memories (id, ...)" lists columns.)
 _TABLE = re.compile(r"\b(?:INTO|UPDATE|(FROM|JOIN))\s+([A-Za-z_][A-Za-z0-9_.]*)\s*(\()?", re.IGNORECASE)
-_BASE_ATTRIBUTES = {"db.system": "postgresql", "db.system.name": "postgresql"}
+_BASE_ATTRIBUTES = {"db.system.name": "postgresql"}
+Attributes = dict[str, str | int]
+
+
+@functools.cache
+def _duration() -> metrics.Histogram:
+    return metrics.get_meter("hindsight_server").create_histogram(
+        "db.client.operation.duration",
+        unit="s",
+        description="PostgreSQL statements, by operation, table and outcome",
+        explicit_bucket_boundaries_advisory=DB_OPERATION_BUCKETS_S,
+    )
 
 
 @functools.lru_cache(maxsize=256)  # statements are mostly the store's constant strings
@@ -63,63 +82,114 @@ def _traced() -> bool:
     return trace.get_current_span().get_span_context().is_valid
 
 
-async def _run(statement: str, call: Callable[[], Awaitable[T]], table: str = "", batch: int = 0) -> T:
-    """Runs one statement, in its own span when a traced request runs it."""
-    if not _traced():
-        return await call()
+def connection_attributes(connection: asyncpg.Connection) -> Attributes:
+    """db.namespace, server.address and server.port of an open connection: where it connected (asyncpg
+    keeps the address and the parameters it connected with on the connection)."""
+    attributes: Attributes = {**_BASE_ATTRIBUTES}
+    database = getattr(getattr(connection, "_params", None), "database", None)
+    if database:
+        attributes["db.namespace"] = str(database)
+    address = getattr(connection, "_addr", None)
+    if isinstance(address, tuple) and len(address) >= 2:  # (host, port), IPv6 with flow and scope too
+        attributes["server.address"], attributes["server.port"] = str(address[0]), int(address[1])
+    elif isinstance(address, str) and address:  # a Unix socket's path
+        attributes["server.address"] = address
+    return attributes
+
+
+def error_attributes(exc: BaseException) -> dict[str, str]:
+    """The SQLSTATE of a database error (its class only otherwise): a message can quote a row's values."""
+    sqlstate = getattr(exc, "sqlstate", None) if isinstance(exc, asyncpg.PostgresError) else None
+    if sqlstate:
+        return {"db.response.status_code": str(sqlstate), "error.type": str(sqlstate)}
+    kind = type(exc)
+    name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    return {"error.type": name}
+
+
+async def _run(
+    connection: Mapping[str, str | int],
+    statement: str,
+    call: Callable[[], Awaitable[T]],
+    table: str = "",
+    batch: int = 0,
+) -> T:
+    """Runs one statement, in its own span when a traced request runs it, and times it."""
     operation, first_table = statement_name(statement)
     table = table or first_table
-    attributes: dict[str, str | int] = {**_BASE_ATTRIBUTES, "db.operation.name": operation}
+    attributes: Attributes = {**connection, "db.operation.name": operation}
     if table:
         attributes["db.collection.name"] = table
+    started = time.perf_counter()
+    if not _traced():
+        try:
+            result = await call()
+        except Exception as exc:
+            _duration().record(time.perf_counter() - started, {**attributes, **error_attributes(exc)})
+            raise
+        _duration().record(time.perf_counter() - started, attributes)
+        return result
+    span_attributes = dict(attributes)
     if batch:
-        attributes["db.operation.batch.size"] = batch
+        span_attributes["db.operation.batch.size"] = batch
     with TRACER.start_as_current_span(
         f"{operation} {table}" if table else operation,
         kind=SpanKind.CLIENT,
-        attributes=attributes,
+        attributes=span_attributes,
         record_exception=False,
         set_status_on_exception=False,
     ) as span:
         try:
             result = await call()
         except Exception as exc:
-            # The class only (e.g. QueryCanceledError): a database message can quote a row's values.
-            span.set_attribute("error.type", type(exc).__name__)
-            span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+            failure = error_attributes(exc)
+            span.set_attributes(failure)
+            span.set_status(Status(StatusCode.ERROR, failure["error.type"]))
+            _duration().record(time.perf_counter() - started, {**attributes, **failure})
             raise
+        _duration().record(time.perf_counter() - started, attributes)
         if isinstance(result, list):
             span.set_attribute("db.response.returned_rows", len(result))
         return result
 
 
 class TracedConnection(asyncpg.Connection):  # type: ignore[misc]  # asyncpg has no type information
+    _otel_attributes: Attributes | None = None
+
+    def _telemetry(self) -> Attributes:
+        """This connection's attributes, read once (they do not change while it is open)."""
+        if self._otel_attributes is None:
+            self._otel_attributes = connection_attributes(self)
+        return self._otel_attributes
+
     async def execute(self, query: str, *args: Any, **kwargs: Any) -> Any:
         execute = super().execute
-        return await _run(query, lambda: execute(query, *args, **kwargs))
+        return await _run(self._telemetry(), query, lambda: execute(query, *args, **kwargs))
 
     async def executemany(self, command: str, args: Any, **kwargs: Any) -> Any:
         executemany = super().executemany
         batch = len(args) if isinstance(args, Sized) else 0
-        return await _run(command, lambda: executemany(command, args, **kwargs), batch=batch)
+        return await _run(
+            self._telemetry(), command, lambda: executemany(command, args, **kwargs), batch=batch
+        )
 
     async def fetch(self, query: str, *args: Any, **kwargs: Any) -> Any:
         fetch = super().fetch
-        return await _run(query, lambda: fetch(query, *args, **kwargs))
+        return await _run(self._telemetry(), query, lambda: fetch(query, *args, **kwargs))
 
     async def fetchrow(self, query: str, *args: Any, **kwargs: Any) -> Any:
         fetchrow = super().fetchrow
-        return await _run(query, lambda: fetchrow(query, *args, **kwargs))
+        return await _run(self._telemetry(), query, lambda: fetchrow(query, *args, **kwargs))
 
     async def fetchval(self, query: str, *args: Any, **kwargs: Any) -> Any:
         fetchval = super().fetchval
-        return await _run(query, lambda: fetchval(query, *args, **kwargs))
+        return await _run(self._telemetry(), query, lambda: fetchval(query, *args, **kwargs))
 
     async def fetchmany(self, query: str, args: Any, **kwargs: Any) -> Any:
         fetchmany = super().fetchmany
         batch = len(args) if isinstance(args, Sized) else 0
-        return await _run(query, lambda: fetchmany(query, args, **kwargs), batch=batch)
+        return await _run(self._telemetry(), query, lambda: fetchmany(query, args, **kwargs), batch=batch)
 
     async def copy_records_to_table(self, table_name: str, **kwargs: Any) -> Any:
         copy = super().copy_records_to_table
-        return await _run("COPY", lambda: copy(table_name, **kwargs), table=table_name)
+        return await _run(self._telemetry(), "COPY", lambda: copy(table_name, **kwargs), table=table_name)

@@ -1,9 +1,11 @@
 """Spans and latencies of the pipelines' stages: the one telemetry module the pipelines and the store use.
 
-- `Recorder`: one server's record: sliding windows of recall, write and stage latencies (`status`
+- `Recorder`: one server's record: sliding windows of recall, write and stage latencies in ms (`status`
   reads them). `recorder.recall()` / `recorder.write(op)` wrap a whole operation: its span, its
   latency (window and histogram), and they make the recorder current for the stages inside, through a
   context variable that the channel tasks and the query-embedding task inherit.
+- The histograms (`hindsight.recall.duration`, `hindsight.write.duration`, `hindsight.stage.duration`)
+  hold the same latencies in seconds, OpenTelemetry's unit, with boundaries from 0.5 ms to 10 s.
 - `stage(name)`: a child span and the stage's latency; `staged(name)` does the same for an async
   method.
 
@@ -28,6 +30,7 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace import Span, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
+from hindsight_server.telemetry.units import STAGE_BUCKETS_S, seconds
 from hindsight_server.telemetry.window import LatencyWindow
 
 __all__ = ["Recorder", "stage", "staged"]
@@ -54,17 +57,22 @@ def _instruments() -> _Instruments:
     meter = metrics.get_meter("hindsight_server")
     return _Instruments(
         recall=meter.create_histogram(
-            "hindsight.recall.duration", unit="ms", description="Recall inside the server, whole"
+            "hindsight.recall.duration",
+            unit="s",
+            description="Recall inside the server, whole",
+            explicit_bucket_boundaries_advisory=STAGE_BUCKETS_S,
         ),
         write=meter.create_histogram(
             "hindsight.write.duration",
-            unit="ms",
+            unit="s",
             description="Write and WriteBatch inside the server (attribute hindsight.operation)",
+            explicit_bucket_boundaries_advisory=STAGE_BUCKETS_S,
         ),
         stage=meter.create_histogram(
             "hindsight.stage.duration",
-            unit="ms",
+            unit="s",
             description="One stage of a recall or write (attribute hindsight.stage)",
+            explicit_bucket_boundaries_advisory=STAGE_BUCKETS_S,
         ),
     )
 
@@ -105,7 +113,7 @@ class Recorder:
             yield span
             milliseconds = (time.perf_counter() - started) * 1000
         self.recalls.add(milliseconds)
-        _instruments().recall.record(milliseconds)
+        _instruments().recall.record(seconds(milliseconds))
 
     @contextmanager
     def write(self, operation: str) -> Iterator[Span]:
@@ -118,7 +126,7 @@ class Recorder:
         if window is None:
             window = self._writes[operation] = self._window()
         window.add(milliseconds)
-        _instruments().write.record(milliseconds, {"hindsight.operation": operation})
+        _instruments().write.record(seconds(milliseconds), {"hindsight.operation": operation})
 
     @contextmanager
     def _operation(self, name: str) -> Iterator[Span]:
@@ -162,7 +170,7 @@ def _span(name: str, attributes: dict[str, AttributeValue] | None = None) -> Ite
 
 
 def _record_stage(name: str, milliseconds: float) -> None:
-    _instruments().stage.record(milliseconds, {STAGE_ATTRIBUTE: name})
+    _instruments().stage.record(seconds(milliseconds), {STAGE_ATTRIBUTE: name})
     recorder = _active.get()
     if recorder is not None:
         recorder.add_stage(name, milliseconds)

@@ -9,11 +9,12 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader, Metric
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -33,13 +34,15 @@ class Telemetry:
 
     def points(self, name: str) -> list[Any]:
         """The data points of metric `name` collected now (observable instruments are read now)."""
+        return [point for metric in self.collected(name) for point in metric.data.data_points]
+
+    def collected(self, name: str) -> list[Metric]:
+        """Metric `name` as collected now, from every scope that has it (its unit, its points)."""
         data = self.metrics.get_metrics_data()
-        found: list[Any] = []  # number or histogram data points
+        found: list[Metric] = []
         for resource in data.resource_metrics if data else ():
             for scope in resource.scope_metrics:
-                for metric in scope.metrics:
-                    if metric.name == name:
-                        found.extend(metric.data.data_points)
+                found.extend(metric for metric in scope.metrics if metric.name == name)
         return found
 
 
@@ -73,6 +76,22 @@ async def traced_server(
 async def traced_client(traced_server: RunningServer) -> AsyncIterator[HindsightClient]:
     async with HindsightClient(f"127.0.0.1:{traced_server.port}", timeout_s=10) as client:
         yield client
+
+
+def database_attributes(dsn: str) -> dict[str, str | int]:
+    """What a statement's span and metric say about where it ran, read from the DSN as libpq reads it:
+    db.namespace the database, server.address the host (a Unix socket's path, `<dir>/.s.PGSQL.<port>`,
+    with no server.port) and server.port."""
+    parts = urlsplit(dsn)
+    query = parse_qs(parts.query)
+    host = query.get("host", [parts.hostname or ""])[0]
+    port = parts.port or int(query.get("port", ["5432"])[0])
+    where: dict[str, str | int] = {"db.namespace": parts.path.lstrip("/")}
+    if host.startswith("/"):
+        where["server.address"] = f"{host.rstrip('/')}/.s.PGSQL.{port}"
+    else:
+        where["server.address"], where["server.port"] = host, port
+    return where
 
 
 async def spans_of_trace(

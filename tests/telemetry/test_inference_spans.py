@@ -67,7 +67,7 @@ async def test_embedding_and_inference_calls_are_traced(otel: Telemetry, tier_se
     (vector,) = [s for s in first if s.name == "recall.channel.vector"]
     assert vector.attributes is not None and vector.attributes["hindsight.rows"] >= 1
     assert any(
-        s.attributes and s.attributes.get("db.system") == "postgresql" for s in _children(first, vector)
+        s.attributes and s.attributes.get("db.system.name") == "postgresql" for s in _children(first, vector)
     )
 
     (cached,) = [s for s in second if s.name == "recall.embed"]

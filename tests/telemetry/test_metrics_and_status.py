@@ -11,11 +11,13 @@ from collections.abc import Callable
 from typing import Any
 
 from hindsight.client import HindsightClient
+from hindsight.telemetry import RPC_DURATION_BUCKETS_S
 from hindsight_server.app import RunningServer, start_server
 from hindsight_server.config import Settings
 from hindsight_server.telemetry.status import SERVER_ATTRIBUTE
+from hindsight_server.telemetry.units import DB_OPERATION_BUCKETS_S, STAGE_BUCKETS_S
 from tests.conftest import REPO_ROOT
-from tests.telemetry.conftest import Telemetry
+from tests.telemetry.conftest import Telemetry, database_attributes
 
 
 def _for(server: RunningServer, points: list[Any]) -> list[Any]:
@@ -35,6 +37,13 @@ async def test_recall_latency_and_the_target_met(
     await _recall_a_few(traced_client, tenant)
     latency = otel.points("hindsight.recall.duration")
     assert latency and sum(point.count for point in latency) >= 3
+    # Seconds, OpenTelemetry's unit for durations, with boundaries made for seconds.
+    for name in ("hindsight.recall.duration", "hindsight.stage.duration", "hindsight.write.duration"):
+        (metric,) = otel.collected(name)
+        assert metric.unit == "s", name
+        assert all(p.explicit_bounds == STAGE_BUCKETS_S for p in metric.data.data_points), name
+    # A few recalls on a test database: well under 60 s each (in ms they would read as minutes).
+    assert all(0 < point.max < 60 for point in latency)
     stages = {p.attributes["hindsight.stage"] for p in otel.points("hindsight.stage.duration")}
     assert {"recall.channel.lexical", "recall.fuse", "recall.rank", "recall.pack"} <= stages
     (met,) = _for(traced_server, otel.points("hindsight.recall.p99_target_met"))
@@ -47,6 +56,39 @@ async def test_recall_latency_and_the_target_met(
     }
     assert set(by_state) == {"used", "idle"}
     assert 1 <= by_state["used"] + by_state["idle"] <= traced_server.pool.get_max_size()
+
+
+async def test_rpc_and_database_durations_follow_the_conventions(
+    otel: Telemetry, traced_client: HindsightClient, tenant: str, postgres_dsn: str
+) -> None:
+    """rpc.server.call.duration and db.client.operation.duration: seconds, the conventions' buckets
+    and attributes; the deprecated rpc.server.duration (ms) is gone."""
+    await _recall_a_few(traced_client, tenant)
+    assert otel.collected("rpc.server.duration") == []
+
+    (rpc,) = otel.collected("rpc.server.call.duration")
+    assert rpc.unit == "s"
+    recalls = [
+        p for p in rpc.data.data_points if p.attributes["rpc.method"] == "hindsight.v1.MemoryService/Recall"
+    ]
+    (ok,) = [p for p in recalls if p.attributes["rpc.response.status_code"] == "OK"]
+    assert dict(ok.attributes) == {
+        "rpc.system.name": "grpc",
+        "rpc.method": "hindsight.v1.MemoryService/Recall",
+        "rpc.response.status_code": "OK",
+    }
+    assert ok.count >= 3 and 0 < ok.max < 60 and ok.explicit_bounds == RPC_DURATION_BUCKETS_S
+
+    (db,) = otel.collected("db.client.operation.duration")
+    assert db.unit == "s"
+    on_memories = [p for p in db.data.data_points if p.attributes.get("db.collection.name") == "memories"]
+    assert {p.attributes["db.operation.name"] for p in on_memories} >= {"SELECT", "INSERT"}
+    where = database_attributes(postgres_dsn)
+    for point in on_memories:
+        assert point.explicit_bounds == DB_OPERATION_BUCKETS_S
+        assert point.attributes["db.system.name"] == "postgresql"
+        assert {key: point.attributes[key] for key in where} == where
+        assert "error.type" not in point.attributes and 0 < point.max < 60
 
 
 async def test_the_target_gauge_flips_to_missed_below_any_latency(

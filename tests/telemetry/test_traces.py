@@ -17,10 +17,11 @@ from gateway_mcp.config import load_gateway_settings
 from hindsight.client import HindsightClient
 from hindsight_server.app import RunningServer
 from tests.support.mcp_sessions import http_gateway, http_session
-from tests.telemetry.conftest import Telemetry, spans_of_trace
+from tests.telemetry.conftest import Telemetry, database_attributes, spans_of_trace
 
 RECALL_METHOD = "hindsight.v1.MemoryService/Recall"
 RECALL_STAGES = {"recall.channel.lexical", "recall.fuse", "recall.rank", "recall.rerank", "recall.pack"}
+DEPRECATED_RPC = {"rpc.system", "rpc.service", "rpc.grpc.status_code"}
 
 
 def _named(spans: Sequence[ReadableSpan], name: str) -> list[ReadableSpan]:
@@ -48,7 +49,7 @@ def _traceparent(trace_id: int, span_id: int) -> str:
 
 
 async def test_one_recall_is_one_trace_with_a_span_per_stage(
-    otel: Telemetry, traced_server: RunningServer, tenant: str
+    otel: Telemetry, traced_server: RunningServer, tenant: str, postgres_dsn: str
 ) -> None:
     trace_id, caller_span = uuid.uuid4().int, uuid.uuid4().int >> 64
     async with HindsightClient(
@@ -65,10 +66,13 @@ async def test_one_recall_is_one_trace_with_a_span_per_stage(
     # The caller's trace is continued: same trace id, the caller's span as the parent.
     assert server.kind is SpanKind.SERVER
     assert server.parent is not None and server.parent.span_id == caller_span
+    # OpenTelemetry's current gRPC conventions, and none of the deprecated attributes.
     assert server.attributes is not None
-    assert server.attributes["rpc.system"] == "grpc"
-    assert server.attributes["rpc.method"] == "Recall"
-    assert server.attributes["rpc.grpc.status_code"] == 0
+    assert server.attributes["rpc.system.name"] == "grpc"
+    assert server.attributes["rpc.method"] == RECALL_METHOD
+    assert server.attributes["rpc.response.status_code"] == "OK"
+    assert "error.type" not in server.attributes
+    assert not set(server.attributes) & DEPRECATED_RPC
 
     (recall,) = _children(spans, server)
     assert recall.name == "recall"
@@ -88,8 +92,14 @@ async def test_one_recall_is_one_trace_with_a_span_per_stage(
     statements = _children(spans, stages["recall.channel.lexical"])
     assert statements and all(s.kind is SpanKind.CLIENT for s in statements)
     first = statements[0].attributes
-    assert first is not None and first["db.system"] == "postgresql"
+    assert first is not None and first["db.system.name"] == "postgresql" and "db.system" not in first
     assert first["db.operation.name"] == "SELECT"
+    # Where the statement went: the database and the server (here a Unix socket) of the server's DSN.
+    where = database_attributes(postgres_dsn)
+    assert {key: first.get(key) for key in ("db.namespace", "server.address", "server.port")} == {
+        "server.port": None,
+        **where,
+    }
     assert "db.query.text" not in first and "db.statement" not in first
     # The context channel runs inside rank, around the strongest matches, with its own statement.
     (context,) = _named(_children(spans, stages["recall.rank"]), "recall.channel.context")
@@ -161,6 +171,11 @@ async def test_the_mcp_gateway_carries_the_trace_to_the_server(
     (tool,) = [s for s in spans if s.name == "tools/call memory_recall" and s.kind is SpanKind.SERVER]
     (client,) = [s for s in _children(spans, tool) if s.kind is SpanKind.CLIENT]
     assert client.name == RECALL_METHOD
+    assert client.attributes is not None
+    assert client.attributes["rpc.system.name"] == "grpc"
+    assert client.attributes["rpc.method"] == RECALL_METHOD
+    assert client.attributes["rpc.response.status_code"] == "OK"
+    assert not set(client.attributes) & DEPRECATED_RPC
     (server,) = [s for s in spans if s.name == RECALL_METHOD and s.kind is SpanKind.SERVER]
     assert server.get_span_context().trace_id == tool.get_span_context().trace_id
     assert server.parent is not None and server.parent.span_id == client.get_span_context().span_id
@@ -177,8 +192,10 @@ async def test_a_refused_call_is_traced_with_its_code_and_no_message(
 
     spans = await spans_of_trace(otel, lambda spans: any(s.name == RECALL_METHOD for s in spans))
     (server,) = _named(spans, RECALL_METHOD)
-    assert server.attributes is not None and server.attributes["rpc.grpc.status_code"] == 3
+    assert server.attributes is not None
+    assert server.attributes["rpc.response.status_code"] == "INVALID_ARGUMENT"
     assert server.status.status_code is StatusCode.UNSET  # the caller's mistake, not a server error
+    assert "error.type" not in server.attributes
     (recall,) = _children(spans, server)
     assert recall.attributes is not None and recall.attributes["error.type"] == "InvalidArgument"
     assert all(secret not in str(event.attributes) for span in spans for event in span.events)

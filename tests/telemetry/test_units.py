@@ -1,11 +1,25 @@
-"""The pure parts: the latency window, statement names for database spans, the exporter choice."""
+"""The pure parts: the latency window, statement names and attributes for database spans, the exporter
+and OTLP protocol choice, the server attributes of a gRPC target."""
 
 from __future__ import annotations
 
-import pytest
+from types import SimpleNamespace
 
-from hindsight.telemetry import resolve_exporter
-from hindsight_server.store.tracing import statement_name
+import asyncpg
+import pytest
+from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter as GrpcMetrics
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpans
+from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HttpMetrics
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpans
+
+from hindsight.telemetry import (
+    TelemetryConfigError,
+    _exporters,
+    resolve_exporter,
+    resolve_protocol,
+    server_attributes,
+)
+from hindsight_server.store.tracing import connection_attributes, error_attributes, statement_name
 from hindsight_server.telemetry.window import LatencyWindow
 
 
@@ -73,6 +87,76 @@ def test_exporter_choice_follows_the_setting_then_the_standard_variables() -> No
     assert resolve_exporter("console", {"OTEL_TRACES_EXPORTER": "otlp"}) == "console"
     assert resolve_exporter("", {"OTEL_TRACES_EXPORTER": "console"}) == "console"
     assert resolve_exporter("", {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317"}) == "otlp"
+    assert resolve_exporter("", {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/v1/traces"}) == "otlp"
     assert resolve_exporter("", {}) == "none"
-    with pytest.raises(ValueError, match="unknown telemetry exporter 'zipkin'"):
+    with pytest.raises(TelemetryConfigError, match="unknown telemetry exporter 'zipkin'"):
         resolve_exporter("", {"OTEL_TRACES_EXPORTER": "zipkin"})
+
+
+def test_the_protocol_follows_the_signal_variable_then_the_general_one_then_grpc() -> None:
+    assert resolve_protocol("traces", {}) == "grpc"
+    assert resolve_protocol("traces", {"OTEL_EXPORTER_OTLP_PROTOCOL": " http/protobuf "}) == "http/protobuf"
+    both = {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "grpc"}
+    assert (resolve_protocol("traces", both), resolve_protocol("metrics", both)) == ("http/protobuf", "grpc")
+    assert resolve_protocol("metrics", {"OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": ""}) == "grpc"  # empty: unset
+    with pytest.raises(TelemetryConfigError) as refused:
+        resolve_protocol("traces", {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/json"})
+    assert str(refused.value) == (
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL='http/json' is not supported (http/json has no Python exporter): "
+        "grpc or http/protobuf"
+    )
+
+
+def test_each_protocol_gets_its_exporter_and_a_configured_endpoint_its_signal_path() -> None:
+    http = {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}
+    spans, metrics = _exporters("otlp", "http://collector:4318/", http)
+    assert isinstance(spans, HttpSpans) and isinstance(metrics, HttpMetrics)
+    assert (spans._endpoint, metrics._endpoint) == (
+        "http://collector:4318/v1/traces",
+        "http://collector:4318/v1/metrics",
+    )
+    spans, metrics = _exporters("otlp", "http://collector:4317", {})
+    assert isinstance(spans, GrpcSpans) and isinstance(metrics, GrpcMetrics)
+    spans.shutdown()
+    metrics.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("target", "expected"),
+    [
+        ("127.0.0.1:50051", {"server.address": "127.0.0.1", "server.port": 50051}),
+        ("nginx:50051", {"server.address": "nginx", "server.port": 50051}),
+        ("[::1]:50051", {"server.address": "::1", "server.port": 50051}),
+        (
+            "dns:///memory.svc.cluster.local:50051",
+            {"server.address": "memory.svc.cluster.local", "server.port": 50051},
+        ),
+        ("dns://8.8.8.8/grpc.io:443", {"server.address": "grpc.io", "server.port": 443}),
+        ("unix:///run/hindsight.sock", {"server.address": "/run/hindsight.sock"}),
+        ("ipv4:10.0.0.1:50051,10.0.0.2:50051", {"server.address": "ipv4:10.0.0.1:50051,10.0.0.2:50051"}),
+        ("", {}),
+    ],
+)
+def test_server_attributes_of_a_grpc_target(target: str, expected: dict[str, str | int]) -> None:
+    assert server_attributes(target) == expected
+
+
+def test_database_attributes_name_where_a_connection_went_and_why_a_statement_failed() -> None:
+    tcp = SimpleNamespace(_addr=("db.internal", 6432), _params=SimpleNamespace(database="hindsight"))
+    assert connection_attributes(tcp) == {
+        "db.system.name": "postgresql",
+        "db.namespace": "hindsight",
+        "server.address": "db.internal",
+        "server.port": 6432,
+    }
+    socket = SimpleNamespace(_addr="/run/postgresql/.s.PGSQL.5432", _params=SimpleNamespace(database="h"))
+    assert connection_attributes(socket)["server.address"] == "/run/postgresql/.s.PGSQL.5432"
+    assert "server.port" not in connection_attributes(socket)
+    assert error_attributes(asyncpg.exceptions.QueryCanceledError("canceling statement")) == {
+        "db.response.status_code": "57014",
+        "error.type": "57014",
+    }
+    assert error_attributes(asyncpg.InterfaceError("the connection is closed")) == {
+        "error.type": f"{asyncpg.InterfaceError.__module__}.InterfaceError"
+    }
+    assert error_attributes(TimeoutError()) == {"error.type": "TimeoutError"}
