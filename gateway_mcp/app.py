@@ -33,7 +33,7 @@ class GatewayState:
 
 def _version() -> str:
     try:
-        return importlib.metadata.version("hindsight")
+        return importlib.metadata.version("hindsight-memory-server")
     except importlib.metadata.PackageNotFoundError:  # run from a source tree that is not installed
         return ""
 
