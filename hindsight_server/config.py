@@ -179,6 +179,11 @@ class StackSettings(_Section):
     postgres_shared_buffers: str = ""
     postgres_maintenance_work_mem: str = "512MB"  # HNSW builds and vacuums
     postgres_max_wal_size: str = "4GB"  # fewer checkpoints (and full-page writes) under bulk writes
+    # Streaming standbys of the embedded PostgreSQL (`hindsight up --replicas N`, stack/replicas.py), in
+    # <data_dir>/postgres-replica-K on unix sockets of their own. Each runs with the primary's settings
+    # (its base backup copies them), shared buffers included unless postgres_replica_shared_buffers is set.
+    postgres_replicas: int = Field(0, ge=0, le=8)
+    postgres_replica_shared_buffers: str = ""
     # The local cluster's gRPC gateway: nginx on server.port in front of the memory servers. auto: only
     # when there is more than one server (one server listens on server.port itself: no extra hop);
     # nginx: always (also for one server, e.g. to compare 1 and 3 servers through the same gateway);
@@ -194,9 +199,10 @@ class StackSettings(_Section):
 class TelemetrySettings(_Section):
     """OpenTelemetry (traces and metrics) and the recall latency target `hindsight status` checks."""
 
-    # otlp: OTLP over gRPC to a collector; console: JSON lines on stderr; none: no SDK at all (the
-    # instrumentation stays the API's no-op). Empty: the standard OTEL_TRACES_EXPORTER, else otlp when
-    # OTEL_EXPORTER_OTLP_ENDPOINT is set (compose, Helm), else none (`make up`: nothing listens for it).
+    # otlp: OTLP to a collector (gRPC, or HTTP/protobuf per OTEL_EXPORTER_OTLP_PROTOCOL); console: JSON
+    # lines on stderr; none: no SDK at all (the instrumentation stays the API's no-op). Empty: the
+    # standard OTEL_TRACES_EXPORTER, else otlp when OTEL_EXPORTER_OTLP_ENDPOINT is set (compose, Helm),
+    # else none (`make up`: nothing listens for it).
     exporter: Literal["", "none", "console", "otlp"] = ""
     otlp_endpoint: str = ""  # e.g. http://127.0.0.1:4317; empty: OTEL_EXPORTER_OTLP_ENDPOINT or the SDK's
     service_name: str = "hindsight-server"  # OTEL_SERVICE_NAME wins when set

@@ -101,6 +101,25 @@ class EmbeddedPostgres:
     def pid(self) -> int | None:
         return None if self._server is None else self._server.get_pid()
 
+    @property
+    def socket_dir(self) -> Path:
+        """The directory of its unix socket (the data directory, unless that path is too long for one)."""
+        assert self._server is not None, "not started"
+        return Path(self._server.get_postmaster_info().socket_dir)
+
+    @property
+    def port(self) -> int:
+        """The port in the socket's name (.s.PGSQL.<port>); it listens on no TCP address."""
+        assert self._server is not None, "not started"
+        return int(self._server.get_postmaster_info().port or 5432)
+
+    @property
+    def system_user(self) -> str | None:
+        """The OS user the server runs as when we are root (PostgreSQL refuses root); None: ours."""
+        assert self._server is not None, "not started"
+        user: str | None = self._server.system_user
+        return user
+
     def stop(self) -> None:
         if self._server is not None:
             self._server.cleanup()

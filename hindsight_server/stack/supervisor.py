@@ -1,11 +1,12 @@
 """`hindsight up`: the whole embedded stack in the foreground.
 
-Starts PostgreSQL (embedded) and Triton, then N memory servers, then (with more than one server, or
-`--gateway nginx`) nginx as the gRPC gateway on server.port in front of them, then the MCP gateway
+Starts PostgreSQL (embedded; with `--replicas N` also N streaming standbys of it, stack/replicas.py) and
+Triton, then N memory servers, then (with more than one server, or `--gateway nginx`) nginx as the gRPC
+gateway on server.port in front of them, then the MCP gateway
 (streamable HTTP, calling through the gRPC gateway) as child processes; each stage waits until its
 children answer their health check (nginx's is a health call through it to a server). Prints where every
 part listens; a child that dies is restarted; Ctrl-C / SIGTERM stops everything it started, the front
-first (nginx finishes the calls in flight), then the servers.
+first (nginx finishes the calls in flight), then the servers, then the replicas and the primary.
 Children get SIGTERM if the supervisor itself dies (PR_SET_PDEATHSIG), so nothing is left behind.
 """
 
@@ -22,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import asyncpg
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -38,6 +40,15 @@ from hindsight_server.stack.nginx import (
     write_config,
 )
 from hindsight_server.stack.postgres import EmbeddedPostgres, server_settings
+from hindsight_server.stack.replicas import (
+    MAX_REPLICAS,
+    Primary,
+    Replica,
+    ReplicaStatus,
+    drop_unused_slots,
+    replica_status,
+    wait_until_streaming,
+)
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +112,44 @@ class Child:
                 os.killpg(self.process.pid, signal.SIGKILL)
 
 
+@dataclass
+class ReplicaChild(Child):
+    """A streaming standby of the embedded PostgreSQL, postgres in the foreground. Each start (the first,
+    and the supervisor's restarts) first reuses its directory or makes it anew (Replica.prepare); it is
+    ready when its WAL receiver streams from the primary; SIGINT is PostgreSQL's fast shutdown."""
+
+    replica: Replica = field(kw_only=True)
+
+    @classmethod
+    def of(cls, replica: Replica) -> ReplicaChild:
+        env = dict(os.environ)
+        return cls(
+            replica.name, replica.dsn, [], env, stop_signal=signal.SIGINT, show_pid=True, replica=replica
+        )
+
+    async def spawn(self) -> None:
+        await self.replica.prepare()
+        self.address = self.replica.dsn
+        self.argv = self.replica.argv()
+        output = self.replica.open_log()  # its server log, as the primary's: <its data dir>/log
+        try:
+            self.process = await asyncio.create_subprocess_exec(
+                *self.argv,
+                env=self.env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=output,
+                stderr=output,
+                preexec_fn=_die_with_parent,
+                user=self.replica.primary.system_user,
+            )
+        finally:
+            output.close()
+
+    async def wait_ready(self, timeout_s: float) -> None:
+        assert self.process is not None
+        await wait_until_streaming(self.replica.dsn, timeout_s, self.process)
+
+
 async def wait_until_serving(address: str, timeout_s: float, process: asyncio.subprocess.Process) -> None:
     """Polls the standard health service until SERVING; fails early if the process exits."""
     deadline = time.monotonic() + timeout_s
@@ -151,10 +200,15 @@ class Stack:
     mcp: bool = True  # the MCP gateway (its own settings: gateway_mcp.config, HINDSIGHT_MCP__*)
     mcp_port: int | None = None  # None: the gateway's configured port (8765)
     gateway: str | None = None  # None: stack.gateway (auto | nginx | none)
+    replicas: int | None = None  # standbys of the embedded PostgreSQL; None: stack.postgres_replicas
     children: list[Child] = field(default_factory=list)
+    replica_children: list[ReplicaChild] = field(default_factory=list)
+    primary_dsn: str = ""  # once PostgreSQL is up
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.settings.data_dir).resolve()
+        if self.replicas is None:
+            self.replicas = self.settings.stack.postgres_replicas
         mode = self.gateway or self.settings.stack.gateway
         self.behind_nginx = mode == "nginx" or (mode == "auto" and self.servers > 1)
 
@@ -264,6 +318,18 @@ class Stack:
         except ValueError as exc:  # GatewayConfigError, or a malformed HINDSIGHT_MCP__* variable
             print(f"hindsight up failed: MCP gateway: {exc}", file=sys.stderr, flush=True)
             return 1
+        replicas = self.replicas or 0
+        if replicas and self.settings.database.dsn:
+            print(
+                "hindsight up failed: --replicas streams from the embedded PostgreSQL; database.dsn names "
+                "another database (its replicas are that database's business)",
+                file=sys.stderr,
+                flush=True,
+            )
+            return 1
+        if not 0 <= replicas <= MAX_REPLICAS:
+            print(f"hindsight up failed: --replicas: 0 to {MAX_REPLICAS}", file=sys.stderr, flush=True)
+            return 1
         try:  # nor does a missing nginx wait for the database and Triton to start first
             nginx = find_nginx(self.settings.stack.nginx) if self.behind_nginx else None
         except NginxNotFound as exc:
@@ -279,6 +345,9 @@ class Stack:
         servers: list[Child] = []
         try:
             dsn = self.settings.database.dsn or await asyncio.to_thread(postgres.start)
+            self.primary_dsn = dsn
+            if not self.settings.database.dsn:
+                await self._start_replicas(postgres, dsn)
             triton = await asyncio.to_thread(self._triton, data_dir)  # writes the model repository
             if triton is not None:
                 await asyncio.to_thread(triton.start)
@@ -292,6 +361,7 @@ class Stack:
                     await child.spawn()
                 for child in stage:
                     await child.wait_ready(self.start_timeout_s)
+            await self._describe_replicas()
             self._print_banner(postgres, triton)
             await self._supervise(stop)
             return 0
@@ -306,13 +376,51 @@ class Stack:
             await asyncio.gather(*(child.stop(grace) for child in self.children[: len(servers)]))
             if triton is not None:
                 await asyncio.to_thread(triton.stop)
+            await asyncio.gather(*(child.stop(grace) for child in self.replica_children))
             await asyncio.to_thread(postgres.stop)
             print("hindsight stopped", flush=True)
+
+    @property
+    def replica_dsns(self) -> list[str]:
+        """The replicas' libpq URIs (unix sockets), in order: for the memory servers' read routing."""
+        return [child.replica.dsn for child in self.replica_children]
+
+    async def replica_status(self) -> list[ReplicaStatus]:
+        """Each replica's state and replay lag in bytes behind the primary (stack/replicas.py)."""
+        return await replica_status(self.primary_dsn, self.replica_dsns)
+
+    async def _start_replicas(self, postgres: EmbeddedPostgres, dsn: str) -> None:
+        """The standbys, one after the other (a new one is a base backup of the primary), then waits
+        until each streams. Slots of replicas not started now are dropped first (they would keep WAL)."""
+        count = self.replicas or 0
+        try:
+            await drop_unused_slots(dsn, keep=count)
+        except asyncpg.PostgresError as exc:
+            log.warning("could not drop the slots of replicas not started now: %s", exc)
+        if not count:
+            return
+        primary = Primary(dsn, postgres.socket_dir, postgres.port, postgres.system_user)
+        shared_buffers = self.settings.stack.postgres_replica_shared_buffers
+        settings = {"shared_buffers": shared_buffers} if shared_buffers else {}
+        for index in range(1, count + 1):
+            child = ReplicaChild.of(Replica(primary, index, self.data_dir, settings))
+            self.replica_children.append(child)
+            await child.spawn()
+        for child in self.replica_children:
+            await child.wait_ready(self.start_timeout_s)
+
+    async def _describe_replicas(self) -> None:
+        """The banner's line for each replica: its URI, state and lag."""
+        if not self.replica_children:
+            return
+        for child, status in zip(self.replica_children, await self.replica_status(), strict=True):
+            child.url = f"{status.dsn} ({status.describe()})"
 
     async def _supervise(self, stop: asyncio.Event) -> None:
         """Waits for the stop signal; a child that dies meanwhile is restarted (with a short backoff)."""
         while not stop.is_set():
-            waits = {asyncio.ensure_future(c.process.wait()): c for c in self.children if c.process}
+            supervised: list[Child] = [*self.replica_children, *self.children]
+            waits = {asyncio.ensure_future(c.process.wait()): c for c in supervised if c.process}
             stopper = asyncio.ensure_future(stop.wait())
             done, _ = await asyncio.wait([stopper, *waits], return_when=asyncio.FIRST_COMPLETED)
             for future in [stopper, *waits]:
@@ -333,6 +441,7 @@ class Stack:
             lines.append(f"  {'postgres':<16} external ({self.settings.database.dsn.split('@')[-1]})")
         else:
             lines.append(f"  {'postgres':<16} embedded, pid {postgres.pid}, data in {postgres.data_dir}")
+        lines += [self._banner_line(child) for child in self.replica_children]
         if triton is not None:
             models = ", ".join(triton.options.models)
             lines.append(f"  {'triton':<16} grpc://{triton.grpc_url} ({models}), pid {triton.pid}")
@@ -340,8 +449,11 @@ class Stack:
             lines.append(f"  {'triton':<16} external grpc://{self.settings.inference.url}")
         else:
             lines.append(f"  {'triton':<16} off: embeddings disabled, recall without the vector channel")
-        for child in self.children:
-            pid = f", pid {child.process.pid}" if child.show_pid and child.process else ""
-            lines.append(f"  {child.name:<16} {child.url or f'grpc://{child.address}'}{pid}")
+        lines += [self._banner_line(child) for child in self.children]
         lines.append("Ctrl-C stops everything.")
         print("\n".join(lines), flush=True)
+
+    @staticmethod
+    def _banner_line(child: Child) -> str:
+        pid = f", pid {child.process.pid}" if child.show_pid and child.process else ""
+        return f"  {child.name:<16} {child.url or f'grpc://{child.address}'}{pid}"

@@ -96,7 +96,7 @@ async def test_an_edited_migration_file_is_refused_naming_the_file(
     await migrate(dsn, SHAPE, migrations=available_migrations(folder))
     edited = folder / "0003_term_df.sql"
     edited.write_text(edited.read_text(encoding="utf-8") + "-- a comment added later\n", encoding="utf-8")
-    (folder / "0013_pending.sql").write_text("CREATE TABLE never_made (id integer);\n", encoding="utf-8")
+    (folder / "9001_pending.sql").write_text("CREATE TABLE never_made (id integer);\n", encoding="utf-8")
 
     with pytest.raises(MigrationRefused) as refused:
         await migrate(dsn, SHAPE, migrations=available_migrations(folder))
@@ -105,7 +105,7 @@ async def test_an_edited_migration_file_is_refused_naming_the_file(
     assert isinstance(refused.value, SchemaMismatch)  # what `hindsight migrate` and `serve` print
     assert "0003_term_df.sql" in message
     assert "must never be edited" in message and "add a new migration" in message
-    assert "0013_pending.sql" not in await _recorded(dsn)  # refused before applying anything
+    assert "9001_pending.sql" not in await _recorded(dsn)  # refused before applying anything
 
 
 async def test_migrations_recorded_without_a_checksum_get_their_files_and_are_not_refused(
@@ -152,7 +152,7 @@ CREATE INDEX CONCURRENTLY IF NOT EXISTS notes_body
     ON notes (body);
 CREATE INDEX CONCURRENTLY IF NOT EXISTS notes_code ON notes (code);
 """
-    folder = _folder(tmp_path, {"0013_notes.sql": NOTES, "0014_concurrent.sql": concurrent})
+    folder = _folder(tmp_path, {"9001_notes.sql": NOTES, "9002_concurrent.sql": concurrent})
     migrations = available_migrations(folder)
     dsn = await fresh_database()
 
@@ -165,7 +165,7 @@ CREATE INDEX CONCURRENTLY IF NOT EXISTS notes_code ON notes (code);
     assert sorted([first, second], key=len) == [[], [m.name for m in migrations]]
     assert await _index_valid(dsn, "notes_body") is True
     assert await _index_valid(dsn, "notes_code") is True
-    assert (await _recorded(dsn))["0014_concurrent.sql"] == hashlib.sha256(concurrent.encode()).hexdigest()
+    assert (await _recorded(dsn))["9002_concurrent.sql"] == hashlib.sha256(concurrent.encode()).hexdigest()
     assert await migrate(dsn, SHAPE, migrations=migrations) == []
 
 
@@ -177,15 +177,15 @@ CREATE INDEX CONCURRENTLY IF NOT EXISTS notes_body ON notes (body);
 CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS notes_code ON notes (code);
 CREATE TABLE IF NOT EXISTS after_the_indexes (id integer);
 """
-    folder = _folder(tmp_path, {"0013_notes.sql": NOTES, "0014_concurrent.sql": concurrent})
+    folder = _folder(tmp_path, {"9001_notes.sql": NOTES, "9002_concurrent.sql": concurrent})
     dsn = await fresh_database()
 
     with caplog.at_level(logging.INFO, logger=LOGGER), pytest.raises(asyncpg.UniqueViolationError):
         await migrate(dsn, SHAPE, migrations=available_migrations(folder))
 
-    assert "0014_concurrent.sql failed at statement 2 of 3" in caplog.text
+    assert "9002_concurrent.sql failed at statement 2 of 3" in caplog.text
     recorded = await _recorded(dsn)
-    assert "0013_notes.sql" in recorded and "0014_concurrent.sql" not in recorded
+    assert "9001_notes.sql" in recorded and "9002_concurrent.sql" not in recorded
     assert await _index_valid(dsn, "notes_body") is True  # the statement before the failure stays
     assert await _index_valid(dsn, "notes_code") is False  # what a failed CONCURRENTLY leaves
     async with _connected(dsn) as connection:
@@ -194,11 +194,11 @@ CREATE TABLE IF NOT EXISTS after_the_indexes (id integer);
 
     caplog.clear()
     with caplog.at_level(logging.INFO, logger=LOGGER):
-        assert await migrate(dsn, SHAPE, migrations=available_migrations(folder)) == ["0014_concurrent.sql"]
+        assert await migrate(dsn, SHAPE, migrations=available_migrations(folder)) == ["9002_concurrent.sql"]
 
     assert "dropping index notes_code, left invalid" in caplog.text
     assert await _index_valid(dsn, "notes_code") is True
-    assert "0014_concurrent.sql" in await _recorded(dsn)
+    assert "9002_concurrent.sql" in await _recorded(dsn)
     async with _connected(dsn) as connection:
         assert await connection.fetchval("SELECT to_regclass('after_the_indexes')") is not None
         with pytest.raises(asyncpg.UniqueViolationError):
