@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 import grpc
 
 from gateway_mcp.config import channel_target
-from hindsight.client import KEEPALIVE_TIME_MS, KEEPALIVE_TIMEOUT_MS, HindsightClient
+from hindsight.client import KEEPALIVE_OPTIONS, HindsightClient
 from hindsight.telemetry import client_interceptors
 
 __all__ = ["MemoryClients"]
@@ -56,10 +56,7 @@ class MemoryClients:
                 ("grpc.enable_retries", 1),
                 ("grpc.max_receive_message_length", 16 * 1024 * 1024),
                 # The shared client's keepalive, which the memory servers accept (hindsight/client.py).
-                ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
-                ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
-                ("grpc.keepalive_permit_without_calls", 1),
-                ("grpc.http2.max_pings_without_data", 0),
+                *KEEPALIVE_OPTIONS,
             ],
             # With tracing on, each call is a client span whose context the server continues.
             interceptors=client_interceptors(self._target),

@@ -75,14 +75,17 @@ _SERVICE_CONFIG = json.dumps(
 # this often (hindsight_server/rpc/server.py); a client pinging faster would be sent GOAWAY.
 KEEPALIVE_TIME_MS = 30_000
 KEEPALIVE_TIMEOUT_MS = 10_000
-CHANNEL_OPTIONS: tuple[tuple[str, int | str], ...] = (
-    ("grpc.service_config", _SERVICE_CONFIG),
-    ("grpc.enable_retries", 1),
-    ("grpc.max_receive_message_length", 16 * 1024 * 1024),
+KEEPALIVE_OPTIONS: tuple[tuple[str, int], ...] = (
     ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
     ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.max_pings_without_data", 0),
+)
+CHANNEL_OPTIONS: tuple[tuple[str, int | str], ...] = (
+    ("grpc.service_config", _SERVICE_CONFIG),
+    ("grpc.enable_retries", 1),
+    ("grpc.max_receive_message_length", 16 * 1024 * 1024),
+    *KEEPALIVE_OPTIONS,
 )
 
 
