@@ -15,9 +15,13 @@ import asyncio
 import json
 import os
 import sys
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from hindsight.client import DEFAULT_TARGET
+
+if TYPE_CHECKING:
+    from hindsight_server.stack.replicas import ReplicaStatus
 
 EXIT_UNREACHABLE = 1
 
@@ -37,6 +41,11 @@ def add_status_command(commands: Any) -> None:
         "--timeout", type=float, default=5.0, help="deadline per server in seconds (default 5)"
     )
     status.add_argument("--tls-ca-file", default="", help="the CA of servers that listen with TLS")
+    status.add_argument(
+        "--data-dir",
+        default=os.environ.get("HINDSIGHT_DATA_DIR", "data"),
+        help="the embedded stack's data directory, for its PostgreSQL replicas (default ./data)",
+    )
     status.add_argument(
         "--api-key",
         default=os.environ.get("HINDSIGHT_API_KEY", ""),
@@ -131,16 +140,33 @@ async def _gather(
     return list(await asyncio.gather(*(one(target) for target in targets)))
 
 
+async def _embedded_replicas(data_dir: Path, timeout_s: float) -> list[ReplicaStatus]:
+    """The embedded stack's PostgreSQL replicas and their lag: none unless its primary and some
+    replicas run under data_dir (a deployed server's image has no embedded stack to look at)."""
+    if not (data_dir / "postgres").is_dir():
+        return []
+    from hindsight_server.stack.replicas import replica_status, running_primary_dsn, running_replica_dsns
+
+    primary, replicas = running_primary_dsn(data_dir), running_replica_dsns(data_dir)
+    if primary is None or not replicas:
+        return []
+    return await replica_status(primary, replicas, timeout_s)
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     targets = [part.strip() for given in args.target or [DEFAULT_TARGET] for part in given.split(",")]
     results = asyncio.run(_gather([t for t in targets if t], args.timeout, args.tls_ca_file, args.api_key))
+    replicas = asyncio.run(_embedded_replicas(Path(args.data_dir), args.timeout))
     unreachable = [result for result in results if "error" in result]
     if args.json:
-        print(json.dumps({"servers": results}, ensure_ascii=False, indent=2))
+        shown = [{"dsn": r.dsn, "state": r.state, "lag_bytes": r.lag_bytes} for r in replicas]
+        print(json.dumps({"servers": results, "replicas": shown}, ensure_ascii=False, indent=2))
     else:
         for result in results:
             if "error" not in result:
                 print(render(result["target"], result["serving"], result["inference"], result["figures"]))
+        for number, replica in enumerate(replicas, start=1):
+            print(f"postgres replica {number}  {replica.describe()}  {replica.dsn}")
     for result in unreachable:
         print(f"hindsight status: cannot reach {result['error']}", file=sys.stderr)
     return EXIT_UNREACHABLE if unreachable else 0

@@ -367,6 +367,12 @@ async def _status(primary: asyncpg.Connection, dsn: str, timeout_s: float) -> Re
     return ReplicaStatus(dsn, row["receiver"] or "disconnected", None if lag is None else max(0, lag))
 
 
+def running_primary_dsn(data_dir: Path) -> str | None:
+    """The URI of the embedded primary running under data_dir, if it runs (`hindsight status`)."""
+    running = _postmaster(data_dir.resolve() / "postgres")
+    return None if running is None else socket_dsn(running[1], running[2])
+
+
 def running_replica_dsns(data_dir: Path) -> list[str]:
     """The URIs of the replicas running under data_dir (what postmaster.pid records), by number: for a
     process other than the `hindsight up` that started them (`hindsight status`)."""

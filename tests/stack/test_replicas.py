@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import signal
@@ -24,6 +25,7 @@ from hindsight_server.stack.replicas import (
     running_replica_dsns,
 )
 from hindsight_server.stack.supervisor import ReplicaChild, Stack
+from tests.support.processes import free_port, run_cli
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -121,6 +123,24 @@ async def test_the_replicas_stream_the_primary_writes_and_catch_up(cluster: Clus
         assert (directory / ".s.PGSQL.5432").is_socket()
     # What another process (`hindsight status`) finds from the data dir alone.
     assert running_replica_dsns(cluster.stack.data_dir) == cluster.stack.replica_dsns
+
+
+async def test_hindsight_status_shows_each_replicas_lag(cluster: Cluster) -> None:
+    await _caught_up(cluster)
+    shown = await run_cli(
+        [
+            "status",
+            "--json",
+            "--data-dir",
+            str(cluster.stack.data_dir),
+            "--target",
+            f"127.0.0.1:{free_port()}",
+        ]
+    )
+    assert shown.code == 1  # no memory server answers on that port: said, and the replicas still shown
+    replicas = json.loads(shown.stdout)["replicas"]
+    assert [r["dsn"] for r in replicas] == [child.replica.dsn for child in cluster.replicas]
+    assert [(r["state"], r["lag_bytes"]) for r in replicas] == [("streaming", 0)] * 2
 
 
 async def test_the_lag_grows_while_a_replica_does_not_replay(cluster: Cluster) -> None:
