@@ -91,8 +91,10 @@ class Introspection:
         self._url = url
         self._resource = resource
         self._tenant_claim = tenant_claim
-        self._auth = httpx2.BasicAuth(client_id, client_secret) if client_id else None
-        self._timeout_s = timeout_s
+        # One client for the gateway's life: its connections to the authorization server are reused.
+        self._http = httpx2.AsyncClient(
+            timeout=timeout_s, auth=httpx2.BasicAuth(client_id, client_secret) if client_id else None
+        )
         self._cache: OrderedDict[bytes, tuple[float, TenantToken | None]] = OrderedDict()
 
     async def verify_token(self, token: str) -> TenantToken | None:
@@ -115,17 +117,17 @@ class Introspection:
 
     async def _introspect(self, token: str) -> dict[str, Any] | None:
         try:
-            async with httpx2.AsyncClient(timeout=self._timeout_s) as http:
-                form = {"token": token, "token_type_hint": "access_token"}
-                if self._auth is None:
-                    answer = await http.post(self._url, data=form)
-                else:
-                    answer = await http.post(self._url, data=form, auth=self._auth)
+            answer = await self._http.post(
+                self._url, data={"token": token, "token_type_hint": "access_token"}
+            )
             claims = answer.json() if answer.status_code == 200 else None
         except (httpx2.HTTPError, ValueError) as exc:
             log.warning("token introspection at %s failed: %s", self._url, exc)
             return None
         return claims if isinstance(claims, dict) else None
+
+    async def close(self) -> None:
+        await self._http.aclose()
 
     def _tenant_token(self, digest: str, claims: Mapping[str, Any]) -> TenantToken | None:
         if claims.get("active") is not True:

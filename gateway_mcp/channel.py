@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 import grpc
 
 from gateway_mcp.config import channel_target
-from hindsight.client import KEEPALIVE_OPTIONS, HindsightClient
+from hindsight.client import RETRY_THROTTLING, HindsightClient, channel_options
 from hindsight.telemetry import client_interceptors
 
 __all__ = ["MemoryClients"]
@@ -36,9 +36,11 @@ _SERVICE_CONFIG = json.dumps(
                 },
             }
         ],
-        "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1},  # as the shared client's
+        "retryThrottling": RETRY_THROTTLING,
     }
 )
+
+CHANNEL_OPTIONS = channel_options(_SERVICE_CONFIG)
 
 
 class MemoryClients:
@@ -51,13 +53,7 @@ class MemoryClients:
         self._api_keys = dict(api_keys)
         self._channel = grpc.aio.insecure_channel(
             self._target,
-            options=[
-                ("grpc.service_config", _SERVICE_CONFIG),
-                ("grpc.enable_retries", 1),
-                ("grpc.max_receive_message_length", 16 * 1024 * 1024),
-                # The shared client's keepalive, which the memory servers accept (hindsight/client.py).
-                *KEEPALIVE_OPTIONS,
-            ],
+            options=CHANNEL_OPTIONS,
             # With tracing on, each call is a client span whose context the server continues.
             interceptors=client_interceptors(self._target),
         )

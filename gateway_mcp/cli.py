@@ -21,7 +21,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from gateway_mcp.config import GatewayConfigError, GatewaySettings, load_gateway_settings
-from hindsight.telemetry import LOG_FORMAT, TelemetryConfigError, TraceContextFormatter
+from hindsight.telemetry import TelemetryConfigError, configure_logging
 
 __all__ = ["add_arguments", "main", "run"]
 
@@ -140,11 +140,8 @@ def run(args: argparse.Namespace) -> int:
     except (ValidationError, GatewayConfigError) as error:
         print(f"hindsight mcp: {_problem(error)}", file=sys.stderr)
         return EXIT_USAGE
-    # stdout is the protocol's channel on stdio: logs go to stderr only. A line logged while a traced
-    # call runs ends with its trace_id and span_id.
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(TraceContextFormatter(LOG_FORMAT))
-    logging.basicConfig(level=logging.INFO, handlers=[handler])
+    # stdout is the protocol's channel on stdio: logs go to stderr only.
+    configure_logging(logging.INFO, sys.stderr)
     # Stateless HTTP ends a "session" with every request, and the SDK logs each one at INFO.
     logging.getLogger("mcp.server.streamable_http").setLevel(logging.WARNING)
     from gateway_mcp.telemetry import install_telemetry

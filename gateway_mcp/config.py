@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 __all__ = [
@@ -103,21 +103,28 @@ class GatewaySettings(BaseSettings):
 
     @field_validator("allowed_origins", "targets", "authorization_servers", mode="before")
     @classmethod
-    def _split_lists(cls, value: Any, info: ValidationInfo) -> Any:
+    def _split_lists(cls, value: Any) -> Any:
         # "a,b" from the environment or a flag; a list from the TOML file.
         if isinstance(value, str):
             value = [part.strip() for part in value.split(",")]
         if isinstance(value, list | tuple):
             value = tuple(part for part in value if part)
-            if info.field_name == "targets":
-                channel_target(value)
-            elif info.field_name == "allowed_origins":
-                for origin in value:
-                    if not re.fullmatch(r"https?://[^/\s]+", origin):
-                        raise ValueError(
-                            f"allowed origin {origin!r}: expected scheme://host[:port] or scheme://host:*, "
-                            "no path"
-                        )
+        return value
+
+    @field_validator("targets")
+    @classmethod
+    def _one_channel(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        channel_target(value)
+        return value
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _bare_origins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for origin in value:
+            if not re.fullmatch(r"https?://[^/\s]+", origin):
+                raise ValueError(
+                    f"allowed origin {origin!r}: expected scheme://host[:port] or scheme://host:*, no path"
+                )
         return value
 
     @field_validator("tokens")

@@ -53,7 +53,7 @@ def _transport_security(settings: GatewaySettings) -> TransportSecuritySettings 
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-        allowed_origins=[*LOOPBACK_ORIGINS, *settings.allowed_origins],
+        allowed_origins=list(allowed_origins(settings)),
     )
 
 
@@ -68,18 +68,17 @@ async def _health(request: Request) -> Response:
     return PlainTextResponse("ok")
 
 
-def _verifier(settings: GatewaySettings) -> BearerTokens:
-    introspection = None
-    if settings.introspection_url:
-        introspection = Introspection(
-            settings.introspection_url,
-            resource=settings.resource_url,
-            tenant_claim=settings.tenant_claim,
-            client_id=settings.introspection_client_id,
-            client_secret=settings.introspection_client_secret,
-            timeout_s=settings.deadline_s,
-        )
-    return BearerTokens(TokenTenants(settings.tokens), introspection)
+def _introspection(settings: GatewaySettings) -> Introspection | None:
+    if not settings.introspection_url:
+        return None
+    return Introspection(
+        settings.introspection_url,
+        resource=settings.resource_url,
+        tenant_claim=settings.tenant_claim,
+        client_id=settings.introspection_client_id,
+        client_secret=settings.introspection_client_secret,
+        timeout_s=settings.deadline_s,
+    )
 
 
 def http_app(settings: GatewaySettings) -> Starlette:
@@ -98,6 +97,7 @@ def http_app(settings: GatewaySettings) -> Starlette:
     # Outermost: a page of another origin is refused before its token is even looked at.
     middleware = [Middleware(OriginCheck, allowed=allowed_origins(settings))]
     routes = [Route(HEALTH_PATH, _health, methods=["GET"])]
+    introspection = _introspection(settings) if settings.uses_bearer_tokens else None
     if settings.uses_bearer_tokens:
         metadata_url = None
         if settings.authorization_servers:
@@ -110,14 +110,21 @@ def http_app(settings: GatewaySettings) -> Starlette:
             metadata_url = build_resource_metadata_url(resource)
         endpoint = RequireAuthMiddleware(endpoint, required_scopes=[], resource_metadata_url=metadata_url)
         middleware += [
-            Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(_verifier(settings))),
+            Middleware(
+                AuthenticationMiddleware,
+                backend=BearerAuthBackend(BearerTokens(TokenTenants(settings.tokens), introspection)),
+            ),
             Middleware(AuthContextMiddleware),
         ]
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        async with manager.run():
-            yield
+        try:
+            async with manager.run():
+                yield
+        finally:
+            if introspection is not None:
+                await introspection.close()
 
     return Starlette(
         routes=[Route(settings.path, endpoint=endpoint), *routes],

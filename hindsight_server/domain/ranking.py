@@ -8,7 +8,7 @@ in the best vector space it has a vector in) and fetches the turns around the st
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
@@ -102,7 +102,12 @@ def rank(candidates: Sequence[Candidate], around: Around, query: RankQuery) -> l
         for candidate, similarity in zip(candidates, scoring.relative_to_best(mix), strict=True)
         if is_relevant(candidate, context_of, query.entities)
     ]
-    return sorted(ranked, key=lambda hit: (-hit.score.final, -hit.score.fusion, hit.memory.id))
+    return best_first(ranked)
+
+
+def best_first(hits: Iterable[RankedMemory]) -> list[RankedMemory]:
+    """The final order: the best score first, then the best fusion, then the id (a stable answer)."""
+    return sorted(hits, key=lambda hit: (-hit.score.final, -hit.score.fusion, hit.memory.id))
 
 
 def breakdown(candidate: Candidate, similarity: float, query: RankQuery) -> ScoreBreakdown:

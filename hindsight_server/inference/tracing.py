@@ -10,13 +10,15 @@ from opentelemetry import metrics, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from embedder.client import CallRecord
+from hindsight.telemetry import rpc_attributes
 from hindsight_server.domain.model import VectorSpace
 from hindsight_server.inference.tier import InferenceTier
 from hindsight_server.telemetry.recorder import TRACER
 from hindsight_server.telemetry.status import CacheFigures, InferenceFigures
 from hindsight_server.telemetry.units import STAGE_BUCKETS_S
 
-_TRITON_METHOD = "ModelInfer"
+# The span's RPC attributes: every inference is Triton's ModelInfer.
+_TRITON_RPC = rpc_attributes("inference.GRPCInferenceService/ModelInfer")
 
 
 @functools.cache
@@ -48,11 +50,7 @@ def record_call(record: CallRecord) -> None:
         f"triton infer {record.model}",
         kind=SpanKind.CLIENT,
         start_time=end - int(record.seconds * 1e9),
-        attributes={
-            "rpc.system.name": "grpc",
-            "rpc.method": f"inference.GRPCInferenceService/{_TRITON_METHOD}",
-            **attributes,
-        },
+        attributes={**_TRITON_RPC, **attributes},
     )
     if record.error is not None:
         span.set_attribute("error.type", type(record.error).__name__)

@@ -41,7 +41,7 @@ from hindsight_server.domain.timeparse import TimeExpression, parse_time
 from hindsight_server.domain.validation import validate_recall
 from hindsight_server.inference.tier import InferenceTier
 from hindsight_server.pipelines.access import AccessTracker
-from hindsight_server.pipelines.scope_sizes import ScopeSizes
+from hindsight_server.pipelines.scope_sizes import ScopeCounter, ScopeSizes
 from hindsight_server.store.channels import ChannelRows, Vectors
 from hindsight_server.store.sql import FloatVector
 from hindsight_server.telemetry.recorder import Recorder, stage, staged
@@ -88,8 +88,9 @@ class QueryVectors:
         return None
 
 
-class RecallStore(Protocol):
-    """What recall reads (store/channels.py in production, an in-memory fake in the pipeline's tests)."""
+class RecallStore(ScopeCounter, Protocol):
+    """What recall reads (store/channels.py in production, an in-memory fake in the pipeline's tests),
+    and the scope sizes its vector search is planned by (ScopeCounter)."""
 
     async def lexical_channel(
         self, scope: Scope, terms: Sequence[str], limit: int, bm25: Bm25, spaces: Sequence[VectorSpace]
@@ -118,8 +119,6 @@ class RecallStore(Protocol):
     async def adjacent_turns(
         self, scope: Scope, memory_ids: Sequence[str], spaces: Sequence[VectorSpace]
     ) -> tuple[ChannelRows, dict[str, tuple[str | None, str | None]]]: ...
-
-    async def scope_size(self, tenant_id: str, subject: str) -> ScopeSize: ...
 
 
 class RecallPipeline:
@@ -221,7 +220,7 @@ class RecallPipeline:
             for hit, logit in zip(head, logits, strict=True)
         ]
         merged = rescored + tail
-        return sorted(merged, key=lambda hit: (-hit.score.final, -hit.score.fusion, hit.memory.id)), True
+        return ranking.best_first(merged), True
 
     def _spaces_for(self, text: str, size: ScopeSize | None) -> tuple[VectorSpace, ...]:
         """The vector spaces a query is compared in, preferred first. An English query is judged by the
@@ -355,7 +354,7 @@ class RecallPipeline:
             if strong:
                 known = {c.memory.id for c in candidates}
                 added, added_vectors, around, context = await self._context(scope, strong, known, spaces)
-                more = _measured(added, _merged(vectors, added_vectors), query_vector, policy)
+                more = _measured(added, added_vectors, query_vector, policy)
                 candidates = [*candidates, *(replace(c, from_context=True) for c in more)]
         rank_query = ranking.RankQuery(
             weights=query.weights,

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
 from hindsight_server.domain.clock import Clock
-from hindsight_server.domain.errors import Aborted, FailedPrecondition, Violation
+from hindsight_server.domain.errors import Aborted, FailedPrecondition
 from hindsight_server.store.replies import ReplyStore
 
 __all__ = ["IdempotentReplies"]
@@ -43,10 +43,8 @@ class IdempotentReplies:
         if not claimed:
             if first != fingerprint:
                 message = f"idempotency_key {key!r} was used for a different {method} request; use a new key"
-                raise FailedPrecondition(
-                    message,
-                    violations=(Violation("IDEMPOTENCY_KEY", f"idempotency_keys/{key}", message),),
-                    cause="IDEMPOTENCY_KEY_REUSED",
+                raise FailedPrecondition.of(
+                    "IDEMPOTENCY_KEY", f"idempotency_keys/{key}", message, cause="IDEMPOTENCY_KEY_REUSED"
                 )
             if answer is None:
                 raise Aborted(f"a {method} request with idempotency_key {key!r} is still running; retry")

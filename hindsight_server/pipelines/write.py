@@ -121,24 +121,24 @@ class WritePipeline:
         if embedded is None:
             # Nothing embedded: these memories enter the scope's counts when the worker embeds them.
             outcomes = await self._store_all(memories, {}, now, verbatim=verbatim, decide=decide)
-            self._note_tenants_grew(outcomes)
-            return outcomes
-        # Ready once it has every vector it needs; an English one still missing comes from the worker.
-        complete = [
-            replace(m, embedding_state=EmbeddingState.READY) if not wanted or index in embedded.english else m
-            for index, (m, wanted) in enumerate(zip(memories, wants_english, strict=True))
-        ]
-        vectors = {
-            VectorSpace.MULTILINGUAL: list(embedded.multilingual.vectors),
-            VectorSpace.ENGLISH: [embedded.english.get(i) for i in range(len(memories))],
-        }
-        outcomes = await self._store_all(complete, vectors, now, verbatim=verbatim, decide=decide)
-        self._note_created(outcomes, frozenset(embedded.english))
+        else:
+            # Ready once it has every vector it needs; an English one still missing comes from the worker.
+            complete = [
+                replace(m, embedding_state=EmbeddingState.READY) if not wanted or i in embedded.english else m
+                for i, (m, wanted) in enumerate(zip(memories, wants_english, strict=True))
+            ]
+            vectors = {
+                VectorSpace.MULTILINGUAL: list(embedded.multilingual.vectors),
+                VectorSpace.ENGLISH: [embedded.english.get(i) for i in range(len(memories))],
+            }
+            stored = await self._store_all(complete, vectors, now, verbatim=verbatim, decide=decide)
+            self._note_created(stored, frozenset(embedded.english))
+            outcomes = [
+                replace(outcome, embedding_truncated=truncated) if outcome.created else outcome
+                for outcome, truncated in zip(stored, embedded.multilingual.truncated, strict=True)
+            ]
         self._note_tenants_grew(outcomes)
-        return [
-            replace(outcome, embedding_truncated=truncated) if outcome.created else outcome
-            for outcome, truncated in zip(outcomes, embedded.multilingual.truncated, strict=True)
-        ]
+        return outcomes
 
     def _note_created(self, outcomes: Sequence[WriteOutcome], with_english: frozenset[int]) -> None:
         """Counts the new memories (each has its multilingual vector) into their scopes' sizes at once,

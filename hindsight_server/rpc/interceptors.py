@@ -39,28 +39,19 @@ class UnaryInterceptor(grpc.aio.ServerInterceptor):
 
 
 class RequestIdInterceptor(UnaryInterceptor):
-    """Takes `x-request-id` from the caller (or makes one), binds it for logs, echoes it back."""
+    """Takes `x-request-id` from the caller (or makes one), binds it for logs, echoes it back; and binds
+    the call's remaining deadline for the store, whose statements get that long (store/budget.py)."""
 
     def wrap(self, behavior: Behavior, details: grpc.HandlerCallDetails) -> Behavior:
         request_id = request_id_from(dict(details.invocation_metadata or ()))
 
         async def with_request_id(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             bind_request_id(request_id)
+            bind_call_deadline(context.time_remaining())
             await context.send_initial_metadata(((REQUEST_ID_HEADER, request_id),))
             return await behavior(request, context)
 
         return with_request_id
-
-
-class DeadlineInterceptor(UnaryInterceptor):
-    """Hands the call's remaining deadline to the store: its statements get that long (store/budget.py)."""
-
-    def wrap(self, behavior: Behavior, details: grpc.HandlerCallDetails) -> Behavior:
-        async def within_deadline(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            bind_call_deadline(context.time_remaining())
-            return await behavior(request, context)
-
-        return within_deadline
 
 
 class ErrorMappingInterceptor(UnaryInterceptor):

@@ -10,11 +10,7 @@ from grpc_reflection.v1alpha import reflection
 from hindsight.v1 import memory_pb2 as pb
 from hindsight.v1 import memory_pb2_grpc as pb_grpc
 from hindsight_server.rpc.auth import AuthInterceptor
-from hindsight_server.rpc.interceptors import (
-    DeadlineInterceptor,
-    ErrorMappingInterceptor,
-    RequestIdInterceptor,
-)
+from hindsight_server.rpc.interceptors import ErrorMappingInterceptor, RequestIdInterceptor
 from hindsight_server.rpc.servicer import MemoryServicer
 from hindsight_server.rpc.tracing import TracingInterceptor
 
@@ -44,13 +40,7 @@ def build_server(
     tracing = [TracingInterceptor()] if traced else []
     server = grpc.aio.server(
         # Outermost first: the request id, then the error table around everything else (auth included).
-        interceptors=[
-            *tracing,
-            RequestIdInterceptor(),
-            ErrorMappingInterceptor(),
-            DeadlineInterceptor(),
-            auth,
-        ],
+        interceptors=[*tracing, RequestIdInterceptor(), ErrorMappingInterceptor(), auth],
         options=[
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max(max_message_bytes, 16 * _MiB)),

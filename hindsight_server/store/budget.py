@@ -42,8 +42,9 @@ class StatementTimedOut(Exception):
 class BudgetedConnection(asyncpg.Connection):  # type: ignore[misc]  # asyncpg has no type information
     """Every statement gets the budget unless its caller passed a timeout of its own."""
 
-    default_budget_s: ClassVar[float] = 5.0
-    max_budget_s: ClassVar[float] = 60.0
+    # Set by connection_class() from the configuration.
+    default_budget_s: ClassVar[float]
+    max_budget_s: ClassVar[float]
 
     def _budget(self) -> tuple[float, bool]:
         deadline = _CALL_DEADLINE.get()

@@ -23,6 +23,7 @@ from hindsight_server.store.errors import translate_errors
 from hindsight_server.store.rows import MEMORY_COLUMNS, memory_from_row
 from hindsight_server.store.sql import (
     SEEN_BY,
+    TENANT_PARTITION,
     VECTOR_COLUMN,
     FloatVector,
     OnPool,
@@ -215,13 +216,14 @@ class RecallChannels(OnPool):
 
     async def scope_size(self, tenant_id: str, subject: str) -> ScopeSize:
         """The active memories of a tenant (or of one subject of it) with a multilingual vector, those of
-        them without an English one, and the table's rows (the planner's estimate: -1 before the table
-        was first analysed). Reads the scope's rows through its index (no vector is read)."""
+        them without an English one, and the rows of the partition holding them (the planner's
+        estimate: -1 before it was first analysed, or while the tenant has no row). Reads the scope's
+        rows through its index (no vector is read)."""
         async with translate_errors():
             row = await self._pool.fetchrow(
-                """SELECT count(*) AS rows, count(*) FILTER (WHERE embedding_en IS NULL) AS without_english,
+                f"""SELECT count(*) AS rows, count(*) FILTER (WHERE embedding_en IS NULL) AS without_english,
                           (SELECT coalesce(max(reltuples), -1)::bigint FROM pg_class
-                           WHERE oid = (SELECT tableoid FROM memories WHERE tenant_id = $1 LIMIT 1)) AS total
+                           WHERE oid = {TENANT_PARTITION.format(tenant="$1")}) AS total
                    FROM memories
                    WHERE tenant_id = $1 AND ($2 = '' OR subject = $2) AND status = 'active'
                      AND embedding IS NOT NULL""",

@@ -31,7 +31,7 @@ async def create_pool(
     max_size: int,
     statement_timeout_ms: int,
     connect_timeout_s: float,
-    max_statement_timeout_ms: int = 60_000,
+    max_statement_timeout_ms: int,
     hnsw_ef_search: int = 100,
     traced: bool = False,
 ) -> asyncpg.Pool:

@@ -16,7 +16,7 @@ from typing import Any
 import asyncpg
 
 from hindsight_server.domain.conversation import Role, Turn
-from hindsight_server.domain.errors import FailedPrecondition, NotFound, Violation
+from hindsight_server.domain.errors import FailedPrecondition, NotFound
 from hindsight_server.domain.model import Entities
 from hindsight_server.domain.session_summary import SessionSummary
 from hindsight_server.store.errors import translate_errors
@@ -83,9 +83,10 @@ class SessionStore:
                     if (replay["role"], replay["text"]) != (turn.role.value, turn.text):
                         key = turn.idempotency_key
                         message = f"idempotency_key {key!r} was used for another turn; use a new key"
-                        raise FailedPrecondition(
+                        raise FailedPrecondition.of(
+                            "IDEMPOTENCY_KEY",
+                            f"idempotency_keys/{key}",
                             message,
-                            violations=(Violation("IDEMPOTENCY_KEY", f"idempotency_keys/{key}", message),),
                             cause="IDEMPOTENCY_KEY_REUSED",
                         )
                     session = await _session(connection, turn.tenant_id, turn.session_id)

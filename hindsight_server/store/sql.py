@@ -23,6 +23,10 @@ FloatVector = npt.NDArray[np.float32]
 # a caller without one sees shared memories alone). Every read by a caller applies it.
 SEEN_BY = "(visibility = 'shared' OR agent_id = {agent})"
 
+# The memories partition holding a tenant's rows (NULL while it has none): tableoid::regclass prints the
+# partition's name, quoted as an identifier when it must be.
+TENANT_PARTITION = "(SELECT tableoid::regclass FROM memories WHERE tenant_id = {tenant} LIMIT 1)"
+
 # The column holding each space's vectors (identifiers from this table only, never from a caller).
 VECTOR_COLUMN = {VectorSpace.MULTILINGUAL: "embedding", VectorSpace.ENGLISH: "embedding_en"}
 

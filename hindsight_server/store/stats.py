@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncpg
 
 from hindsight_server.store.errors import translate_errors
-from hindsight_server.store.sql import OnPool
+from hindsight_server.store.sql import TENANT_PARTITION, OnPool
 from hindsight_server.telemetry.status import PoolFigures
+
+ANALYZE_TIMEOUT_S = 60.0
 
 
 def pool_figures(pool: asyncpg.Pool) -> PoolFigures:
@@ -30,13 +32,11 @@ async def pending_embeddings(pool: asyncpg.Pool, cap: int) -> int:
 class PlannerStatistics(OnPool):
     async def analyze_partition_of(self, tenant_id: str) -> None:
         """ANALYZE of the memories partition holding the tenant (none yet: nothing to do). It samples
-        a fixed number of rows, so it takes about as long for any partition; the statement timeout of
-        the pool is for requests, not for this."""
-        async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
-            # tableoid::regclass prints the partition's name quoted as an identifier when it must be.
-            partition = await connection.fetchval(
-                "SELECT tableoid::regclass::text FROM memories WHERE tenant_id = $1 LIMIT 1", tenant_id
+        a fixed number of rows, so it takes about as long for any partition; it gets ANALYZE_TIMEOUT_S,
+        not the budget of the pool's other work outside a call (store/budget.py)."""
+        async with translate_errors():
+            partition = await self._pool.fetchval(
+                f"SELECT {TENANT_PARTITION.format(tenant='$1')}::text", tenant_id
             )
             if partition is not None:
-                await connection.execute("SET LOCAL statement_timeout = '60s'")
-                await connection.execute(f"ANALYZE {partition}")
+                await self._pool.execute(f"ANALYZE {partition}", timeout=ANALYZE_TIMEOUT_S)

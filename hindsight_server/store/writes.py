@@ -16,7 +16,7 @@ from pgvector import Vector
 
 from hindsight_server.domain.conflicts import Action, Existing, content_key
 from hindsight_server.domain.conflicts import Resolution as ConflictResolution
-from hindsight_server.domain.errors import Aborted, FailedPrecondition, Violation
+from hindsight_server.domain.errors import Aborted, FailedPrecondition
 from hindsight_server.domain.language import language
 from hindsight_server.domain.lexical import LexicalDocument, analyse
 from hindsight_server.domain.lifecycle import is_mutable
@@ -164,10 +164,8 @@ class MemoryWrites(MemoryReads):
         current = await self.get(patch.tenant_id, patch.memory_id, patch.agent_id)  # NotFound if none
         if not is_mutable(current.status):
             message = f"memory {current.id!r} is {current.status.value} and cannot be updated"
-            raise FailedPrecondition(
-                message,
-                violations=(Violation("STATUS", f"memories/{current.id}", message),),
-                cause="MEMORY_NOT_MUTABLE",
+            raise FailedPrecondition.of(
+                "STATUS", f"memories/{current.id}", message, cause="MEMORY_NOT_MUTABLE"
             )
         raise Aborted(
             f"memory {current.id!r} is at version {current.version}, not {patch.expected_version}; "
@@ -222,11 +220,7 @@ class MemoryWrites(MemoryReads):
         current = await self.get(tenant_id, memory_id, agent_id)  # NotFound when it does not exist
         verb = "confirmed" if confirm else "rejected"
         message = f"memory {memory_id!r} is {current.status.value}, not pending: it cannot be {verb}"
-        raise FailedPrecondition(
-            message,
-            violations=(Violation("STATUS", f"memories/{memory_id}", message),),
-            cause="MEMORY_NOT_PENDING",
-        )
+        raise FailedPrecondition.of("STATUS", f"memories/{memory_id}", message, cause="MEMORY_NOT_PENDING")
 
     async def record_access(self, accesses: Sequence[tuple[str, str, int, datetime]]) -> None:
         """Adds (tenant, memory id, count, last access) to the access counters in one statement."""

@@ -49,6 +49,9 @@ KindName = Literal["fact", "preference", "event", "task", "summary", "instructio
 StatusName = Literal["active", "pending", "superseded", "expired", "deleted"]
 
 _SERVICE = "hindsight.v1.MemoryService"
+# When most calls fail (a long outage), stop retrying instead of multiplying the load: each failure costs
+# a token, each success gives back 0.1; retries pause below half of 10. In every channel's service config.
+RETRY_THROTTLING = {"maxTokens": 10, "tokenRatio": 0.1}
 # Reads are idempotent and mutating calls carry idempotency keys: gRPC retries them all itself when a
 # server is briefly unreachable (UNAVAILABLE: the call did not run, or its key makes a rerun harmless).
 _SERVICE_CONFIG = json.dumps(
@@ -65,9 +68,7 @@ _SERVICE_CONFIG = json.dumps(
                 },
             }
         ],
-        # When most calls fail (a long outage), stop retrying instead of multiplying the load: each
-        # failure costs a token, each success gives back 0.1; retries pause below half of 10.
-        "retryThrottling": {"maxTokens": 10, "tokenRatio": 0.1},
+        "retryThrottling": RETRY_THROTTLING,
     }
 )
 # An idle channel pings every 30 s and gives a peer 10 s to answer, so a connection that a load
@@ -75,18 +76,23 @@ _SERVICE_CONFIG = json.dumps(
 # this often (hindsight_server/rpc/server.py); a client pinging faster would be sent GOAWAY.
 KEEPALIVE_TIME_MS = 30_000
 KEEPALIVE_TIMEOUT_MS = 10_000
-KEEPALIVE_OPTIONS: tuple[tuple[str, int], ...] = (
-    ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
-    ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
-    ("grpc.keepalive_permit_without_calls", 1),
-    ("grpc.http2.max_pings_without_data", 0),
-)
-CHANNEL_OPTIONS: tuple[tuple[str, int | str], ...] = (
-    ("grpc.service_config", _SERVICE_CONFIG),
-    ("grpc.enable_retries", 1),
-    ("grpc.max_receive_message_length", 16 * 1024 * 1024),
-    *KEEPALIVE_OPTIONS,
-)
+
+
+def channel_options(service_config: str) -> tuple[tuple[str, int | str], ...]:
+    """A channel's options to the memory servers, with its own service config (retries, balancing):
+    the shared client's and the MCP gateway's channels alike."""
+    return (
+        ("grpc.service_config", service_config),
+        ("grpc.enable_retries", 1),
+        ("grpc.max_receive_message_length", 16 * 1024 * 1024),
+        ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
+        ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),
+    )
+
+
+CHANNEL_OPTIONS = channel_options(_SERVICE_CONFIG)
 
 
 def _enum_value(enum: Any, prefix: str, name: str) -> int:

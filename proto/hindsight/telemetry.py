@@ -30,7 +30,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal, TextIO, cast
 
 import grpc
 from opentelemetry import metrics, trace
@@ -60,6 +60,7 @@ __all__ = [
     "TraceContextFormatter",
     "TraceContextInterceptor",
     "client_interceptors",
+    "configure_logging",
     "install",
     "resolve_exporter",
     "resolve_protocol",
@@ -276,8 +277,8 @@ class TraceContextFormatter(logging.Formatter):
     context after the message: `... trace_id=<32 hex> span_id=<16 hex>`, the ids the trace backend
     shows, so a log line leads to its trace and back. Lines outside a span are unchanged."""
 
-    def __init__(self, fmt: str = LOG_FORMAT, datefmt: str | None = None) -> None:
-        super().__init__(fmt, datefmt)
+    def __init__(self) -> None:
+        super().__init__(LOG_FORMAT)
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         # The line before any traceback. Formatted where the record is handled: in the logging call's
@@ -287,6 +288,14 @@ class TraceContextFormatter(logging.Formatter):
         if not context.is_valid:
             return line
         return f"{line} trace_id={context.trace_id:032x} span_id={context.span_id:016x}"
+
+
+def configure_logging(level: int | str, stream: TextIO | None = None) -> None:
+    """A process's logging: LOG_FORMAT lines on `stream` (stderr), with the trace context of lines
+    logged while a traced call runs."""
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(TraceContextFormatter())
+    logging.basicConfig(level=level, handlers=[handler])
 
 
 def rpc_attributes(full_method: str) -> dict[str, str]:

@@ -65,7 +65,12 @@ async def test_two_servers_running_the_same_job_at_once_run_it_once(
     registry.add("gated", gate)
     # Two servers: each its own pool (its own database sessions), the same job.
     other_pool = await create_pool(
-        database_dsn, min_size=1, max_size=2, statement_timeout_ms=5_000, connect_timeout_s=5
+        database_dsn,
+        min_size=1,
+        max_size=2,
+        statement_timeout_ms=5_000,
+        max_statement_timeout_ms=60_000,
+        connect_timeout_s=5,
     )
     try:
         first = JobRunner(registry, JobStore(server.pool), clock, "server-a")
@@ -107,7 +112,12 @@ async def test_a_cancelled_run_leaves_no_pooled_connection_holding_its_lock(
     held = await server.pool.fetchval("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
     assert held == 0
     other_pool = await create_pool(  # a run takes two connections: its lock's and the bookkeeping's
-        database_dsn, min_size=1, max_size=2, statement_timeout_ms=5_000, connect_timeout_s=5
+        database_dsn,
+        min_size=1,
+        max_size=2,
+        statement_timeout_ms=5_000,
+        max_statement_timeout_ms=60_000,
+        connect_timeout_s=5,
     )
     try:
         gate.release.set()

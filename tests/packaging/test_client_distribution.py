@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name as _canonical
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -65,10 +65,6 @@ class Built:
     wheel: Path
     venv_python: Path
     site_packages: Path
-
-
-def canonicalize_name(name: str) -> str:
-    return str(_canonical(name))
 
 
 def _env() -> dict[str, str]:

@@ -115,7 +115,6 @@ async def test_the_replicas_stream_the_primary_writes_and_catch_up(cluster: Clus
     await _caught_up(cluster)
     statuses = await cluster.stack.replica_status()
     assert [status.state for status in statuses] == ["streaming", "streaming"]
-    assert [status.dsn for status in statuses] == cluster.stack.replica_dsns
     # Each on a unix socket in its own data directory, under the stack's data dir.
     for index, dsn in enumerate(cluster.stack.replica_dsns, start=1):
         directory = cluster.stack.data_dir / f"postgres-replica-{index}"

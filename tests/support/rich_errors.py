@@ -6,17 +6,16 @@ from typing import TypeVar
 
 import grpc
 from google.protobuf.message import Message
-from google.rpc import status_pb2
+from grpc_status import rpc_status
 
 M = TypeVar("M", bound=Message)
 
 
 def detail(error: grpc.aio.AioRpcError, kind: type[M]) -> M | None:
     """The first detail of that type the server sent with the error, or None."""
-    for key, value in error.trailing_metadata() or ():
-        if key == "grpc-status-details-bin" and isinstance(value, bytes):
-            for packed in status_pb2.Status.FromString(value).details:
-                message = kind()
-                if packed.Unpack(message):
-                    return message
+    status = rpc_status.from_call(error)  # an AioRpcError reads like a grpc.Call
+    for packed in status.details if status is not None else ():
+        message = kind()
+        if packed.Unpack(message):
+            return message
     return None
