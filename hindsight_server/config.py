@@ -72,6 +72,16 @@ class DatabaseSettings(_Section):
     # A server analyzes a tenant's partition after writing this many memories into the tenant
     # (pipelines/statistics.py): a new user's import gets plans made for its real size. 0: never.
     analyze_after_rows: int = Field(2_000, ge=0)
+    # Streaming replicas (libpq URIs) that Recall, Get, List, History and Summarize may read from; writes,
+    # idempotency checks and the lifecycle jobs stay on `dsn`. Empty: every read goes to `dsn`.
+    replica_dsns: tuple[str, ...] = ()
+    # A replica that has not replayed what the primary wrote this long ago, or does not answer, is left
+    # out of the reads until it catches up (store/replicas.py); with none usable, reads go to `dsn`.
+    max_replica_lag_ms: int = Field(1_000, ge=0)
+    replica_check_interval_s: float = Field(0.5, gt=0)  # how often each replica's replay is checked
+    # A read carrying min_consistency_token waits at most this long for a replica to replay that far,
+    # then reads from the primary (never a read that misses the caller's own write).
+    replica_wait_ms: int = Field(20, ge=0)
 
 
 class EmbeddingSettings(_Section):
