@@ -51,6 +51,7 @@ from hindsight_server.store.memories import MemoryStore
 from hindsight_server.store.migrate import EmbeddingDimensions, SchemaShape, migrate
 from hindsight_server.store.pool import create_pool
 from hindsight_server.store.replies import ReplyStore
+from hindsight_server.store.routing import ReadRoute, ReadRouting, RoutingSettings
 from hindsight_server.store.sessions import SessionStore
 from hindsight_server.store.tenants import ApiKeyStore
 from hindsight_server.telemetry.status import StatusBoard
@@ -74,6 +75,7 @@ class RunningServer:
     summarizer: LlmSummarizer | None = None
     jobs: JobRunner | None = None  # the lifecycle jobs (scheduled here when settings.jobs.enabled)
     status: StatusBoard | None = None  # the figures of `hindsight status` (Ops/Status)
+    routing: ReadRouting | None = None  # which reads go to which replica
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
@@ -90,6 +92,8 @@ class RunningServer:
             with contextlib.suppress(HindsightError):
                 await self.access.flush()  # what the last calls recalled
         await self.pool.close()
+        if self.routing is not None:
+            await self.routing.close()
         if self.inference is not None:
             await self.inference.close()
         if self.summarizer is not None:
@@ -215,6 +219,7 @@ def _session_pipeline(
     writes: WritePipeline,
     clock: Clock,
     summarizer: LlmSummarizer | None = None,
+    reads: ReadRoute[SessionStore] | None = None,
 ) -> SessionPipeline:
     config = settings.sessions
     return SessionPipeline(
@@ -232,6 +237,16 @@ def _session_pipeline(
         ),
         clock,
         summarizer,
+        reads=reads,
+    )
+
+
+def _routing_settings(settings: Settings) -> RoutingSettings:
+    db = settings.database
+    return RoutingSettings(
+        max_lag_s=db.max_replica_lag_ms / 1000,
+        check_interval_s=db.replica_check_interval_s,
+        wait_s=db.replica_wait_ms / 1000,
     )
 
 
@@ -342,9 +357,10 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
         log.info("schema migrated: %s", ", ".join(applied))
     inference = await _connect_inference(settings)
     traced = tracing_enabled()  # an SDK is installed: add the spans that cost more than no-op calls
-    try:
-        pool = await create_pool(
-            db.dsn,
+
+    async def serving_pool(dsn: str) -> asyncpg.Pool:
+        return await create_pool(
+            dsn,
             min_size=min(db.pool_min, db.pool_max),
             max_size=db.pool_max,
             statement_timeout_ms=db.statement_timeout_ms,
@@ -353,6 +369,11 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
             hnsw_ef_search=db.hnsw_ef_search,
             traced=traced,
         )
+
+    try:
+        pool = await serving_pool(db.dsn)
+        routing = ReadRouting(pool, db.replica_dsns, _routing_settings(settings), serving_pool)
+        await routing.start()
     except HindsightError as exc:
         if inference is not None:
             await inference.close()
@@ -374,7 +395,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
         scope_sizes=scope_sizes,
         statistics=statistics,
     )
-    reads = ReadPipeline(store, settings.limits)
+    reads = ReadPipeline(routing.route(MemoryStore), settings.limits)
     access = AccessTracker(store, clock, settings.recall.access_flush_s)
     recalls = RecallPipeline(
         store,
@@ -383,6 +404,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
         access,
         recorder=recorder,
         scope_sizes=scope_sizes,
+        reads=routing.route(MemoryStore),
     )
     llm = settings.sessions
     summarizer = (
@@ -390,10 +412,10 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
         if llm.llm_url
         else None
     )
-    sessions = _session_pipeline(settings, pool, writes, clock, summarizer)
+    sessions = _session_pipeline(settings, pool, writes, clock, summarizer, routing.route(SessionStore))
     replies = _replies(settings, pool, clock)
     servicer = MemoryServicer(
-        writes, reads, recalls, sessions, replies, settings.limits, settings.recall, clock
+        writes, reads, recalls, sessions, replies, settings.limits, settings.recall, clock, routing
     )
     health = HealthServicer()
     security = settings.security
@@ -403,12 +425,13 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
         limiter=RateLimiter(security.requests_per_s_per_tenant, security.request_burst_per_tenant),
     )
     server = build_server(servicer, health, settings.server.max_message_bytes, auth, traced=traced)
-    status = attach_status(server, settings, recorder, pool, inference)
+    status = attach_status(server, settings, recorder, pool, inference, routing)
     address = f"{settings.server.host}:{settings.server.port}"
     port = add_port(server, address, security.tls_cert_file, security.tls_key_file)
     await server.start()
     await set_serving(health, True)
     running = RunningServer(server, port, pool, health, settings.server.grace_s, inference, access)
+    running.routing = routing
     running.summarizer = summarizer
     running.status = status
     status.name = f"{settings.server.host}:{port}"
@@ -420,6 +443,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
     running.spawn(_watch_database(store, health, db.health_interval_s), "watch-database")
     running.spawn(access.run_forever(), "access-tracking")
     running.spawn(statistics.run_forever(), "planner-statistics")
+    running.spawn(routing.watch_forever(), "watch-replicas")
     if inference is not None:
         backfill = EmbeddingBackfill(
             store,

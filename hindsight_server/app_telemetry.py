@@ -14,6 +14,7 @@ from hindsight_server.config import Settings
 from hindsight_server.inference.tier import InferenceTier
 from hindsight_server.inference.tracing import cache_figures, inference_figures
 from hindsight_server.rpc.ops import ops_handler
+from hindsight_server.store.routing import ReadRouting
 from hindsight_server.store.stats import pending_embeddings, pool_figures
 from hindsight_server.telemetry.recorder import Recorder
 from hindsight_server.telemetry.status import StatusBoard, StatusSources
@@ -51,15 +52,17 @@ def attach_status(
     recorder: Recorder,
     pool: asyncpg.Pool,
     inference: InferenceTier | None,
+    routing: ReadRouting,
 ) -> StatusBoard:
     """The server's status board, served as Ops/Status (call before the server starts)."""
     sources = (
-        StatusSources(functools.partial(pool_figures, pool))
+        StatusSources(functools.partial(pool_figures, pool), reads=routing.figures)
         if inference is None
         else StatusSources(
             functools.partial(pool_figures, pool),
             functools.partial(cache_figures, inference),
             functools.partial(inference_figures, inference),
+            routing.figures,
         )
     )
     board = StatusBoard(recorder, settings.telemetry.recall_p99_target_ms, sources)

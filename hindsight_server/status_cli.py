@@ -110,6 +110,16 @@ def render(target: str, serving: str, inference: str, figures: dict[str, Any]) -
         f"  {'pool':<12}{pool['size']} connections: {pool['in_use']} in use, {pool['idle']} idle"
         f" (min {pool['min_size']}, max {pool['max_size']})"
     )
+    reads = figures.get("reads") or {"primary_reads": 0, "replicas": []}
+    if reads["replicas"]:
+        lines.append(f"  {'reads':<12}{reads['primary_reads']:,} on the primary")
+    for replica in reads["replicas"]:
+        lag = "lag unknown" if replica["lag_s"] is None else f"lag {replica['lag_s'] * 1000:,.0f} ms"
+        state = "serving reads" if replica["usable"] else f"left out: {replica['reason']}"
+        failed = f", {replica['failed_reads']:,} failed over" if replica["failed_reads"] else ""
+        lines.append(
+            f"  {'replica':<12}{replica['name']}: {state} ({lag}), {replica['reads']:,} reads{failed}"
+        )
     for space, cache in figures.get("query_cache", {}).items():
         lookups = cache["hits"] + cache["misses"]
         share = f" ({cache['hits'] / lookups:.0%} hits)" if lookups else ""

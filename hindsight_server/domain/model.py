@@ -178,6 +178,19 @@ class MemoryPatch:
     agent_id: str = ""  # the calling agent: another agent's private memory is not found
 
 
+# The request field a CommitPosition travels in (as an opaque consistency token).
+READ_AFTER_FIELD = "min_consistency_token"
+
+
+@dataclass(frozen=True, slots=True)
+class CommitPosition:
+    """Where a change committed in one database's history: a read carrying one must see the change
+    (read-your-writes from streaming replicas, store/routing.py)."""
+
+    database: int  # PostgreSQL's system identifier: the same on a primary and its replicas
+    lsn: int  # a WAL position at or after the commit
+
+
 @dataclass(frozen=True, slots=True)
 class ListQuery:
     tenant_id: str
@@ -189,6 +202,7 @@ class ListQuery:
     page_size: int = 50
     after: PageCursor | None = None
     agent_id: str = ""  # the calling agent: sees shared memories and its own private ones
+    read_after: CommitPosition | None = None  # the caller's own latest change, which it must see
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +266,7 @@ class RecallQuery:
     as_of: datetime | None = None
     explain: bool = False
     agent_id: str = ""  # the calling agent: sees shared memories and its own private ones
+    read_after: CommitPosition | None = None  # the caller's own latest change, which it must see
 
 
 @dataclass(frozen=True, slots=True)

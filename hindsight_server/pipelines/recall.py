@@ -43,6 +43,7 @@ from hindsight_server.inference.tier import InferenceTier
 from hindsight_server.pipelines.access import AccessTracker
 from hindsight_server.pipelines.scope_sizes import ScopeCounter, ScopeSizes
 from hindsight_server.store.channels import ChannelRows, Vectors
+from hindsight_server.store.routing import PrimaryOnly, ReadRoute
 from hindsight_server.store.sql import FloatVector
 from hindsight_server.telemetry.recorder import Recorder, stage, staged
 
@@ -131,8 +132,10 @@ class RecallPipeline:
         *,
         recorder: Recorder | None = None,
         scope_sizes: ScopeSizes | None = None,
+        reads: ReadRoute[RecallStore] | None = None,
     ) -> None:
-        self._store = store
+        self._store = store  # the primary's
+        self._reads = reads or PrimaryOnly(store)  # the channels that may read from a replica
         self._settings = settings
         self._inference = inference
         self._access = access
@@ -160,20 +163,25 @@ class RecallPipeline:
         size = await self._scope_sizes.of(scope.tenant_id, scope.subject) if self._inference else None
         spaces = self._spaces_for(query.text, size)
         query_vector = self._start_query_embedding(focused, spaces)
-        try:
-            channels = self._channels(query, scope, query_vector, size, spoken, spaces)
+
+        async def search(store: RecallStore) -> tuple[list[ChannelResult], list[RankedMemory]]:
+            """What reads the database, on the replica or primary the route chose (it runs again on
+            the primary when a replica fails under it)."""
+            channels = self._channels(store, query, scope, query_vector, size, spoken, spaces)
             results, vectors = await _run_channels(channels)
+            with stage("recall.fuse") as span:
+                candidates = reciprocal_rank_fusion(results, k=policy.rrf_k, limit=policy.max_candidates)
+                span.set_attribute("hindsight.candidates", len(candidates))
+            ranked, context = await self._rank(
+                store, query, scope, candidates, vectors, _embedded(query_vector), spoken, spaces
+            )
+            return ([*results, context] if context is not None else results), ranked
+
+        try:
+            results, ranked = await self._reads.read(query.read_after, search)
         finally:
             if query_vector is not None and not query_vector.done():
                 query_vector.cancel()  # the recall failed before the vector channel used it
-        with stage("recall.fuse") as span:
-            candidates = reciprocal_rank_fusion(results, k=policy.rrf_k, limit=policy.max_candidates)
-            span.set_attribute("hindsight.candidates", len(candidates))
-        ranked, context = await self._rank(
-            query, scope, candidates, vectors, _embedded(query_vector), spoken, spaces
-        )
-        if context is not None:
-            results = [*results, context]
         ranked, was_reranked = await self._rerank(query, ranked)
         with stage("recall.pack") as span:
             kept = [hit for hit in ranked if hit.score.final >= query.min_score][: query.top_k]
@@ -264,6 +272,7 @@ class RecallPipeline:
 
     def _channels(
         self,
+        store: RecallStore,
         query: RecallQuery,
         scope: Scope,
         query_vector: asyncio.Task[QueryVectors] | None,
@@ -284,7 +293,7 @@ class RecallPipeline:
                 quota = split_limit(limit, size) if len(embedded.by_space) > 1 else {spaces[0]: limit}
                 searches = await asyncio.gather(
                     *(
-                        self._store.vector_channel(
+                        store.vector_channel(
                             scope,
                             q.main,
                             quota[space],
@@ -312,17 +321,18 @@ class RecallPipeline:
                 policy.bm25_match_terms,
                 policy.bm25_match_rows,
             )
-            channels[Channel.LEXICAL] = lambda: self._store.lexical_channel(scope, terms, limit, bm25, spaces)
+            channels[Channel.LEXICAL] = lambda: store.lexical_channel(scope, terms, limit, bm25, spaces)
         # A vague time ("上次", "recently") only prefers recent memories, which the final score does;
         # as a filter it would add the newest memories whatever they are about (gated out later).
         if query.entities or not query.window.is_open or (spoken is not None and not spoken.vague):
             # A time the query speaks of narrows this channel only: the others still search everywhere,
             # so a memory filed a day off is not lost. An explicit time_range narrows every channel.
             in_time = scope if spoken is None else replace(scope, window=spoken.window)
-            channels[Channel.STRUCTURED] = lambda: self._store.structured_channel(
+            channels[Channel.STRUCTURED] = lambda: store.structured_channel(
                 in_time, query.entities, limit, spaces
             )
         if query.session_id:
+            # The primary's: the turns of the conversation in progress are the freshest data there is.
             channels[Channel.SESSION] = lambda: self._store.session_channel(
                 scope, query.session_id, limit, spaces
             )
@@ -331,6 +341,7 @@ class RecallPipeline:
     @staged("recall.rank")
     async def _rank(
         self,
+        store: RecallStore,
         query: RecallQuery,
         scope: Scope,
         fused: list[FusedCandidate],
@@ -353,7 +364,9 @@ class RecallPipeline:
             strong = ranking.strongest(candidates, lexical_weight, policy.context_candidates)
             if strong:
                 known = {c.memory.id for c in candidates}
-                added, added_vectors, around, context = await self._context(scope, strong, known, spaces)
+                added, added_vectors, around, context = await self._context(
+                    store, scope, strong, known, spaces
+                )
                 more = _measured(added, added_vectors, query_vector, policy)
                 candidates = [*candidates, *(replace(c, from_context=True) for c in more)]
         rank_query = ranking.RankQuery(
@@ -368,13 +381,18 @@ class RecallPipeline:
         return ranking.rank(candidates, around, rank_query), context
 
     async def _context(
-        self, scope: Scope, strong: list[str], known: set[str], spaces: tuple[VectorSpace, ...]
+        self,
+        store: RecallStore,
+        scope: Scope,
+        strong: list[str],
+        known: set[str],
+        spaces: tuple[VectorSpace, ...],
     ) -> tuple[list[FusedCandidate], Vectors, Around, ChannelResult]:
         """The turns right before and after the strong candidates that are not candidates yet, their
         vectors, each strong one's neighbours, and the stage's channel result."""
         with stage("recall.channel.context") as span:
             started = time.perf_counter()
-            rows, around = await self._store.adjacent_turns(scope, strong, spaces)
+            rows, around = await store.adjacent_turns(scope, strong, spaces)
             added = [hit for hit in rows.hits if hit.memory.id not in known]
             span.set_attribute("hindsight.rows", len(added))
         result = ChannelResult(Channel.CONTEXT, added, (time.perf_counter() - started) * 1000)

@@ -30,13 +30,22 @@ from hindsight_server.domain.consolidation import (
 from hindsight_server.domain.conversation import Role, Turn, require_text
 from hindsight_server.domain.errors import InvalidArgument
 from hindsight_server.domain.lifecycle import initial_status
-from hindsight_server.domain.model import Entities, JsonValue, Kind, Memory, MemoryDraft, Tier
+from hindsight_server.domain.model import (
+    CommitPosition,
+    Entities,
+    JsonValue,
+    Kind,
+    Memory,
+    MemoryDraft,
+    Tier,
+)
 from hindsight_server.domain.policy import Limits, WritePolicy
 from hindsight_server.domain.remember import decide
 from hindsight_server.domain.session_summary import SessionSummary, refresh_decision, summarize
 from hindsight_server.domain.validation import validate_draft, validate_tenant
 from hindsight_server.inference.summarizer import LlmSummarizer
 from hindsight_server.pipelines.write import WritePipeline
+from hindsight_server.store.routing import PrimaryOnly, ReadRoute
 from hindsight_server.store.sessions import SessionRecord, SessionStore, TurnInput
 
 __all__ = ["AppendResult", "SessionPipeline", "SessionSettings", "SessionView", "TurnRequest"]
@@ -92,8 +101,11 @@ class SessionPipeline:
         settings: SessionSettings,
         clock: Clock,
         summarizer: LlmSummarizer | None = None,
+        *,
+        reads: ReadRoute[SessionStore] | None = None,
     ) -> None:
-        self._sessions = sessions
+        self._sessions = sessions  # the primary's: every turn is written there
+        self._reads = reads or PrimaryOnly(sessions)  # Summarize, which may read from a replica
         self._writes = writes
         self._settings = settings
         self._clock = clock
@@ -128,10 +140,16 @@ class SessionPipeline:
         view = SessionView(session.session_id, session.subject, kept, window, session.turn_count, summarizer)
         return AppendResult(turn, view, refreshed, remembered, episode)
 
-    async def summarize(self, tenant_id: str, session_id: str) -> SessionView:
+    async def summarize(
+        self, tenant_id: str, session_id: str, read_after: CommitPosition | None = None
+    ) -> SessionView:
         validate_tenant(tenant_id, self._settings.limits)
         _require_session_id(session_id)
-        return await self._view(await self._sessions.get(tenant_id, session_id))
+
+        async def view(sessions: SessionStore) -> SessionView:
+            return await self._view(await sessions.get(tenant_id, session_id), sessions)
+
+        return await self._reads.read(read_after, view)
 
     async def end_session(self, tenant_id: str, session_id: str, reason: str) -> Memory | None:
         """Consolidates what the session said since its last episode (nothing new: None)."""
@@ -304,9 +322,9 @@ class SessionPipeline:
         await self._writes.expire_now(session.tenant_id, expired)
         return outcome.memory
 
-    async def _view(self, session: SessionRecord) -> SessionView:
+    async def _view(self, session: SessionRecord, sessions: SessionStore | None = None) -> SessionView:
         first = max(1, session.turn_count - self._settings.keep_turns + 1)
-        recent = await self._sessions.turns(session.tenant_id, session.session_id, first)
+        recent = await (sessions or self._sessions).turns(session.tenant_id, session.session_id, first)
         return SessionView(
             session.session_id,
             session.subject,

@@ -13,12 +13,15 @@ from typing import Any, TypeVar, cast
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from google.protobuf.message import Message
 
+from hindsight.consistency import decode_token, encode_token
 from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.domain.conversation import Role, Turn
 from hindsight_server.domain.errors import InvalidArgument
 from hindsight_server.domain.model import (
+    READ_AFTER_FIELD,
     Channel,
     ChannelResult,
+    CommitPosition,
     EmbeddingState,
     Entities,
     JsonValue,
@@ -44,6 +47,8 @@ from hindsight_server.domain.validation import require_memory_id
 from hindsight_server.pipelines.sessions import AppendResult, SessionView, TurnRequest
 
 E = TypeVar("E", bound=StrEnum)
+
+_MAX_CONSISTENCY_TOKEN = 64  # ours are 25 characters
 
 # Domain enum <-> proto enum number, one table per enum; the proto name is PREFIX_VALUE.
 _VISIBILITY = {Visibility.SHARED: pb.VISIBILITY_SHARED, Visibility.PRIVATE: pb.VISIBILITY_PRIVATE}
@@ -207,6 +212,23 @@ def patch_from_proto(request: pb.UpdateRequest) -> MemoryPatch:
     )
 
 
+def read_after_from_proto(token: str) -> CommitPosition | None:
+    """A read's min_consistency_token (empty: none)."""
+    if not token:
+        return None
+    if len(token) > _MAX_CONSISTENCY_TOKEN:
+        raise InvalidArgument(READ_AFTER_FIELD, "is not a consistency token (too long)")
+    try:
+        database, lsn = decode_token(token)
+    except ValueError as exc:
+        raise InvalidArgument(READ_AFTER_FIELD, str(exc)) from None
+    return CommitPosition(database, lsn)
+
+
+def consistency_token(position: CommitPosition) -> str:
+    return encode_token(position.database, position.lsn)
+
+
 def list_query_from_proto(request: pb.ListRequest, limits: Limits) -> ListQuery:
     query = ListQuery(
         tenant_id=request.tenant_id,
@@ -217,6 +239,7 @@ def list_query_from_proto(request: pb.ListRequest, limits: Limits) -> ListQuery:
         statuses=_enums_in(_STATUS, request.statuses, "statuses") or (Status.ACTIVE,),
         page_size=request.page_size or limits.default_page_size,
         agent_id=request.agent_id,
+        read_after=read_after_from_proto(request.min_consistency_token),
     )
     if not request.page_token:
         return query
@@ -266,6 +289,7 @@ def recall_query_from_proto(request: pb.RecallRequest, policy: RecallPolicy, now
         as_of=_time_in(request, "as_of", "as_of"),
         explain=request.explain,
         agent_id=request.agent_id,
+        read_after=read_after_from_proto(request.min_consistency_token),
     )
 
 

@@ -9,12 +9,13 @@ from typing import Any, TypeVar, cast
 import grpc
 from google.protobuf.message import Message
 
+from hindsight.consistency import TRAILER
 from hindsight.v1 import memory_pb2 as pb
 from hindsight.v1 import memory_pb2_grpc as pb_grpc
 from hindsight_server.domain.clock import Clock
 from hindsight_server.domain.policy import Limits, RecallPolicy
 from hindsight_server.domain.validation import require_memory_id, validate_identifiers, validate_tenant
-from hindsight_server.pipelines.read import ReadPipeline
+from hindsight_server.pipelines.read import CommitPositions, ReadPipeline
 from hindsight_server.pipelines.recall import RecallPipeline
 from hindsight_server.pipelines.replies import IdempotentReplies
 from hindsight_server.pipelines.sessions import SessionPipeline
@@ -35,7 +36,9 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         limits: Limits,
         recall_policy: RecallPolicy,
         clock: Clock,
+        positions: CommitPositions,
     ) -> None:
+        self._positions = positions
         self._writes = writes
         self._reads = reads
         self._recalls = recalls
@@ -49,6 +52,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         self, request: pb.WriteRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.WriteResponse:
         outcome = await self._writes.write(convert.draft_from_proto(request.tenant_id, request.memory))
+        await self._committed(context)
         return convert.write_outcome_to_proto(outcome)
 
     async def WriteBatch(
@@ -57,11 +61,17 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         outcomes = await self._writes.write_batch(
             convert.drafts_from_batch(request), verbatim=request.verbatim
         )
+        await self._committed(context)
         return pb.WriteBatchResponse(results=[convert.write_outcome_to_proto(o) for o in outcomes])
 
     async def Get(self, request: pb.GetRequest, context: grpc.aio.ServicerContext[Any, Any]) -> pb.Memory:
         validate_identifiers(self._limits, agent_id=request.agent_id)
-        memory = await self._reads.get(request.tenant_id, require_memory_id(request.id), request.agent_id)
+        memory = await self._reads.get(
+            request.tenant_id,
+            require_memory_id(request.id),
+            request.agent_id,
+            convert.read_after_from_proto(request.min_consistency_token),
+        )
         return convert.memory_to_proto(memory)
 
     async def Update(
@@ -70,7 +80,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         async def run() -> Message:
             return convert.memory_to_proto(await self._writes.update(convert.patch_from_proto(request)))
 
-        return await self._once("Update", request, pb.Memory, run)
+        return await self._once("Update", request, pb.Memory, run, context)
 
     async def Delete(
         self, request: pb.DeleteRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -83,19 +93,24 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
                 await self._writes.delete(request.tenant_id, memory_id, request.agent_id)
             )
 
-        return await self._once("Delete", request, pb.Memory, run)
+        return await self._once("Delete", request, pb.Memory, run, context)
 
     async def AppendTurn(
         self, request: pb.AppendTurnRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.AppendTurnResponse:
         result = await self._sessions.append_turn(convert.turn_request_from_proto(request))
+        await self._committed(context)
         return convert.append_result_to_proto(result)
 
     async def Summarize(
         self, request: pb.SummarizeRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.SessionSummary:
         validate_identifiers(self._limits, session_id=request.session_id)
-        view = await self._sessions.summarize(request.tenant_id, request.session_id)
+        view = await self._sessions.summarize(
+            request.tenant_id,
+            request.session_id,
+            convert.read_after_from_proto(request.min_consistency_token),
+        )
         return convert.session_view_to_proto(view)
 
     async def EndSession(
@@ -110,17 +125,19 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
                 response.episode.CopyFrom(convert.memory_to_proto(episode))
             return response
 
-        return await self._once("EndSession", request, pb.EndSessionResponse, run)
+        return await self._once("EndSession", request, pb.EndSessionResponse, run, context)
 
     async def ConfirmPending(
         self, request: pb.PendingDecisionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.Memory:
-        return await self._once("ConfirmPending", request, pb.Memory, self._decide(request, confirm=True))
+        run = self._decide(request, confirm=True)
+        return await self._once("ConfirmPending", request, pb.Memory, run, context)
 
     async def RejectPending(
         self, request: pb.PendingDecisionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.Memory:
-        return await self._once("RejectPending", request, pb.Memory, self._decide(request, confirm=False))
+        run = self._decide(request, confirm=False)
+        return await self._once("RejectPending", request, pb.Memory, run, context)
 
     def _decide(
         self, request: pb.PendingDecisionRequest, *, confirm: bool
@@ -136,11 +153,28 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         return run
 
     async def _once(
-        self, method: str, request: Any, response_type: type[R], run: Callable[[], Awaitable[Message]]
+        self,
+        method: str,
+        request: Any,
+        response_type: type[R],
+        run: Callable[[], Awaitable[Message]],
+        context: grpc.aio.ServicerContext[Any, Any],
     ) -> R:
         """Runs a mutating call once per idempotency key (a retry gets the first answer)."""
         validate_tenant(request.tenant_id, self._limits)
         validate_identifiers(self._limits, idempotency_key=request.idempotency_key)
+        response = await self._run_once(method, request, response_type, run)
+        await self._committed(context)  # a retry's too: the position now is past the first answer's
+        return response
+
+    async def _committed(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        """The consistency token of a mutating call that succeeded (memory.proto: read-your-writes)."""
+        position = await self._positions.commit_position()
+        context.set_trailing_metadata(((TRAILER, convert.consistency_token(position)),))
+
+    async def _run_once(
+        self, method: str, request: Any, response_type: type[R], run: Callable[[], Awaitable[Message]]
+    ) -> R:
         key = request.idempotency_key
         if not key:  # nothing to remember the answer by: no fingerprint, no serialised reply
             return cast(R, await run())
@@ -161,7 +195,10 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     ) -> pb.HistoryResponse:
         validate_identifiers(self._limits, agent_id=request.agent_id)
         versions = await self._reads.history(
-            request.tenant_id, require_memory_id(request.id), request.agent_id
+            request.tenant_id,
+            require_memory_id(request.id),
+            request.agent_id,
+            convert.read_after_from_proto(request.min_consistency_token),
         )
         return pb.HistoryResponse(versions=[convert.memory_to_proto(m) for m in versions])
 

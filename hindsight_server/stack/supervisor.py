@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
+import json
 import logging
 import os
 import signal
@@ -56,9 +56,20 @@ _PR_SET_PDEATHSIG = 1
 READY_BANNER = "hindsight is up"
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+# Sets PR_SET_PDEATHSIG, checks the parent did not die before it was set, then becomes the child's own
+# program (same pid). Not a preexec_fn: Python code run between fork and exec in a process whose gRPC
+# threads are busy (the supervisor's readiness probes) aborted the child (SIGABRT, a standby restart).
+_DIE_WITH_PARENT = (
+    "import ctypes, os, signal, sys; "
+    f"ctypes.CDLL('libc.so.6', use_errno=True).prctl({_PR_SET_PDEATHSIG}, signal.SIGTERM); "
+    "os.getppid() == int(sys.argv[1]) or sys.exit(1); "
+    "os.execvp(sys.argv[2], sys.argv[2:])"
+)
+
+
+def _dying_with_parent(argv: list[str]) -> list[str]:
+    """argv, run so that it gets SIGTERM if the supervisor dies."""
+    return [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *argv]
 
 
 @dataclass
@@ -87,7 +98,7 @@ class Child:
     async def spawn(self) -> None:
         self._reap()  # what a previous run left (the workers of a master that was killed)
         self.process = await asyncio.create_subprocess_exec(
-            *self.argv, env=self.env, preexec_fn=_die_with_parent, start_new_session=self.own_group
+            *_dying_with_parent(self.argv), env=self.env, start_new_session=self.own_group
         )
 
     async def stop(self, grace_s: float) -> None:
@@ -134,12 +145,11 @@ class ReplicaChild(Child):
         output = self.replica.open_log()  # its server log, as the primary's: <its data dir>/log
         try:
             self.process = await asyncio.create_subprocess_exec(
-                *self.argv,
+                *_dying_with_parent(self.argv),
                 env=self.env,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=output,
                 stderr=output,
-                preexec_fn=_die_with_parent,
                 user=self.replica.primary.system_user,
             )
         finally:
@@ -230,6 +240,8 @@ class Stack:
             "HINDSIGHT_DATA_DIR": str(self.data_dir),
             "HINDSIGHT_INFERENCE__URL": inference_url,
         }
+        if self.replica_children:  # the servers read from them (store/routing.py)
+            env["HINDSIGHT_DATABASE__REPLICA_DSNS"] = json.dumps(self.replica_dsns)
         if "require_api_keys" not in self.settings.security.model_fields_set:
             # The embedded single-user mode: no API keys unless the configuration asks for them.
             env["HINDSIGHT_SECURITY__REQUIRE_API_KEYS"] = "false"

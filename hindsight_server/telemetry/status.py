@@ -8,8 +8,9 @@ status call or a metric export never waits on the database.
 Metrics (observable, read at each export): hindsight.recall.p99 (ms), hindsight.recall.p99_target_met
 (1 met / 0 missed, over the window; nothing while no recall ran in it), hindsight.embedding.backlog,
 db.client.connection.count (state idle | used) and db.client.connection.max, hindsight.query_cache.hits,
-.misses and .size (by model space). Each observation carries `hindsight.server` (HOST:PORT), so several
-servers in one process (tests) stay apart.
+.misses and .size (by model space), hindsight.replica.lag (s) and hindsight.replica.usable (by
+replica). Each observation carries `hindsight.server` (HOST:PORT), so several servers in one process
+(tests) stay apart.
 """
 
 from __future__ import annotations
@@ -31,7 +32,15 @@ from hindsight_server.domain.errors import HindsightError
 from hindsight_server.telemetry.recorder import Recorder
 from hindsight_server.telemetry.window import LatencySummary
 
-__all__ = ["CacheFigures", "InferenceFigures", "PoolFigures", "StatusBoard", "StatusSources"]
+__all__ = [
+    "CacheFigures",
+    "InferenceFigures",
+    "PoolFigures",
+    "ReadFigures",
+    "ReplicaFigures",
+    "StatusBoard",
+    "StatusSources",
+]
 
 log = logging.getLogger(__name__)
 SERVER_ATTRIBUTE = "hindsight.server"
@@ -65,6 +74,26 @@ class InferenceFigures:
     rerank: bool  # a cross-encoder answers
 
 
+@dataclass(frozen=True, slots=True)
+class ReplicaFigures:
+    name: str  # its URI without credentials
+    usable: bool  # serves reads now
+    lag_s: float | None  # None: unknown (down, or behind every primary position sampled)
+    reason: str  # why it is left out; empty while usable
+    reads: int  # reads it answered
+    failed_reads: int  # reads it failed under, answered again by the primary
+
+
+@dataclass(frozen=True, slots=True)
+class ReadFigures:
+    primary_reads: int  # reads the primary answered (all of them without replicas)
+    replicas: tuple[ReplicaFigures, ...]
+
+
+def _no_replicas() -> ReadFigures:
+    return ReadFigures(0, ())
+
+
 def _no_caches() -> Mapping[str, CacheFigures]:
     return {}
 
@@ -78,6 +107,7 @@ class StatusSources:
     pool: Callable[[], PoolFigures]
     caches: Callable[[], Mapping[str, CacheFigures]] = _no_caches  # by model space
     inference: Callable[[], InferenceFigures | None] = _no_inference  # None: no tier configured
+    reads: Callable[[], ReadFigures] = _no_replicas  # where reads ran: primary, each replica
 
 
 @dataclass(slots=True)
@@ -162,6 +192,7 @@ class StatusBoard:
             "pool": {**asdict(pool), "in_use": pool.in_use},
             "query_cache": {space: asdict(figures) for space, figures in self._sources.caches().items()},
             "inference": None if inference is None else asdict(inference),
+            "reads": asdict(self._sources.reads()),
         }
 
     # -------------------------------------------------------------------------------- metric callbacks
@@ -195,6 +226,19 @@ class StatusBoard:
 
     def observe_max_connections(self) -> list[Observation]:
         return [Observation(self._sources.pool().max_size, self._attributes())]
+
+    def observe_replica_lag(self) -> list[Observation]:
+        return [
+            Observation(replica.lag_s, self._attributes(**{"hindsight.replica": replica.name}))
+            for replica in self._sources.reads().replicas
+            if replica.lag_s is not None
+        ]
+
+    def observe_replica_usable(self) -> list[Observation]:
+        return [
+            Observation(int(replica.usable), self._attributes(**{"hindsight.replica": replica.name}))
+            for replica in self._sources.reads().replicas
+        ]
 
     def observe_cache(self, figure: str) -> list[Observation]:
         return [
@@ -251,6 +295,18 @@ def _observe_boards() -> tuple[Any, ...]:
                 "db.client.connection.max",
                 [_each_board(StatusBoard.observe_max_connections)],
                 unit="{connection}",
+            ),
+            meter.create_observable_gauge(
+                "hindsight.replica.lag",
+                [_each_board(StatusBoard.observe_replica_lag)],
+                unit="s",
+                description="How long ago the primary was at a position the replica has not replayed",
+            ),
+            meter.create_observable_gauge(
+                "hindsight.replica.usable",
+                [_each_board(StatusBoard.observe_replica_usable)],
+                unit="1",
+                description="1 while the replica serves reads (answers, streams, lags at most the bound)",
             ),
             meter.create_observable_counter(
                 "hindsight.query_cache.hits",

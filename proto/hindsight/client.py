@@ -26,6 +26,7 @@ import grpc
 from google.protobuf import struct_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from hindsight.consistency import ReadYourWrites
 from hindsight.v1 import memory_pb2 as pb
 from hindsight.v1 import memory_pb2_grpc as pb_grpc
 
@@ -187,8 +188,15 @@ class HindsightClient:
         channel: grpc.aio.Channel | None = None,
         api_key: str = "",
         tls_ca_file: str = "",
+        read_your_writes: bool = True,
     ) -> None:
+        """`read_your_writes`: each read carries the tenant's latest consistency token, so it sees what
+        this client wrote even when the server reads from a replica (`consistency` holds them: pass one
+        to another process with `consistency.token(tenant)`). False: reads may lag the writes by up to
+        the servers' database.max_replica_lag_ms."""
         self.target = target
+        self.consistency = ReadYourWrites()
+        self._read_your_writes = read_your_writes
         self._timeout_s = timeout_s
         self._metadata = tuple(metadata) + ((("authorization", f"Bearer {api_key}"),) if api_key else ())
         options = list(CHANNEL_OPTIONS)
@@ -217,6 +225,16 @@ class HindsightClient:
     def _call_options(self, timeout_s: float | None) -> dict[str, Any]:
         return {"timeout": timeout_s or self._timeout_s, "metadata": self._metadata}
 
+    async def _mutate(self, rpc: Any, request: Any, timeout_s: float | None) -> Any:
+        """A mutating call; its consistency token is kept for the tenant's next reads."""
+        call = rpc(request, **self._call_options(timeout_s))
+        response = await call
+        self.consistency.observe(request.tenant_id, await call.trailing_metadata())
+        return response
+
+    def _read_after(self, tenant_id: str) -> str:
+        return self.consistency.token(tenant_id) if self._read_your_writes else ""
+
     # ----------------------------------------------------------------------------------------- writes
 
     async def write(
@@ -224,7 +242,7 @@ class HindsightClient:
     ) -> pb.WriteResponse:
         """Writes one memory; `fields` are memory_input's keywords (tier and kind are required)."""
         request = pb.WriteRequest(tenant_id=tenant_id, memory=memory_input(content, **fields))
-        response: pb.WriteResponse = await self._stub.Write(request, **self._call_options(timeout_s))
+        response: pb.WriteResponse = await self._mutate(self._stub.Write, request, timeout_s)
         return response
 
     async def write_batch(
@@ -237,9 +255,7 @@ class HindsightClient:
     ) -> pb.WriteBatchResponse:
         """All or nothing. `verbatim`: store every item as given (imports of history), no dedupe."""
         request = pb.WriteBatchRequest(tenant_id=tenant_id, memories=memories, verbatim=verbatim)
-        response: pb.WriteBatchResponse = await self._stub.WriteBatch(
-            request, **self._call_options(timeout_s)
-        )
+        response: pb.WriteBatchResponse = await self._mutate(self._stub.WriteBatch, request, timeout_s)
         return response
 
     async def update(
@@ -276,7 +292,7 @@ class HindsightClient:
         )
         if expected_version is not None:
             request.expected_version = expected_version
-        response: pb.Memory = await self._stub.Update(request, **self._call_options(timeout_s))
+        response: pb.Memory = await self._mutate(self._stub.Update, request, timeout_s)
         return response
 
     async def delete(
@@ -294,7 +310,7 @@ class HindsightClient:
             agent_id=agent_id,
             idempotency_key=idempotency_key or new_idempotency_key(),
         )
-        response: pb.Memory = await self._stub.Delete(request, **self._call_options(timeout_s))
+        response: pb.Memory = await self._mutate(self._stub.Delete, request, timeout_s)
         return response
 
     # ------------------------------------------------------------------------------------------ reads
@@ -302,7 +318,12 @@ class HindsightClient:
     async def get(
         self, tenant_id: str, memory_id: str, *, agent_id: str = "", timeout_s: float | None = None
     ) -> pb.Memory:
-        request = pb.GetRequest(tenant_id=tenant_id, id=memory_id, agent_id=agent_id)
+        request = pb.GetRequest(
+            tenant_id=tenant_id,
+            id=memory_id,
+            agent_id=agent_id,
+            min_consistency_token=self._read_after(tenant_id),
+        )
         response: pb.Memory = await self._stub.Get(request, **self._call_options(timeout_s))
         return response
 
@@ -330,6 +351,7 @@ class HindsightClient:
             page_size=page_size,
             page_token=page_token,
             agent_id=agent_id,
+            min_consistency_token=self._read_after(tenant_id),
         )
         response: pb.ListResponse = await self._stub.List(request, **self._call_options(timeout_s))
         return response
@@ -382,6 +404,7 @@ class HindsightClient:
             include_superseded=include_superseded,
             explain=explain,
             agent_id=agent_id,
+            min_consistency_token=self._read_after(tenant_id),
         )
         if entities:
             request.entities.CopyFrom(_struct(entities))
@@ -426,15 +449,15 @@ class HindsightClient:
         if entities:
             request.entities.CopyFrom(_struct(entities))
         _set_time(request, "occurred_at", occurred_at)
-        response: pb.AppendTurnResponse = await self._stub.AppendTurn(
-            request, **self._call_options(timeout_s)
-        )
+        response: pb.AppendTurnResponse = await self._mutate(self._stub.AppendTurn, request, timeout_s)
         return response
 
     async def summarize(
         self, tenant_id: str, session_id: str, *, timeout_s: float | None = None
     ) -> pb.SessionSummary:
-        request = pb.SummarizeRequest(tenant_id=tenant_id, session_id=session_id)
+        request = pb.SummarizeRequest(
+            tenant_id=tenant_id, session_id=session_id, min_consistency_token=self._read_after(tenant_id)
+        )
         response: pb.SessionSummary = await self._stub.Summarize(request, **self._call_options(timeout_s))
         return response
 
@@ -453,9 +476,7 @@ class HindsightClient:
             reason=reason,
             idempotency_key=idempotency_key or new_idempotency_key(),
         )
-        response: pb.EndSessionResponse = await self._stub.EndSession(
-            request, **self._call_options(timeout_s)
-        )
+        response: pb.EndSessionResponse = await self._mutate(self._stub.EndSession, request, timeout_s)
         return response
 
     async def confirm_pending(
@@ -478,13 +499,18 @@ class HindsightClient:
         request = pb.PendingDecisionRequest(
             tenant_id=tenant_id, id=memory_id, idempotency_key=idempotency_key or new_idempotency_key()
         )
-        response: pb.Memory = await rpc(request, **self._call_options(timeout_s))
+        response: pb.Memory = await self._mutate(rpc, request, timeout_s)
         return response
 
     async def history(
         self, tenant_id: str, memory_id: str, *, agent_id: str = "", timeout_s: float | None = None
     ) -> pb.HistoryResponse:
-        request = pb.HistoryRequest(tenant_id=tenant_id, id=memory_id, agent_id=agent_id)
+        request = pb.HistoryRequest(
+            tenant_id=tenant_id,
+            id=memory_id,
+            agent_id=agent_id,
+            min_consistency_token=self._read_after(tenant_id),
+        )
         response: pb.HistoryResponse = await self._stub.History(request, **self._call_options(timeout_s))
         return response
 

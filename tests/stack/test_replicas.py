@@ -17,8 +17,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from hindsight_server.config import Settings
-from hindsight_server.stack.postgres import EmbeddedPostgres
+from hindsight_server.config import Settings, load_settings
 from hindsight_server.stack.replicas import (
     drop_unused_slots,
     replica_status,
@@ -26,13 +25,14 @@ from hindsight_server.stack.replicas import (
 )
 from hindsight_server.stack.supervisor import ReplicaChild, Stack
 from tests.support.processes import free_port, run_cli
+from tests.support.replicas import Replicated, replicated_postgres
 
 pytestmark = pytest.mark.timeout(90)
 
 
 class Cluster:
-    def __init__(self, stack: Stack, postgres: EmbeddedPostgres, dsn: str) -> None:
-        self.stack, self.postgres, self.dsn = stack, postgres, dsn
+    def __init__(self, replicated: Replicated) -> None:
+        self.stack, self.postgres, self.dsn = replicated.stack, replicated.postgres, replicated.dsn
         self.rows = 0  # rows written to t so far
 
     @property
@@ -60,19 +60,10 @@ class Cluster:
 @pytest.fixture(scope="module")
 async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Cluster]:
     """An embedded primary in a temporary data dir, and 2 replicas the stack starts from it."""
-    data_dir = tmp_path_factory.mktemp("data")
-    postgres = EmbeddedPostgres(data_dir / "postgres")
-    dsn = await asyncio.to_thread(postgres.start)
-    stack = Stack(Settings(data_dir=data_dir), replicas=2, mcp=False, start_timeout_s=30)
-    stack.primary_dsn = dsn
-    try:
-        await stack._start_replicas(postgres, dsn)
-        cluster = Cluster(stack, postgres, dsn)
+    async with replicated_postgres(tmp_path_factory.mktemp("data"), replicas=2) as replicated:
+        cluster = Cluster(replicated)
         await cluster.execute("CREATE TABLE t (id int PRIMARY KEY)")
         yield cluster
-    finally:
-        await asyncio.gather(*(child.stop(10) for child in stack.replica_children))
-        await asyncio.to_thread(postgres.stop)
 
 
 async def _eventually(check: Callable[[], Awaitable[bool]], timeout_s: float = 10.0) -> None:
@@ -284,3 +275,13 @@ def test_a_replica_of_another_primary_is_not_reused(tmp_path: Path) -> None:
     assert "slot" in (replica._not_reusable("7", has_slot=False) or "")
     (replica.data_dir / "standby.signal").unlink()
     assert "no longer a standby" in (replica._not_reusable("7", has_slot=True) or "")
+
+
+async def test_the_memory_servers_are_given_the_replicas_to_read_from(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (server,) = cluster.stack._server_children(cluster.dsn, "")
+    given = server.env["HINDSIGHT_DATABASE__REPLICA_DSNS"]
+    assert json.loads(given) == cluster.stack.replica_dsns
+    monkeypatch.setenv("HINDSIGHT_DATABASE__REPLICA_DSNS", given)  # what the server then reads
+    assert list(load_settings(None).database.replica_dsns) == cluster.stack.replica_dsns

@@ -117,8 +117,9 @@ async def test_writes_trace_their_stages(
 
     spans = await spans_of_trace(otel, ready)
     (server,) = _named(spans, "hindsight.v1.MemoryService/Write")
-    (write,) = _children(spans, server)
+    write, token = sorted(_children(spans, server), key=lambda span: span.start_time or 0)
     assert write.name == "write"
+    assert token.name == "SELECT"  # the consistency token: the primary's WAL position after the commit
     names = {span.name for span in _children(spans, write)}
     assert "write.store" in names  # no inference tier here: embedding is skipped before its stage
     (store,) = _named(_children(spans, write), "write.store")

@@ -1,0 +1,280 @@
+"""Reads from streaming replicas (store/routing.py) against a real primary and a real replica started by
+the test (stack/replicas.py): a write is found by the recall right after it (with the token the shared
+client sends) every time, replay paused or not; a replica killed under load costs no call; a lagging
+replica is left out and comes back; bad tokens are refused by name, and one from the future fails fast."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import signal
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import asyncpg
+import grpc
+import pytest
+from google.rpc import error_details_pb2
+
+from hindsight.client import HindsightClient
+from hindsight.consistency import TRAILER, decode_token, encode_token
+from hindsight.v1 import memory_pb2 as pb
+from hindsight.v1 import memory_pb2_grpc as pb_grpc
+from hindsight_server.app import RunningServer, start_server
+from hindsight_server.config import load_settings
+from hindsight_server.rpc.ops import fetch_status
+from hindsight_server.status_cli import render
+from hindsight_server.store.routing import ReadRouting, ReplicaState
+from tests.support.replicas import Replicated, replicated_postgres
+from tests.support.rich_errors import detail
+
+pytestmark = pytest.mark.timeout(180)
+
+MAX_LAG_MS = 300
+
+
+@pytest.fixture(scope="module")
+async def replicated(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Replicated]:
+    async with replicated_postgres(tmp_path_factory.mktemp("data"), replicas=1) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+async def server(
+    replicated: Replicated, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[RunningServer]:
+    settings = load_settings(
+        None,
+        data_dir=tmp_path_factory.mktemp("server"),
+        server__port=0,
+        database__dsn=replicated.dsn,
+        database__replica_dsns=tuple(replicated.stack.replica_dsns),
+        database__max_replica_lag_ms=MAX_LAG_MS,
+        database__replica_check_interval_s=0.05,
+        security__require_api_keys=False,
+        jobs__enabled=False,
+        inference__url="",  # lexical recall: the test is about where reads run, not how they rank
+    )
+    running = await start_server(settings)
+    yield running
+    await running.stop()
+
+
+@pytest.fixture
+async def client(server: RunningServer) -> AsyncIterator[HindsightClient]:
+    async with HindsightClient(f"127.0.0.1:{server.port}", timeout_s=10) as shared:
+        yield shared
+
+
+def _routing(server: RunningServer) -> ReadRouting:
+    assert server.routing is not None
+    return server.routing
+
+
+def _replica(server: RunningServer) -> ReplicaState:
+    (state,) = _routing(server).replicas
+    return state
+
+
+async def _eventually(check: Callable[[], bool | Awaitable[bool]], timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        outcome = check()
+        if outcome if isinstance(outcome, bool) else await outcome:
+            return
+        assert time.monotonic() < deadline, "not within the time"
+        await asyncio.sleep(0.05)
+
+
+async def _on_replica(replicated: Replicated, sql: str) -> None:
+    connection = await asyncpg.connect(replicated.stack.replica_dsns[0])
+    try:
+        await connection.execute(sql)
+    finally:
+        await connection.close()
+
+
+async def _usable_again(server: RunningServer) -> None:
+    await _eventually(lambda: _replica(server).usable)
+
+
+FACT: dict[str, Any] = {"tier": "semantic", "kind": "fact", "subject": "user"}
+
+
+async def test_a_write_is_found_by_the_recall_after_it_every_time(
+    server: RunningServer, replicated: Replicated, client: HindsightClient
+) -> None:
+    """1,000 tries; replay is paused on the replica for a fifth of them (the replica falls behind: the
+    reads wait a little, then go to the primary, until the watch leaves it out)."""
+    await _usable_again(server)
+    routing, tenant = _routing(server), f"t-{uuid.uuid4().hex[:12]}"
+    replica_before, primary_before = _replica(server).reads, routing.primary_reads
+    missed: list[int] = []
+    paused = False
+    try:
+        for attempt in range(1000):
+            pause = attempt % 250 >= 200
+            if pause != paused:
+                await _on_replica(
+                    replicated, "SELECT pg_wal_replay_pause()" if pause else "SELECT pg_wal_replay_resume()"
+                )
+                paused = pause
+            word = f"locker{uuid.uuid4().hex[:10]}"
+            written = await client.write(tenant, f"The spare key is in {word}", **FACT)
+            found = await client.recall(tenant, word, subject="user")
+            if written.memory.id not in [hit.memory.id for hit in found.hits]:
+                missed.append(attempt)
+    finally:
+        if paused:
+            await _on_replica(replicated, "SELECT pg_wal_replay_resume()")
+    assert missed == []
+    # Both answered: the replica while it replayed, the primary while it did not.
+    assert _replica(server).reads - replica_before > 300
+    assert routing.primary_reads - primary_before > 50
+
+
+async def test_a_replica_killed_under_recall_load_costs_no_call(
+    server: RunningServer, replicated: Replicated, client: HindsightClient
+) -> None:
+    await _usable_again(server)
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    for index in range(20):
+        await client.write(tenant, f"The parcel locker number {index} is by the door", **FACT)
+    errors: list[BaseException] = []
+    answered = 0
+    stop = asyncio.Event()
+
+    async def recall_until_stopped() -> None:
+        nonlocal answered
+        while not stop.is_set():
+            try:
+                await client.recall(tenant, "parcel locker", subject="user")
+                answered += 1
+            except grpc.aio.AioRpcError as exc:
+                errors.append(exc)
+
+    served_before = _replica(server).reads
+    load = [asyncio.create_task(recall_until_stopped()) for _ in range(8)]
+    try:
+        await _eventually(lambda: _replica(server).reads > served_before + 50)
+        child = replicated.replicas[0]
+        assert child.process is not None
+        child.process.send_signal(signal.SIGQUIT)  # immediate shutdown: every backend killed mid-read
+        await asyncio.wait_for(child.process.wait(), 30)
+        await _eventually(lambda: not _replica(server).usable)
+        answered_while_down = answered
+        await _eventually(lambda: answered > answered_while_down + 50)  # the primary answers them
+        await child.spawn()
+        await child.wait_ready(60)
+        await _usable_again(server)
+        back = _replica(server).reads
+        await _eventually(lambda: _replica(server).reads > back + 50)
+    finally:
+        stop.set()
+        await asyncio.gather(*load)
+    assert errors == []
+
+
+async def test_a_lagging_replica_is_left_out_and_comes_back(
+    server: RunningServer, replicated: Replicated, client: HindsightClient
+) -> None:
+    await _usable_again(server)
+    routing, tenant = _routing(server), f"t-{uuid.uuid4().hex[:12]}"
+    stale = HindsightClient(f"127.0.0.1:{server.port}", timeout_s=10, read_your_writes=False)
+    try:
+        await _on_replica(replicated, "SELECT pg_wal_replay_pause()")
+        try:
+            await client.write(tenant, "The boiler was serviced in March", **FACT)
+            await _eventually(lambda: "lags" in _replica(server).reason)
+            assert not _replica(server).usable
+            primary_before = routing.primary_reads
+            for _ in range(10):  # no token: any replica would do, but this one is too far behind
+                await stale.recall(tenant, "boiler", subject="user")
+            assert routing.primary_reads - primary_before == 10
+        finally:
+            await _on_replica(replicated, "SELECT pg_wal_replay_resume()")
+        await _usable_again(server)
+        served_before = _replica(server).reads
+        found = await stale.recall(tenant, "boiler", subject="user")
+        assert [hit.memory.content for hit in found.hits] == ["The boiler was serviced in March"]
+        assert _replica(server).reads == served_before + 1
+    finally:
+        await stale.close()
+
+
+async def test_every_mutating_answer_carries_a_token_of_this_database(server: RunningServer) -> None:
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+        stub = pb_grpc.MemoryServiceStub(channel)
+        memory = pb.MemoryInput(content="I take the 8:10 train", tier=pb.TIER_SEMANTIC, kind=pb.KIND_FACT)
+        first = stub.Write(pb.WriteRequest(tenant_id=tenant, memory=memory))
+        written = await first
+        second = stub.Delete(pb.DeleteRequest(tenant_id=tenant, id=written.memory.id))
+        await second
+        tokens = [dict(await call.trailing_metadata())[TRAILER] for call in (first, second)]
+    positions = [decode_token(token) for token in tokens]
+    assert positions[0][0] == positions[1][0]  # the same database
+    assert positions[0][1] < positions[1][1]  # the delete committed later
+
+
+async def _refused(server: RunningServer, token: str) -> grpc.aio.AioRpcError:
+    """The error of a recall carrying `token`."""
+    request = pb.RecallRequest(tenant_id="t-tokens", query="train", min_consistency_token=token)
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await pb_grpc.MemoryServiceStub(channel).Recall(request, timeout=10)
+    return raised.value
+
+
+@pytest.mark.parametrize(
+    "token",
+    ["garbage", "c1.", "c1.!!!!", "c2.AAAAAAAAAAAAAAAAAAAAAA", "c1.AAAA", "c1." + "A" * 80],
+)
+async def test_a_malformed_token_is_refused_naming_the_field(server: RunningServer, token: str) -> None:
+    error = await _refused(server, token)
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    request = detail(error, error_details_pb2.BadRequest)
+    assert request is not None
+    assert [v.field for v in request.field_violations] == ["min_consistency_token"]
+
+
+async def test_a_token_of_another_database_is_refused_naming_the_field(
+    server: RunningServer, client: HindsightClient
+) -> None:
+    written = await client.write(f"t-{uuid.uuid4().hex[:12]}", "I take the 8:10 train", **FACT)
+    database, position = decode_token(client.consistency.token(written.memory.tenant_id))
+    error = await _refused(server, encode_token(database ^ 1, position))
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "another database" in (error.details() or "")
+    request = detail(error, error_details_pb2.BadRequest)
+    assert request is not None and request.field_violations[0].field == "min_consistency_token"
+
+
+async def test_a_token_from_the_future_fails_the_precondition_without_waiting(
+    server: RunningServer, client: HindsightClient
+) -> None:
+    written = await client.write(f"t-{uuid.uuid4().hex[:12]}", "I take the 8:10 train", **FACT)
+    database, position = decode_token(client.consistency.token(written.memory.tenant_id))
+    started = time.monotonic()
+    error = await _refused(server, encode_token(database, position + 10**12))
+    assert time.monotonic() - started < 2
+    assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
+    failure = detail(error, error_details_pb2.PreconditionFailure)
+    assert failure is not None and failure.violations[0].subject == "min_consistency_token"
+
+
+async def test_hindsight_status_shows_where_reads_ran(server: RunningServer) -> None:
+    await _usable_again(server)
+    status = await fetch_status(f"127.0.0.1:{server.port}", timeout_s=5)
+    reads = status.figures["reads"]
+    (replica,) = reads["replicas"]
+    assert replica["name"] == _replica(server).name and replica["usable"] is True
+    assert replica["reads"] > 0 and reads["primary_reads"] > 0  # what the tests above sent each way
+    shown = render(status.target, status.serving, status.inference, status.figures)
+    assert re.search(
+        rf"^  replica     {re.escape(replica['name'])}: serving reads \(lag \d+ ms\), [\d,]+ reads",
+        shown,
+        re.MULTILINE,
+    ), shown

@@ -1,0 +1,61 @@
+"""The supervisor's children (stack/supervisor.py) die with it: each is started through a launcher that
+sets PR_SET_PDEATHSIG and then becomes the child's own program, keeping its pid."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+SUPERVISOR = """
+import asyncio, os
+from hindsight_server.stack.supervisor import Child
+
+async def main():
+    child = Child("sleeper", "", ["sleep", "60"], dict(os.environ))
+    await child.spawn()
+    print(child.process.pid, flush=True)
+    await asyncio.sleep(60)
+
+asyncio.run(main())
+"""
+
+
+def _state(pid: int) -> str:
+    """The process's state letter (R, S, Z, ...); "" once it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return ""
+    return next(line.split()[1] for line in status.splitlines() if line.startswith("State:"))
+
+
+def _eventually(check: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "not within the time"
+        time.sleep(0.05)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_child_keeps_its_pid_and_dies_with_the_supervisor() -> None:
+    supervisor = subprocess.Popen(
+        [sys.executable, "-c", SUPERVISOR], stdout=subprocess.PIPE, text=True, cwd=os.getcwd()
+    )
+    try:
+        assert supervisor.stdout is not None
+        child = int(supervisor.stdout.readline())
+        # The launcher became the program: the pid the supervisor holds is sleep's own.
+        _eventually(lambda: Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")[0] == b"sleep")
+        assert _state(child) in {"S", "R"}
+        supervisor.kill()  # no chance to stop its children itself
+        supervisor.wait()
+        _eventually(lambda: _state(child) in {"", "Z"})
+    finally:
+        supervisor.kill()
+        supervisor.wait()
