@@ -1,6 +1,8 @@
 """deploy/compose: the real Docker Compose binary validates the project (`config -q`, no daemon needed),
 and what it resolves is checked against what the cluster needs: the services, their order, health
-checks, volumes, published ports, and settings the real hindsight configuration classes accept."""
+checks, volumes, published ports, and settings the real hindsight configuration classes accept. The
+streaming replica's scripts (the primary's init script, the replica's bootstrap entrypoint, its health
+check) are run by `sh` with stand-ins for the PostgreSQL tools."""
 
 from __future__ import annotations
 
@@ -21,7 +23,16 @@ from tests.deploy.conftest import COMPOSE_DIR, REPO_ROOT
 COMPOSE_FILE = COMPOSE_DIR / "compose.yaml"
 GPU_FILE = COMPOSE_DIR / "compose.gpu.yaml"
 ENV_EXAMPLE = COMPOSE_DIR / ".env.example"
-SERVICES = {"postgres", "migrate", "triton", "memory-server", "nginx", "mcp-gateway", "otel-collector"}
+SERVICES = {
+    "postgres",
+    "postgres-replica",
+    "migrate",
+    "triton",
+    "memory-server",
+    "nginx",
+    "mcp-gateway",
+    "otel-collector",
+}
 # Services without an in-container health check, and why (asserted, so a new one must say why too).
 NO_HEALTHCHECK = {
     "migrate": "one-shot: dependents wait for it to exit 0",
@@ -66,12 +77,15 @@ def test_config_is_valid(compose_binary: Path, files: tuple[Path, ...]) -> None:
     assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.parametrize("secret", ["POSTGRES_PASSWORD", "HINDSIGHT_MCP__TOKENS"])
+@pytest.mark.parametrize(
+    "secret", ["POSTGRES_PASSWORD", "POSTGRES_REPLICATION_PASSWORD", "HINDSIGHT_MCP__TOKENS"]
+)
 def test_secrets_are_required(compose_binary: Path, tmp_path: Path, secret: str) -> None:
     """Without a secret the project refuses to resolve and says which one to set. (One missing at a
     time: with several, compose names whichever it meets first, in no fixed order.)"""
     given = {
         "POSTGRES_PASSWORD": "a-password",
+        "POSTGRES_REPLICATION_PASSWORD": "a-replication-password",
         "HINDSIGHT_MCP__TOKENS": "'{\"" + "0" * 64 + '": "default"}\'',
     }
     env = tmp_path / "one-missing.env"
@@ -97,7 +111,12 @@ def test_services_order_and_health(compose_binary: Path) -> None:
         return {dep: spec["condition"] for dep, spec in services[name]["depends_on"].items()}
 
     assert waits_for("migrate") == {"postgres": "service_healthy"}
+    # The replica clones the primary once it is initialised (its replication role exists by then).
+    assert waits_for("postgres-replica") == {"postgres": "service_healthy"}
     assert waits_for("memory-server")["migrate"] == "service_completed_successfully"
+    # The servers leave a replica that is down out of their reads: they must not wait for it.
+    assert "postgres-replica" not in waits_for("memory-server")
+    assert "postgres-replica" not in waits_for("migrate")
     assert waits_for("nginx") == {"memory-server": "service_healthy"}
     assert waits_for("mcp-gateway") == {"nginx": "service_healthy"}
     # The servers' probe asks the standard health service about the memory service itself.
@@ -106,6 +125,11 @@ def test_services_order_and_health(compose_binary: Path) -> None:
         "hindsight.v1.MemoryService",
     ]
     assert "/v2/health/ready" in services["triton"]["healthcheck"]["test"][-1]
+    # Both databases are probed over TCP (the socket answers during initialisation), the replica also
+    # for still being a standby.
+    for name in ("postgres", "postgres-replica"):
+        assert "pg_isready -h 127.0.0.1" in services[name]["healthcheck"]["test"][-1], name
+    assert "pg_is_in_recovery()" in services["postgres-replica"]["healthcheck"]["test"][-1]
 
 
 def test_scaling_ports_and_volumes(compose_binary: Path) -> None:
@@ -124,11 +148,12 @@ def test_scaling_ports_and_volumes(compose_binary: Path) -> None:
         ("otel-collector", 4318),
     }
     assert {port["host_ip"] for port in published.values()} == {"127.0.0.1"}, "loopback unless asked"
-    assert set(config["volumes"]) == {"pgdata", "triton-work"}
-    data_mounts = [m for m in services["postgres"]["volumes"] if m["type"] == "volume"]
-    assert data_mounts == [
-        {"type": "volume", "source": "pgdata", "target": "/var/lib/postgresql/data", "volume": {}}
-    ]
+    assert set(config["volumes"]) == {"pgdata", "pgdata-replica", "triton-work"}
+    for name, volume in [("postgres", "pgdata"), ("postgres-replica", "pgdata-replica")]:
+        data_mounts = [m for m in services[name]["volumes"] if m["type"] == "volume"]
+        assert data_mounts == [
+            {"type": "volume", "source": volume, "target": "/var/lib/postgresql/data", "volume": {}}
+        ], name
     nginx_mounts = {m["target"]: Path(m["source"]) for m in services["nginx"]["volumes"]}
     assert nginx_mounts["/etc/nginx/nginx.conf"].is_file()
     assert nginx_mounts["/etc/nginx/hindsight-upstream.conf"].is_file()
@@ -152,8 +177,12 @@ def test_server_environment_is_a_valid_configuration(
     for key, value in environment.items():
         monkeypatch.setenv(key, value)
     settings = load_settings()
-    assert settings.database.dsn.startswith("postgresql://hindsight:")
-    assert settings.database.dsn.endswith("@postgres:5432/hindsight")
+    password = env_example()["POSTGRES_PASSWORD"]
+    assert settings.database.dsn == f"postgresql://hindsight:{password}@postgres:5432/hindsight"
+    # Reads from the streaming replica, as the same user (the roles are replicated).
+    assert settings.database.replica_dsns == (
+        f"postgresql://hindsight:{password}@postgres-replica:5432/hindsight",
+    )
     assert settings.inference.url == "triton:8001"
     assert settings.inference.english_model == "embed_en"
 
@@ -200,3 +229,237 @@ def test_dockerfile_copies_what_exists() -> None:
         "debian:${DEBIAN_RELEASE}-slim",
         "debian:${DEBIAN_RELEASE}-slim",
     ]
+
+
+# ---------------------------------------------------------------------------------------- the replica
+
+REPLICA_ENTRYPOINT = "/usr/local/bin/hindsight-replica-entrypoint.sh"
+INIT_SCRIPT = "/docker-entrypoint-initdb.d/10-replication.sh"
+
+
+def settings_of(command: list[str]) -> dict[str, str]:
+    """The `-c NAME=VALUE` settings of a postgres command line."""
+    pairs = [command[i + 1] for i, arg in enumerate(command) if arg == "-c"]
+    return dict(pair.split("=", 1) for pair in pairs)
+
+
+def mounted(service: dict[str, Any], target: str) -> Path:
+    sources = [Path(m["source"]) for m in service["volumes"] if m["target"] == target]
+    assert len(sources) == 1, f"nothing mounted at {target}"
+    assert sources[0].is_file(), sources[0]
+    return sources[0]
+
+
+def test_replica_is_a_hot_standby_of_the_primary(compose_binary: Path) -> None:
+    services = resolved(compose_binary)["services"]
+    primary, replica = services["postgres"], services["postgres-replica"]
+    assert replica["image"] == primary["image"]
+    assert replica["shm_size"] == primary["shm_size"]
+    # The replication role: the primary creates it with the password the replica connects with.
+    assert primary["environment"]["POSTGRES_REPLICATION_PASSWORD"] == replica["environment"]["PGPASSWORD"]
+    assert (
+        primary["environment"]["POSTGRES_REPLICATION_USER"]
+        == replica["environment"]["POSTGRES_REPLICATION_USER"]
+        == "replicator"
+    )
+    mounted(primary, INIT_SCRIPT)
+    assert settings_of(primary["command"])["max_slot_wal_keep_size"] == "8GB"
+
+    assert replica["entrypoint"] == ["sh", REPLICA_ENTRYPOINT]
+    mounted(replica, REPLICA_ENTRYPOINT)
+    assert replica["environment"]["PRIMARY_HOST"] == "postgres"
+    assert replica["environment"]["REPLICATION_SLOT"] == "hindsight_replica_1"
+    # The clone lands in a subfolder, so it can be made beside it and renamed in.
+    assert replica["environment"]["PGDATA"].startswith("/var/lib/postgresql/data/")
+    assert replica["command"][0] == "postgres"
+    standby = settings_of(replica["command"])
+    assert standby["hot_standby_feedback"] == "on"
+    # A hot standby refuses to start with fewer connections than its primary allows.
+    assert int(standby["max_connections"]) >= int(settings_of(primary["command"])["max_connections"])
+    assert "ports" not in replica
+
+
+STUB_TOOL = """#!/bin/sh
+echo "$(basename "$0") $*" >> "$CALLS"
+"""
+STUB_GOSU = """#!/bin/sh
+echo "gosu $1" >> "$CALLS"
+shift
+exec "$@"
+"""
+# pg_basebackup -D DIR ...: a finished clone has PG_VERSION and standby.signal (-R).
+STUB_BASEBACKUP = """#!/bin/sh
+echo "pg_basebackup $*" >> "$CALLS"
+[ "$BASEBACKUP_OK" = yes ] || exit 1
+while [ $# -gt 0 ]; do
+  if [ "$1" = -D ]; then echo 17 > "$2/PG_VERSION"; touch "$2/standby.signal"; fi
+  shift
+done
+"""
+
+
+def stub_bin(tmp_path: Path, scripts: dict[str, str]) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in scripts.items():
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    return bin_dir
+
+
+def calls(tmp_path: Path) -> list[str]:
+    log = tmp_path / "calls"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+@pytest.mark.parametrize(
+    ("volume", "basebackup_ok", "clones", "starts"),
+    [("empty", True, True, True), ("cloned", True, False, True), ("empty", False, True, False)],
+    ids=["empty-volume-is-cloned", "existing-clone-starts-as-is", "failed-clone-never-starts"],
+)
+def test_replica_entrypoint_clones_an_empty_volume_once(
+    compose_binary: Path, tmp_path: Path, volume: str, basebackup_ok: bool, clones: bool, starts: bool
+) -> None:
+    """The entrypoint, run by sh with the service's environment and command: an empty volume is cloned
+    (as postgres) with -R -X stream -C -S into a side directory renamed in once complete; a data
+    directory already there is started as it is; then the image's entrypoint gets postgres' command
+    line. A failed clone exits non-zero and leaves no data directory behind."""
+    replica = resolved(compose_binary)["services"]["postgres-replica"]
+    script = mounted(replica, REPLICA_ENTRYPOINT)
+    bin_dir = stub_bin(
+        tmp_path,
+        {
+            "gosu": STUB_GOSU,
+            "pg_basebackup": STUB_BASEBACKUP,
+            "pg_receivewal": STUB_TOOL + "exit 1\n",  # no slot left to drop: the usual case
+            "chown": STUB_TOOL,
+            "docker-entrypoint.sh": STUB_TOOL,
+        },
+    )
+    pgdata = tmp_path / "volume" / "pgdata"
+    pgdata.parent.mkdir()
+    if volume == "cloned":
+        pgdata.mkdir()
+        (pgdata / "PG_VERSION").write_text("17\n")
+    env = {
+        **replica["environment"],
+        "PGDATA": str(pgdata),
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "CALLS": str(tmp_path / "calls"),
+        "BASEBACKUP_OK": "yes" if basebackup_ok else "no",
+    }
+    done = subprocess.run(
+        ["sh", str(script), *replica["command"]],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert (done.returncode == 0) == starts, done.stdout + done.stderr
+    logged = calls(tmp_path)
+    clone = [line for line in logged if line.startswith("pg_basebackup ")]
+    assert bool(clone) == clones, logged
+    if clones:
+        # Run as postgres, after dropping a stale slot of the same name.
+        before = logged[: logged.index(clone[0])]
+        assert before[-1] == "gosu postgres"
+        assert any(line.startswith("pg_receivewal ") and "--drop-slot" in line for line in before)
+        args = clone[0].split()[1:]
+        assert args[args.index("-h") + 1] == "postgres"
+        assert args[args.index("-U") + 1] == "replicator"
+        assert args[args.index("-D") + 1] == f"{pgdata}.partial"
+        assert args[args.index("-X") + 1] == "stream"
+        assert args[args.index("-S") + 1] == "hindsight_replica_1"
+        assert {"-R", "-C", "-w"} <= set(args)
+    if starts:
+        assert logged[-1] == "docker-entrypoint.sh " + " ".join(replica["command"])
+        assert (pgdata / "PG_VERSION").is_file()
+        assert not (tmp_path / "volume" / "pgdata.partial").exists()
+        if clones:
+            assert (pgdata / "standby.signal").is_file()
+    else:
+        assert not any(line.startswith("docker-entrypoint.sh") for line in logged)
+        assert not pgdata.exists(), "a failed clone must not look like a data directory"
+
+
+STUB_PSQL = """#!/bin/sh
+echo "psql $*" >> "$CALLS"
+cat >> "$CALLS"
+"""
+
+
+def test_primary_init_script_creates_the_role_and_lets_it_in_once(
+    compose_binary: Path, tmp_path: Path
+) -> None:
+    """The primary's init script, run twice (the image runs it on a new volume; the README has it run by
+    hand on an old one): the role gets LOGIN REPLICATION and the password through psql variables, and
+    pg_hba.conf gets one replication entry for the compose network with SCRAM."""
+    primary = resolved(compose_binary)["services"]["postgres"]
+    script = mounted(primary, INIT_SCRIPT)
+    bin_dir = stub_bin(tmp_path, {"psql": STUB_PSQL})
+    pgdata = tmp_path / "pgdata"
+    pgdata.mkdir()
+    (pgdata / "pg_hba.conf").write_text("host all all all scram-sha-256\n")
+    env = {
+        **primary["environment"],
+        "PGDATA": str(pgdata),
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "CALLS": str(tmp_path / "calls"),
+    }
+    for _ in range(2):
+        done = subprocess.run(
+            ["sh", str(script)], env=env, capture_output=True, text=True, timeout=30, check=False
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+    entries = [line for line in (pgdata / "pg_hba.conf").read_text().splitlines() if "replication" in line]
+    assert entries == ['host replication "replicator" samenet scram-sha-256']
+    logged = "\n".join(calls(tmp_path))
+    password = env_example()["POSTGRES_REPLICATION_PASSWORD"]
+    assert f"-v user=replicator -v password={password}" in logged
+    assert password not in logged.replace(f"password={password}", ""), "the password goes in a variable only"
+    assert "ALTER ROLE :\"user\" WITH LOGIN REPLICATION PASSWORD :'password';" in logged
+    assert "\\gexec" in logged and "SELECT pg_reload_conf()" in logged
+
+    del env["POSTGRES_REPLICATION_PASSWORD"]
+    done = subprocess.run(
+        ["sh", str(script)], env=env, capture_output=True, text=True, timeout=30, check=False
+    )
+    assert done.returncode != 0
+    assert "POSTGRES_REPLICATION_PASSWORD" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("ready", "recovering", "healthy"),
+    [(True, "t", True), (True, "f", False), (False, "t", False)],
+    ids=["standby", "promoted", "not-ready"],
+)
+def test_replica_health_check_requires_a_standby(
+    compose_binary: Path, tmp_path: Path, ready: bool, recovering: str, healthy: bool
+) -> None:
+    """The replica's health check as the container runs it (compose's $$ is a literal $): healthy only
+    when postgres answers over TCP and is still in recovery."""
+    replica = resolved(compose_binary)["services"]["postgres-replica"]
+    kind, command = replica["healthcheck"]["test"]
+    assert kind == "CMD-SHELL"
+    bin_dir = stub_bin(
+        tmp_path,
+        {
+            "pg_isready": STUB_TOOL + f"exit {0 if ready else 2}\n",
+            "psql": STUB_TOOL + f"echo {recovering}\n",
+        },
+    )
+    env = {**replica["environment"], "PATH": f"{bin_dir}:/usr/bin:/bin", "CALLS": str(tmp_path / "calls")}
+    done = subprocess.run(
+        ["sh", "-c", command.replace("$$", "$")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert (done.returncode == 0) == healthy, done.stdout + done.stderr
+    logged = calls(tmp_path)
+    assert logged[0] == "pg_isready -h 127.0.0.1 -U hindsight -d hindsight"
+    if ready:
+        assert logged[1] == "psql -h 127.0.0.1 -U hindsight -d hindsight -XtAc SELECT pg_is_in_recovery()"

@@ -1,12 +1,14 @@
-"""deploy/helm: `helm lint --strict` and `helm template` (Helm v4 as a library, offline) with the default
-and the production-like values, every rendered manifest validated strictly against the Kubernetes
-schemas of the oldest supported and the newest known version, the values schema rejecting bad values,
-and the rendered configuration accepted by hindsight's own settings classes."""
+"""deploy/helm: `helm lint --strict` and `helm template` (Helm v4 as a library, offline) with the default,
+the production-like and the CloudNativePG values, every rendered manifest validated strictly against the
+Kubernetes schemas of the oldest supported and the newest known version (the CloudNativePG Cluster
+against the fields of its API type that the chart uses), the values schema rejecting bad values, and the
+rendered configuration, database DSNs included, accepted by hindsight's own settings classes."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from collections import Counter
 from pathlib import Path
@@ -31,11 +33,18 @@ EXTERNAL_DB = {
     "postgresql": {"enabled": False},
     "secrets": {"databaseDsn": "postgresql://hindsight:secret@db.example.com:5432/hindsight"},
 }
+CLOUDNATIVEPG = {"postgresql": {"enabled": False}, "cloudnativepg": {"enabled": True}}
+CLUSTER = f"{RELEASE}-hindsight-db"  # the CloudNativePG Cluster's default name
 
 
 def production_values() -> dict[str, Any]:
     values: dict[str, Any] = yaml.safe_load(PRODUCTION.read_text())
     return values
+
+
+def named_values(name: str | None) -> dict[str, Any] | None:
+    """The values files the chart is checked with, by name (None: the chart's defaults)."""
+    return {None: None, "production": production_values(), "cloudnativepg": CLOUDNATIVEPG}[name]
 
 
 def lint(values: dict[str, Any] | None) -> dict[str, Any]:
@@ -86,9 +95,11 @@ def container(documents: list[dict[str, Any]], deployment: str) -> dict[str, Any
     return containers[0]
 
 
-@pytest.mark.parametrize("values", [None, "production"], ids=["default", "production"])
+@pytest.mark.parametrize(
+    "values", [None, "production", "cloudnativepg"], ids=["default", "production", "cnpg"]
+)
 def test_lint_strict(values: str | None) -> None:
-    report = lint(production_values() if values else None)
+    report = lint(named_values(values))
     assert report["errors"] == []
     # Strict: warnings count as errors; only informational notes (e.g. "icon is recommended") pass.
     assert [m for m in report["messages"] if m["severity"] >= 2] == []
@@ -118,20 +129,30 @@ PRODUCTION_KINDS = {
     "Pod": 1,
     # no Secret: secrets.existingSecret
 }
+CLOUDNATIVEPG_KINDS = {
+    **{
+        kind: count for kind, count in DEFAULT_KINDS.items() if kind != "StatefulSet"
+    },  # no bundled PostgreSQL
+    "Service": 4,  # the operator makes the Cluster's own (-rw, -ro, -r)
+    "Cluster": 1,
+}
 
 
 @pytest.mark.usefixtures("kubernetes_schemas")
 @pytest.mark.parametrize(
     ("values", "expected"),
-    [(None, DEFAULT_KINDS), ("production", PRODUCTION_KINDS)],
-    ids=["default", "production"],
+    [(None, DEFAULT_KINDS), ("production", PRODUCTION_KINDS), ("cloudnativepg", CLOUDNATIVEPG_KINDS)],
+    ids=["default", "production", "cnpg"],
 )
 def test_rendered_manifests_are_valid_kubernetes(values: str | None, expected: dict[str, int]) -> None:
     import kubernetes_validate
 
-    documents = render(production_values() if values else None)
+    documents = render(named_values(values))
     assert kinds(documents) == Counter(expected)
     for document in documents:
+        if document["apiVersion"] == CNPG_API_VERSION:
+            validate_cluster(document)  # a custom resource: Kubernetes' own schemas do not know it
+            continue
         for version in SCHEMA_VERSIONS:
             try:
                 kubernetes_validate.validate(document, version, strict=True)
@@ -162,6 +183,23 @@ def test_the_validator_can_fail() -> None:
         ({"config": {"recal": {"min_score": 0.4}}}, "recal"),
         ({"image": {"pullPolicy": "Sometimes"}}, "pullPolicy"),
         ({"secrets": {"databaseDsn": "mysql://x"}}, "databaseDsn"),
+        ({"secrets": {"databaseReplicaDsns": ["mysql://x"]}}, "/secrets/databaseReplicaDsns/0"),
+        ({"secrets": {"databaseReplicaDsns": "postgresql://x"}}, "/secrets/databaseReplicaDsns"),
+        ({**CLOUDNATIVEPG, "cloudnativepg": {"enabled": True, "instances": 0}}, "/cloudnativepg/instances"),
+        ({**CLOUDNATIVEPG, "cloudnativepg": {"enabled": True, "instances": "2"}}, "/cloudnativepg/instances"),
+        ({**CLOUDNATIVEPG, "cloudnativepg": {"enabled": True, "instances": 1.5}}, "/cloudnativepg/instances"),
+        ({"cloudnativepg": {"enabled": True}}, "/postgresql/enabled"),  # both databases at once
+        ({"cloudnativepg": {"clusterName": "Hindsight_DB"}}, "/cloudnativepg/clusterName"),
+        ({"cloudnativepg": {"clusterName": "a" * 51}}, "/cloudnativepg/clusterName"),
+        ({"cloudnativepg": {"database": "hind sight"}}, "/cloudnativepg/database"),
+        ({"cloudnativepg": {"storage": {"sise": "10Gi"}}}, "sise"),
+        ({"cloudnativepg": {"storage": {"size": "ten gigs"}}}, "/cloudnativepg/storage/size"),
+        (
+            {"cloudnativepg": {"affinity": {"podAntiAffinity": {}}}},
+            "podAntiAffinity",
+        ),  # a Kubernetes Affinity
+        ({"cloudnativepg": {"readFromReplicas": "yes"}}, "/cloudnativepg/readFromReplicas"),
+        ({"cloudnativepg": {"instance": 3}}, "instance"),
     ],
     ids=[
         "negative-replicas",
@@ -172,6 +210,20 @@ def test_the_validator_can_fail() -> None:
         "section",
         "enum",
         "dsn",
+        "replica-dsn",
+        "replica-dsns-not-a-list",
+        "cnpg-zero-instances",
+        "cnpg-instances-string",
+        "cnpg-instances-fraction",
+        "cnpg-and-bundled",
+        "cnpg-name-not-a-label",
+        "cnpg-name-too-long",
+        "cnpg-database-identifier",
+        "cnpg-storage-misspelt",
+        "cnpg-storage-size",
+        "cnpg-kubernetes-affinity",
+        "cnpg-read-bool",
+        "cnpg-misspelt",
     ],
 )
 def test_schema_rejects_bad_values(values: dict[str, Any], complaint: str) -> None:
@@ -215,6 +267,20 @@ def test_migrations_hooks_follow_the_database() -> None:
 
     bundled = one(render(None), "Job", job_name)
     assert bundled["metadata"]["annotations"]["helm.sh/hook"] == "post-install,pre-upgrade"
+
+    # CloudNativePG: after install too (the Cluster is one of the release's objects), on the primary's
+    # -rw Service with the operator's credentials; the Job never reads from the standbys.
+    cnpg = render(CLOUDNATIVEPG)
+    job = one(cnpg, "Job", job_name)
+    assert job["metadata"]["annotations"]["helm.sh/hook"] == "post-install,pre-upgrade"
+    assert [d for d in cnpg if d["kind"] == "Secret" and d["metadata"]["name"] == job_name] == []
+    env = {e["name"]: e for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    for variable, key in [("DATABASE_USERNAME", "username"), ("DATABASE_PASSWORD", "password")]:
+        assert env[variable]["valueFrom"]["secretKeyRef"] == {"name": f"{CLUSTER}-app", "key": key}
+    assert env["HINDSIGHT_DATABASE__DSN"]["value"] == (
+        f"postgresql://$(DATABASE_USERNAME):$(DATABASE_PASSWORD)@{CLUSTER}-rw:5432/hindsight"
+    )
+    assert "HINDSIGHT_DATABASE__REPLICA_DSNS" not in env
 
 
 def test_server_probes_scaling_and_hardening() -> None:
@@ -687,3 +753,381 @@ def test_chart_names_home_and_sources() -> None:
     assert chart["home"] == "https://github.com/hindsight-memory/hindsight"
     assert chart["sources"] == [chart["home"]]
     assert all(source.startswith("https://") for source in chart["sources"])
+
+
+# ---------------------------------------------------------------------------------------- database replicas
+
+CNPG_API_VERSION = "postgresql.cnpg.io/v1"
+DNS_1035_LABEL = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
+QUANTITY = {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti|P|Pi|E|Ei)?$"}
+STRING = {"type": "string"}
+STRING_MAP = {"type": "object", "additionalProperties": STRING}
+
+
+def _fields(properties: dict[str, Any], *required: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(required),
+        "additionalProperties": False,
+    }
+
+
+# The fields of CloudNativePG's Cluster (postgresql.cnpg.io/v1: ClusterSpec, BootstrapInitDB,
+# PostgresConfiguration, StorageConfiguration, EphemeralVolumesSizeLimitConfiguration,
+# AffinityConfiguration in its api/v1/cluster_types.go) that the chart renders, with their types. Anything
+# else is refused, as a misspelt field would be by the API server (the CRD's structural schema) -- the
+# offline stand-in for validating against the CRD, which kubernetes-validate does not ship.
+CLUSTER_SCHEMA = _fields(
+    {
+        "apiVersion": {"const": CNPG_API_VERSION},
+        "kind": {"const": "Cluster"},
+        # The operator's own limits on the name: a DNS-1035 label of at most 50 characters.
+        "metadata": _fields(
+            {"name": {"type": "string", "maxLength": 50, "pattern": DNS_1035_LABEL}, "labels": STRING_MAP},
+            "name",
+        ),
+        "spec": _fields(
+            {
+                "description": STRING,
+                "instances": {"type": "integer", "minimum": 1},
+                "imageName": {"type": "string", "minLength": 1},
+                "imagePullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]},
+                "imagePullSecrets": {"type": "array", "items": _fields({"name": STRING}, "name")},
+                "inheritedMetadata": _fields({"labels": STRING_MAP, "annotations": STRING_MAP}),
+                "bootstrap": _fields(
+                    {
+                        "initdb": _fields(
+                            {
+                                "database": STRING,
+                                "owner": STRING,
+                                "postInitApplicationSQL": {"type": "array", "items": STRING},
+                            }
+                        )
+                    }
+                ),
+                "postgresql": _fields({"parameters": STRING_MAP}),  # map[string]string: strings only
+                "storage": _fields({"size": QUANTITY, "storageClass": STRING}, "size"),
+                "ephemeralVolumesSizeLimit": _fields({"shm": QUANTITY, "temporaryData": QUANTITY}),
+                "resources": _fields({"requests": {"type": "object"}, "limits": {"type": "object"}}),
+                "enablePDB": {"type": "boolean"},
+                "affinity": _fields(
+                    {
+                        "enablePodAntiAffinity": {"type": "boolean"},
+                        "topologyKey": STRING,
+                        "nodeSelector": STRING_MAP,
+                        "nodeAffinity": {"type": "object"},
+                        "tolerations": {"type": "array", "items": {"type": "object"}},
+                        "podAntiAffinityType": {"enum": ["preferred", "required"]},
+                        "additionalPodAntiAffinity": {"type": "object"},
+                        "additionalPodAffinity": {"type": "object"},
+                    }
+                ),
+            },
+            "instances",
+        ),
+    },
+    "apiVersion",
+    "kind",
+    "metadata",
+    "spec",
+)
+
+
+def validate_cluster(document: dict[str, Any]) -> None:
+    import jsonschema  # kubernetes-validate's own dependency
+
+    errors = sorted(jsonschema.Draft7Validator(CLUSTER_SCHEMA).iter_errors(document), key=str)
+    if errors:
+        pytest.fail(
+            f"Cluster/{document['metadata']['name']}: "
+            + "; ".join(f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in errors)
+        )
+
+
+@pytest.mark.usefixtures("kubernetes_schemas")
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        (("spec", "bootstrap", "initdb", "postInitApplicationSql"), ["SELECT 1"]),
+        (("spec", "instances"), "2"),
+        (("spec", "postgresql", "parameters", "max_connections"), 200),
+        (("spec", "storage", "storageClassName"), "fast"),
+    ],
+    ids=["misspelt-field", "instances-string", "parameter-not-a-string", "kubernetes-field-name"],
+)
+def test_the_cluster_validator_can_fail(path: tuple[str, ...], value: Any) -> None:
+    cluster = one(render(CLOUDNATIVEPG), "Cluster", CLUSTER)
+    validate_cluster(cluster)
+    target = cluster
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    with pytest.raises(pytest.fail.Exception):
+        validate_cluster(cluster)
+
+
+def test_cloudnativepg_cluster_has_pgvector_and_standbys() -> None:
+    documents = render(CLOUDNATIVEPG)
+    assert "StatefulSet" not in kinds(documents), "the bundled PostgreSQL is left out"
+    cluster = one(documents, "Cluster", CLUSTER)
+    assert cluster["apiVersion"] == CNPG_API_VERSION
+    spec = cluster["spec"]
+    assert spec["instances"] == 2  # a primary and one standby behind -ro
+    # CloudNativePG's standard images carry pgvector; the major matches the compose and bundled image's.
+    assert re.fullmatch(r"ghcr\.io/cloudnative-pg/postgresql:17(\.\d+)?-standard-\w+", spec["imageName"])
+    initdb = spec["bootstrap"]["initdb"]
+    assert (initdb["database"], initdb["owner"]) == ("hindsight", "hindsight")
+    assert "CREATE EXTENSION IF NOT EXISTS vector" in initdb["postInitApplicationSQL"]
+    # Migration 0011 needs btree_gin; the owner the servers connect as is no superuser.
+    assert "CREATE EXTENSION IF NOT EXISTS btree_gin" in initdb["postInitApplicationSQL"]
+    parameters = spec["postgresql"]["parameters"]
+    assert parameters["hot_standby_feedback"] == "on"
+    assert parameters["max_connections"] == "200"
+    assert spec["storage"] == {"size": "20Gi"}
+    assert spec["ephemeralVolumesSizeLimit"] == {"shm": "1Gi"}
+    assert spec["enablePDB"] is True
+    assert "affinity" not in spec  # the operator's default anti-affinity
+
+    tuned = one(
+        render(
+            {
+                **CLOUDNATIVEPG,
+                "cloudnativepg": {
+                    "enabled": True,
+                    "clusterName": "memdb",
+                    "instances": 3,
+                    "storage": {"size": "200Gi", "storageClass": "fast"},
+                    "parameters": {"max_connections": 400, "jit": False},
+                    "affinity": {
+                        "podAntiAffinityType": "required",
+                        "topologyKey": "topology.kubernetes.io/zone",
+                    },
+                },
+            }
+        ),
+        "Cluster",
+        "memdb",
+    )
+    validate_cluster(tuned)
+    assert tuned["spec"]["instances"] == 3
+    assert tuned["spec"]["storage"] == {"size": "200Gi", "storageClass": "fast"}
+    assert tuned["spec"]["postgresql"]["parameters"]["max_connections"] == "400"  # strings for the CRD
+    assert tuned["spec"]["postgresql"]["parameters"]["jit"] == "false"
+    assert tuned["spec"]["postgresql"]["parameters"]["hot_standby_feedback"] == "on"  # defaults kept
+    assert tuned["spec"]["affinity"]["podAntiAffinityType"] == "required"
+
+
+# What the operator puts in <cluster>-app (username, password, ...): its generated password is 64
+# alphanumerics.
+APP_PASSWORD = "Q7wz" * 16
+VAR_REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def container_environment(
+    documents: list[dict[str, Any]], spec: dict[str, Any], secrets: dict[str, dict[str, str]]
+) -> dict[str, str]:
+    """A container's environment as the kubelet makes it: its envFrom ConfigMaps, then `env` in order,
+    each from a Secret key (`secrets` stands in for the cluster's; an optional key that is absent is
+    left out, a required one fails) or a literal in which $(NAME) of a variable defined before it is
+    replaced (Kubernetes' dependent environment variables)."""
+    env: dict[str, str] = {}
+    for source in spec.get("envFrom", []):
+        env |= one(documents, "ConfigMap", source["configMapRef"]["name"])["data"]
+    for item in spec.get("env", []):
+        if "valueFrom" in item:
+            reference = item["valueFrom"]["secretKeyRef"]
+            value = secrets.get(reference["name"], {}).get(reference["key"])
+            if value is None:
+                assert reference.get("optional"), (
+                    f"{item['name']}: no key {reference['key']} in {reference['name']}"
+                )
+                continue
+            env[item["name"]] = value
+        else:
+            env[item["name"]] = VAR_REFERENCE.sub(lambda match: env.get(match[1], match[0]), item["value"])
+    return env
+
+
+def load_container_settings(
+    documents: list[dict[str, Any]],
+    spec: dict[str, Any],
+    secrets: dict[str, dict[str, str]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Settings:
+    """hindsight's settings as the container loads them: its environment, and the settings file where
+    the pod mounts it."""
+    env = container_environment(documents, spec, secrets)
+    for key in [k for k in os.environ if k.startswith("HINDSIGHT_")]:
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    if "HINDSIGHT_CONFIG" in env:
+        config = tmp_path / "hindsight.toml"
+        config.write_text(
+            one(documents, "ConfigMap", f"{RELEASE}-hindsight-config")["data"]["hindsight.toml"]
+        )
+        monkeypatch.setenv("HINDSIGHT_CONFIG", str(config))
+    return load_settings()
+
+
+def rendered_secrets(documents: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    return {d["metadata"]["name"]: d.get("stringData", {}) for d in documents if d["kind"] == "Secret"}
+
+
+def cnpg_values(**settings: Any) -> dict[str, Any]:
+    return {"postgresql": {"enabled": False}, "cloudnativepg": {"enabled": True, **settings}}
+
+
+REPLICA_1 = "postgresql://hindsight:secret@db-replica-1.example.com:5432/hindsight"
+REPLICA_2 = "postgresql://hindsight:secret@db-replica-2.example.com:5432/hindsight"
+
+
+@pytest.mark.parametrize(
+    ("values", "cluster_secrets", "dsn", "replicas"),
+    [
+        (None, {}, None, ()),
+        (
+            CLOUDNATIVEPG,
+            {f"{CLUSTER}-app": {"username": "hindsight", "password": APP_PASSWORD}},
+            f"postgresql://hindsight:{APP_PASSWORD}@{CLUSTER}-rw:5432/hindsight",
+            (f"postgresql://hindsight:{APP_PASSWORD}@{CLUSTER}-ro:5432/hindsight",),
+        ),
+        (
+            cnpg_values(clusterName="memdb", database="memories", owner="agent", instances=3),
+            {"memdb-app": {"username": "agent", "password": APP_PASSWORD}},
+            f"postgresql://agent:{APP_PASSWORD}@memdb-rw:5432/memories",
+            (f"postgresql://agent:{APP_PASSWORD}@memdb-ro:5432/memories",),
+        ),
+        (
+            cnpg_values(instances=1),
+            {f"{CLUSTER}-app": {"username": "hindsight", "password": APP_PASSWORD}},
+            f"postgresql://hindsight:{APP_PASSWORD}@{CLUSTER}-rw:5432/hindsight",
+            (),  # no standby: -ro would have no endpoints
+        ),
+        (
+            cnpg_values(readFromReplicas=False),
+            {f"{CLUSTER}-app": {"username": "hindsight", "password": APP_PASSWORD}},
+            f"postgresql://hindsight:{APP_PASSWORD}@{CLUSTER}-rw:5432/hindsight",
+            (),
+        ),
+        (EXTERNAL_DB, {}, EXTERNAL_DB["secrets"]["databaseDsn"], ()),
+        (
+            {
+                **EXTERNAL_DB,
+                "secrets": {**EXTERNAL_DB["secrets"], "databaseReplicaDsns": [REPLICA_1, REPLICA_2]},
+            },
+            {},
+            EXTERNAL_DB["secrets"]["databaseDsn"],
+            (REPLICA_1, REPLICA_2),
+        ),
+        (
+            {"postgresql": {"enabled": False}, "secrets": {"existingSecret": "creds"}},
+            {
+                "creds": {
+                    "database-dsn": EXTERNAL_DB["secrets"]["databaseDsn"],
+                    "database-replica-dsns": f'["{REPLICA_1}"]',
+                }
+            },
+            EXTERNAL_DB["secrets"]["databaseDsn"],
+            (REPLICA_1,),
+        ),
+        (
+            {"postgresql": {"enabled": False}, "secrets": {"existingSecret": "creds"}},
+            {"creds": {"database-dsn": EXTERNAL_DB["secrets"]["databaseDsn"]}},  # the key is optional
+            EXTERNAL_DB["secrets"]["databaseDsn"],
+            (),
+        ),
+    ],
+    ids=[
+        "bundled",
+        "cnpg",
+        "cnpg-renamed-three-instances",
+        "cnpg-one-instance",
+        "cnpg-primary-reads",
+        "external",
+        "external-replicas",
+        "existing-secret-replicas",
+        "existing-secret-without-replicas",
+    ],
+)
+def test_server_database_settings_are_accepted_by_hindsight(
+    values: dict[str, Any] | None,
+    cluster_secrets: dict[str, dict[str, str]],
+    dsn: str | None,
+    replicas: tuple[str, ...],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The memory servers' environment resolved as the kubelet does (Secret keys, $(VAR) expansion) and
+    loaded by hindsight's settings: writes on the primary, reads on the replicas the mode provides."""
+    documents = render(values)
+    secrets = rendered_secrets(documents) | cluster_secrets
+    settings = load_container_settings(
+        documents, container(documents, "server"), secrets, tmp_path, monkeypatch
+    )
+    expected_dsn = dsn if dsn is not None else secrets[f"{RELEASE}-hindsight"]["database-dsn"]
+    assert settings.database.dsn == expected_dsn
+    assert settings.database.replica_dsns == replicas
+    assert settings.server.port == 50051  # the rest of the configuration still applies
+
+    # The migrations Job writes only: the primary, never a replica.
+    job = one(documents, "Job", f"{RELEASE}-hindsight-migrations")["spec"]["template"]["spec"]["containers"][
+        0
+    ]
+    job_settings = load_container_settings(documents, job, secrets, tmp_path, monkeypatch)
+    assert job_settings.database.dsn == expected_dsn
+    assert job_settings.database.replica_dsns == ()
+
+
+def test_external_replica_dsns_are_kept_in_the_secret() -> None:
+    documents = render(
+        {**EXTERNAL_DB, "secrets": {**EXTERNAL_DB["secrets"], "databaseReplicaDsns": [REPLICA_1]}}
+    )
+    secret = one(documents, "Secret", f"{RELEASE}-hindsight")["stringData"]
+    assert json.loads(secret["database-replica-dsns"]) == [REPLICA_1]
+    env = env_of(container(documents, "server"))
+    assert "value" not in env["HINDSIGHT_DATABASE__REPLICA_DSNS"], "credentials stay in the Secret"
+    # The CloudNativePG mode keeps no database credentials in the chart's Secret: the operator's has them.
+    cnpg_secret = one(render(CLOUDNATIVEPG), "Secret", f"{RELEASE}-hindsight")["stringData"]
+    assert not {"database-dsn", "database-replica-dsns", "postgres-password"} & set(cnpg_secret)
+
+
+@pytest.mark.parametrize(
+    ("values", "complaint"),
+    [
+        (
+            {"secrets": {"databaseReplicaDsns": [REPLICA_1]}},
+            "secrets.databaseReplicaDsns is for an external database",
+        ),
+        (
+            {**CLOUDNATIVEPG, "secrets": {"databaseReplicaDsns": [REPLICA_1]}},
+            "secrets.databaseReplicaDsns is for an external database",
+        ),
+        ({**CLOUDNATIVEPG, "fullnameOverride": "1mem"}, "must start with a letter"),
+    ],
+    ids=["replicas-with-bundled", "replicas-with-cnpg", "cluster-name-from-a-digit"],
+)
+def test_database_values_that_cannot_work_are_refused(values: dict[str, Any], complaint: str) -> None:
+    from helm_python import HelmRenderError
+
+    # `helm lint` lets a template's `fail` pass (lint mode); install and template stop on it.
+    with pytest.raises(HelmRenderError, match=complaint):
+        render(values)
+
+
+def test_cluster_name_is_checked_only_for_a_cluster() -> None:
+    """A release name may start with a digit: only a CloudNativePG Cluster named after it is refused."""
+    assert one(render({"fullnameOverride": "1mem"}), "StatefulSet", "1mem-postgresql")
+    assert one(
+        render(
+            {
+                **CLOUDNATIVEPG,
+                "fullnameOverride": "1mem",
+                "cloudnativepg": {"enabled": True, "clusterName": "mem-db"},
+            }
+        ),
+        "Cluster",
+        "mem-db",
+    )

@@ -64,18 +64,45 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 
 {{/*
+Where the database comes from: bundled (the chart's StatefulSet), cloudnativepg (a CloudNativePG
+Cluster the chart declares) or external (secrets.databaseDsn / the existing Secret's database-dsn).
+*/}}
+{{- define "hindsight.databaseMode" -}}
+{{- if and .Values.postgresql.enabled .Values.cloudnativepg.enabled }}
+{{- fail "postgresql.enabled and cloudnativepg.enabled are alternatives: set postgresql.enabled=false for a CloudNativePG Cluster" }}
+{{- end }}
+{{- if and .Values.secrets.databaseReplicaDsns (or .Values.postgresql.enabled .Values.cloudnativepg.enabled) }}
+{{- fail "secrets.databaseReplicaDsns is for an external database (the bundled one has no replicas; CloudNativePG's standbys are wired by the chart)" }}
+{{- end }}
+{{- if .Values.cloudnativepg.enabled }}cloudnativepg{{ else if .Values.postgresql.enabled }}bundled{{ else }}external{{ end }}
+{{- end }}
+
+{{/*
+The CloudNativePG Cluster's name: its Services are NAME-rw / NAME-ro, its credentials NAME-app. The
+operator takes a DNS-1035 label of at most 50 characters (a release name may start with a digit).
+*/}}
+{{- define "hindsight.cnpgClusterName" -}}
+{{- $name := .Values.cloudnativepg.clusterName | default (printf "%s-db" (include "hindsight.fullname" . | trunc 47 | trimSuffix "-")) }}
+{{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $name) }}
+{{- fail (printf "the CloudNativePG Cluster's name %q must start with a letter (a DNS-1035 label): set cloudnativepg.clusterName" $name) }}
+{{- end }}
+{{- $name }}
+{{- end }}
+
+{{/*
 The migrations Job runs before the release's own resources exist (pre-install) when the database is
-external, so it reads a hook Secret of its own. With the bundled PostgreSQL it runs after install
-(post-install: the database must exist first) and can read the release's Secret.
+external, so it reads a hook Secret of its own. With the bundled PostgreSQL or a CloudNativePG Cluster
+it runs after install (post-install: the database must exist first), the bundled one's with the
+release's Secret, the Cluster's with the operator's.
 */}}
 {{- define "hindsight.migrationsHooks" -}}
-{{- if .Values.postgresql.enabled }}post-install,pre-upgrade{{ else }}pre-install,pre-upgrade{{ end }}
+{{- if eq (include "hindsight.databaseMode" .) "external" }}pre-install,pre-upgrade{{ else }}post-install,pre-upgrade{{ end }}
 {{- end }}
 
 {{- define "hindsight.migrationsSecretName" -}}
 {{- if .Values.secrets.existingSecret }}
 {{- .Values.secrets.existingSecret }}
-{{- else if .Values.postgresql.enabled }}
+{{- else if ne (include "hindsight.databaseMode" .) "external" }}
 {{- include "hindsight.fullname" . }}
 {{- else }}
 {{- printf "%s-migrations" (include "hindsight.fullname" .) }}
@@ -84,7 +111,7 @@ external, so it reads a hook Secret of its own. With the bundled PostgreSQL it r
 
 {{/* The external DSN, required when no bundled database and no existing Secret provide one. */}}
 {{- define "hindsight.externalDsn" -}}
-{{- required "secrets.databaseDsn is required when postgresql.enabled is false and secrets.existingSecret is empty (postgresql://USER:PASSWORD@HOST:5432/DB)" .Values.secrets.databaseDsn }}
+{{- required "secrets.databaseDsn is required when postgresql.enabled and cloudnativepg.enabled are false and secrets.existingSecret is empty (postgresql://USER:PASSWORD@HOST:5432/DB)" .Values.secrets.databaseDsn }}
 {{- end }}
 
 {{/* Triton's gRPC address as the memory servers see it. */}}
@@ -125,11 +152,47 @@ HTTP/2 connection, and so every call, to one pod).
   value: {{ printf "service.namespace=%s,k8s.namespace.name=%s" .ctx.Release.Name .ctx.Release.Namespace | quote }}
 {{- end }}
 
-{{/* The database settings every process that talks to PostgreSQL needs (servers, migrations). */}}
+{{/*
+The database settings every process that talks to PostgreSQL needs: include with (dict "ctx" $
+"secretName" NAME "reads" BOOL). reads: the replica DSNs too (the memory servers; the migrations only
+write). A CloudNativePG Cluster's URIs are put together by Kubernetes ($(VAR) expansion) from its
+<name>-app Secret, whose generated password is alphanumeric (no percent-encoding needed in a URI).
+*/}}
 {{- define "hindsight.databaseEnv" -}}
+{{- $mode := include "hindsight.databaseMode" .ctx }}
+{{- if eq $mode "cloudnativepg" }}
+{{- $cnpg := .ctx.Values.cloudnativepg }}
+{{- $cluster := include "hindsight.cnpgClusterName" .ctx }}
+{{- $credentials := "$(DATABASE_USERNAME):$(DATABASE_PASSWORD)" -}}
+- name: DATABASE_USERNAME
+  valueFrom:
+    secretKeyRef:
+      name: {{ $cluster }}-app
+      key: username
+- name: DATABASE_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $cluster }}-app
+      key: password
+- name: HINDSIGHT_DATABASE__DSN
+  value: {{ printf "postgresql://%s@%s-rw:5432/%s" $credentials $cluster $cnpg.database | quote }}
+{{- if and .reads $cnpg.readFromReplicas (gt (int $cnpg.instances) 1) }}
+- name: HINDSIGHT_DATABASE__REPLICA_DSNS
+  value: {{ list (printf "postgresql://%s@%s-ro:5432/%s" $credentials $cluster $cnpg.database) | toJson | quote }}
+{{- end }}
+{{- else -}}
 - name: HINDSIGHT_DATABASE__DSN
   valueFrom:
     secretKeyRef:
       name: {{ .secretName }}
       key: database-dsn
+{{- if and .reads (eq $mode "external") }}
+- name: HINDSIGHT_DATABASE__REPLICA_DSNS
+  valueFrom:
+    secretKeyRef:
+      name: {{ .secretName }}
+      key: database-replica-dsns
+      optional: true
+{{- end }}
+{{- end }}
 {{- end }}
