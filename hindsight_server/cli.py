@@ -466,6 +466,24 @@ def cmd_bench_write(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_replicas(args: argparse.Namespace) -> int:
+    from hindsight_server.bench.replicas import report, run_replicas_bench
+
+    async def work() -> str:
+        result = await run_replicas_bench(
+            args.target,
+            rounds=args.rounds,
+            seconds=args.seconds,
+            concurrency=args.concurrency,
+            batch_size=args.batch_size,
+            sample_s=args.sample_s,
+        )
+        return report(result, args.json)
+
+    print(asyncio.run(work()))
+    return 0
+
+
 def cmd_bench_recall(args: argparse.Namespace) -> int:
     from hindsight_server.bench.corpus import recall_corpus
     from hindsight_server.bench.eval_corpus import eval_corpus
@@ -754,6 +772,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     recall_bench.add_argument("--json", action="store_true")
     recall_bench.set_defaults(handler=cmd_bench_recall)
+
+    replicas_bench = benches.add_parser(
+        "replicas", help="the consistency token's cost and the replica lag under writes (a running server)"
+    )
+    replicas_bench.add_argument(
+        "--target", required=True, help="HOST:PORT of a server with database.replica_dsns"
+    )
+    replicas_bench.add_argument("--rounds", type=int, default=500, help="Write+Recall pairs, each way")
+    replicas_bench.add_argument("--seconds", type=float, default=30.0, help="the write load's duration")
+    replicas_bench.add_argument("--concurrency", type=int, default=2, help="WriteBatch calls in flight")
+    replicas_bench.add_argument("--batch-size", type=int, default=100)
+    replicas_bench.add_argument("--sample-s", type=float, default=0.1, help="how often the lag is read")
+    replicas_bench.add_argument("--json", action="store_true")
+    replicas_bench.set_defaults(handler=cmd_bench_replicas)
 
     mcp_bench = benches.add_parser(
         "mcp", help="latency an MCP recall (streamable HTTP) adds over gRPC Recall"

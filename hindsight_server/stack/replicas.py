@@ -32,6 +32,8 @@ from typing import IO
 import asyncpg
 import psutil
 
+from hindsight_server.stack.launch import launched
+
 log = logging.getLogger(__name__)
 
 # One WAL sender each on the primary (max_wal_senders: 10), two more while a base backup streams.
@@ -160,11 +162,10 @@ class Replica:
         argv += ["-p", str(primary.port), "-U", "postgres", "-w", "-X", "stream", "-S", self.slot, "-R"]
         argv += ["--checkpoint=fast"]  # not a spread checkpoint: minutes on an idle primary
         process = await asyncio.create_subprocess_exec(
-            *argv,
+            *launched(argv, user=primary.system_user),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            user=primary.system_user,
         )
         _, stderr = await process.communicate()
         if process.returncode != 0:
@@ -259,11 +260,13 @@ def _stop_leftover(data_dir: Path, user: str | None) -> None:
         return
     log.warning("%s: a standby an earlier run left is still running; stopping it", data_dir)
     subprocess.run(
-        [str(bin_dir() / "pg_ctl"), "-D", str(data_dir), "-m", "fast", "-w", "-t", "60", "stop"],
+        launched(
+            [str(bin_dir() / "pg_ctl"), "-D", str(data_dir), "-m", "fast", "-w", "-t", "60", "stop"],
+            user=user,
+        ),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        user=user,
         check=False,
     )
 

@@ -32,6 +32,7 @@ from embedder.triton import TritonServer
 from gateway_mcp.config import HEALTH_PATH, GatewaySettings, load_gateway_settings
 from hindsight_server.config import Settings
 from hindsight_server.stack.inference import embedded_triton
+from hindsight_server.stack.launch import launched
 from hindsight_server.stack.nginx import (
     NginxGateway,
     NginxNotFound,
@@ -52,24 +53,7 @@ from hindsight_server.stack.replicas import (
 
 log = logging.getLogger(__name__)
 
-_PR_SET_PDEATHSIG = 1
 READY_BANNER = "hindsight is up"
-
-
-# Sets PR_SET_PDEATHSIG, checks the parent did not die before it was set, then becomes the child's own
-# program (same pid). Not a preexec_fn: Python code run between fork and exec in a process whose gRPC
-# threads are busy (the supervisor's readiness probes) aborted the child (SIGABRT, a standby restart).
-_DIE_WITH_PARENT = (
-    "import ctypes, os, signal, sys; "
-    f"ctypes.CDLL('libc.so.6', use_errno=True).prctl({_PR_SET_PDEATHSIG}, signal.SIGTERM); "
-    "os.getppid() == int(sys.argv[1]) or sys.exit(1); "
-    "os.execvp(sys.argv[2], sys.argv[2:])"
-)
-
-
-def _dying_with_parent(argv: list[str]) -> list[str]:
-    """argv, run so that it gets SIGTERM if the supervisor dies."""
-    return [sys.executable, "-c", _DIE_WITH_PARENT, str(os.getpid()), *argv]
 
 
 @dataclass
@@ -98,7 +82,7 @@ class Child:
     async def spawn(self) -> None:
         self._reap()  # what a previous run left (the workers of a master that was killed)
         self.process = await asyncio.create_subprocess_exec(
-            *_dying_with_parent(self.argv), env=self.env, start_new_session=self.own_group
+            *launched(self.argv, die_with_parent=True), env=self.env, start_new_session=self.own_group
         )
 
     async def stop(self, grace_s: float) -> None:
@@ -145,12 +129,11 @@ class ReplicaChild(Child):
         output = self.replica.open_log()  # its server log, as the primary's: <its data dir>/log
         try:
             self.process = await asyncio.create_subprocess_exec(
-                *_dying_with_parent(self.argv),
+                *launched(self.argv, user=self.replica.primary.system_user, die_with_parent=True),
                 env=self.env,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=output,
                 stderr=output,
-                user=self.replica.primary.system_user,
             )
         finally:
             output.close()

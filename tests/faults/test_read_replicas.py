@@ -23,6 +23,7 @@ from hindsight.consistency import TRAILER, decode_token, encode_token
 from hindsight.v1 import memory_pb2 as pb
 from hindsight.v1 import memory_pb2_grpc as pb_grpc
 from hindsight_server.app import RunningServer, start_server
+from hindsight_server.bench.replicas import report, run_replicas_bench
 from hindsight_server.config import load_settings
 from hindsight_server.rpc.ops import fetch_status
 from hindsight_server.status_cli import render
@@ -267,14 +268,33 @@ async def test_a_token_from_the_future_fails_the_precondition_without_waiting(
 
 async def test_hindsight_status_shows_where_reads_ran(server: RunningServer) -> None:
     await _usable_again(server)
+    async with HindsightClient(f"127.0.0.1:{server.port}", read_your_writes=False) as stale:
+        await stale.recall("t-status", "anything")  # no token: the usable replica answers
     status = await fetch_status(f"127.0.0.1:{server.port}", timeout_s=5)
     reads = status.figures["reads"]
     (replica,) = reads["replicas"]
     assert replica["name"] == _replica(server).name and replica["usable"] is True
-    assert replica["reads"] > 0 and reads["primary_reads"] > 0  # what the tests above sent each way
+    assert replica["reads"] == _replica(server).reads > 0
+    assert reads["primary_reads"] == _routing(server).primary_reads
     shown = render(status.target, status.serving, status.inference, status.figures)
+    assert f"  reads       {reads['primary_reads']:,} on the primary" in shown
     assert re.search(
         rf"^  replica     {re.escape(replica['name'])}: serving reads \(lag \d+ ms\), [\d,]+ reads",
         shown,
         re.MULTILINE,
     ), shown
+
+
+async def test_the_replicas_bench_measures_both_ways(server: RunningServer) -> None:
+    await _usable_again(server)
+    target = f"127.0.0.1:{server.port}"
+    result = await run_replicas_bench(
+        target, rounds=20, seconds=1.0, concurrency=1, batch_size=20, sample_s=0.05
+    )
+    assert result.replicas == 1
+    assert (result.with_token.found, result.with_token.recall.count) == (20, 20)
+    assert result.reads_with_token.primary + result.reads_with_token.replicas >= 20
+    assert result.reads_without_token.replicas > 0  # no token: the replica answers
+    assert result.under_writes.memories_per_s > 0 and result.under_writes.samples > 0
+    shown = report(result, as_json=False)
+    assert "Recall after Write, token" in shown and "found 20/20" in shown
