@@ -178,6 +178,10 @@ def memory_input(
     return message
 
 
+# The default deadline of the calls whose work grows with the data (an import batch, an erasure).
+LONG_CALL_S = 300.0
+
+
 class HindsightClient:
     def __init__(
         self,
@@ -512,6 +516,86 @@ class HindsightClient:
             min_consistency_token=self._read_after(tenant_id),
         )
         response: pb.HistoryResponse = await self._stub.History(request, **self._call_options(timeout_s))
+        return response
+
+    # ----------------------------------------------------------------------- export, import, erasure
+
+    async def export(
+        self,
+        tenant_id: str,
+        *,
+        subject: str | None = None,
+        tiers: Sequence[str] = (),
+        kinds: Sequence[str] = (),
+        start: datetime | None = None,
+        end: datetime | None = None,
+        include_history: bool = False,
+        include_embeddings: bool = False,
+        after_id: str = "",
+        timeout_s: float | None = None,
+    ) -> AsyncIterator[pb.ExportItem]:
+        """The export stream: its header first, then one item a memory. `timeout_s` bounds the whole
+        stream (None: no bound, a large tenant takes as long as it takes)."""
+        request = pb.ExportRequest(
+            tenant_id=tenant_id,
+            tiers=[tier_value(t) for t in tiers],
+            kinds=[kind_value(k) for k in kinds],
+            include_history=include_history,
+            include_embeddings=include_embeddings,
+            after_id=after_id,
+            min_consistency_token=self._read_after(tenant_id),
+        )
+        if subject is not None:
+            request.subject = subject
+        if start is not None or end is not None:
+            _set_time(request.time_range, "start", start)
+            _set_time(request.time_range, "end", end)
+            request.time_range.SetInParent()
+        stream = self._stub.Export(request, timeout=timeout_s, metadata=self._metadata)
+        async for item in stream:
+            yield item
+
+    async def import_memories(
+        self,
+        tenant_id: str,
+        memories: Sequence[pb.ExportedMemory],
+        *,
+        new_ids: bool = False,
+        models: Sequence[pb.EmbeddingModel] = (),
+        timeout_s: float | None = None,
+    ) -> pb.ImportResponse:
+        """One batch of exported memories, all or nothing; `models`: the export header's."""
+        request = pb.ImportRequest(tenant_id=tenant_id, memories=memories, new_ids=new_ids, models=models)
+        response: pb.ImportResponse = await self._mutate(self._stub.Import, request, timeout_s or LONG_CALL_S)
+        return response
+
+    async def erase(
+        self,
+        tenant_id: str,
+        *,
+        subject: str | None = None,
+        whole_tenant: bool = False,
+        memory_ids: Sequence[str] = (),
+        reason: str = "",
+        idempotency_key: str = "",
+        timeout_s: float | None = None,
+    ) -> pb.EraseResponse:
+        """Erases exactly one scope: a subject, the whole tenant, or the named memories."""
+        scopes = (subject is not None) + whole_tenant + bool(memory_ids)
+        if scopes != 1:
+            raise ValueError("erase one scope: subject=..., whole_tenant=True or memory_ids=[...]")
+        request = pb.EraseRequest(
+            tenant_id=tenant_id,
+            reason=reason,
+            idempotency_key=idempotency_key or new_idempotency_key(),
+        )
+        if subject is not None:
+            request.subject = subject
+        elif whole_tenant:
+            request.whole_tenant = True
+        else:
+            request.memories.ids.extend(memory_ids)
+        response: pb.EraseResponse = await self._mutate(self._stub.Erase, request, timeout_s or LONG_CALL_S)
         return response
 
     async def health(self, service: str = "", *, timeout_s: float | None = None) -> str:
