@@ -57,5 +57,9 @@ class TTLCache(Generic[K, V]):
         while len(self._entries) > self.maxsize:
             self._entries.popitem(last=False)
 
+    def clear(self) -> None:
+        """Every entry dropped (the counters stay)."""
+        self._entries.clear()
+
     def __len__(self) -> int:
         return len(self._entries)

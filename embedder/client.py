@@ -207,6 +207,10 @@ class TritonEmbedder(_ModelClient):
     def query_cache_stats(self) -> CacheStats:
         return self._cache.stats()
 
+    def forget_queries(self) -> None:
+        """Drops every cached query vector (an erasure: the queries may have named what was erased)."""
+        self._cache.clear()
+
     async def _infer(
         self, texts: Sequence[str], timeout_s: float
     ) -> tuple[FloatMatrix, npt.NDArray[np.bool_]]:

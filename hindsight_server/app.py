@@ -8,7 +8,7 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -25,6 +25,7 @@ from hindsight_server.domain.clock import Clock, system_clock
 from hindsight_server.domain.consolidation import ConsolidationPolicy
 from hindsight_server.domain.errors import HindsightError
 from hindsight_server.domain.model import VectorSpace
+from hindsight_server.domain.portability import EmbeddingModel
 from hindsight_server.domain.ratelimit import RateLimiter
 from hindsight_server.inference.summarizer import LlmSummarizer
 from hindsight_server.inference.tier import DimensionMismatch, InferenceTier
@@ -32,8 +33,10 @@ from hindsight_server.inference.tracing import record_call
 from hindsight_server.pipelines.access import AccessTracker
 from hindsight_server.pipelines.activity import WriteActivity
 from hindsight_server.pipelines.backfill import BackfillSettings, EmbeddingBackfill
+from hindsight_server.pipelines.erasure import ErasurePipeline, ErasureSettings
 from hindsight_server.pipelines.jobs import JobRegistry, JobRunner, JobScheduler
 from hindsight_server.pipelines.lifecycle import LifecycleJobs, LifecycleSettings
+from hindsight_server.pipelines.portability import PortabilityPipeline
 from hindsight_server.pipelines.read import ReadPipeline
 from hindsight_server.pipelines.recall import RecallPipeline, RecallSettings
 from hindsight_server.pipelines.replies import IdempotentReplies
@@ -45,11 +48,13 @@ from hindsight_server.pipelines.write import WritePipeline, WriteSettings
 from hindsight_server.rpc.auth import AuthInterceptor
 from hindsight_server.rpc.server import add_port, build_server, set_inference_serving, set_serving
 from hindsight_server.rpc.servicer import MemoryServicer
+from hindsight_server.store.erasure import ErasureStore
 from hindsight_server.store.jobs import JobStore
 from hindsight_server.store.lifecycle import LifecycleStore
 from hindsight_server.store.memories import MemoryStore
 from hindsight_server.store.migrate import EmbeddingDimensions, SchemaShape, migrate
 from hindsight_server.store.pool import create_pool
+from hindsight_server.store.portability import PortabilityStore
 from hindsight_server.store.replies import ReplyStore
 from hindsight_server.store.routing import ReadRoute, ReadRouting, RoutingSettings
 from hindsight_server.store.sessions import SessionStore
@@ -241,6 +246,31 @@ def _session_pipeline(
     )
 
 
+def _erasures(
+    settings: Settings, pool: asyncpg.Pool, clock: Clock, forget_caches: Callable[[], None] = lambda: None
+) -> ErasurePipeline:
+    jobs = settings.jobs
+    return ErasurePipeline(
+        ErasureStore(pool),
+        ErasureSettings(settings.limits, jobs.batch_size, timedelta(seconds=jobs.erasure_stale_s)),
+        clock,
+        forget_caches,
+    )
+
+
+def embedding_models(settings: Settings) -> list[EmbeddingModel]:
+    """The models this deployment embeds with, as exports name them (none without an inference tier)."""
+    inference, dimensions = settings.inference, settings.embedding
+    if not inference.url:
+        return []
+    models = [EmbeddingModel(VectorSpace.MULTILINGUAL, inference.embed_model, dimensions.dimension)]
+    if inference.english_model:
+        models.append(
+            EmbeddingModel(VectorSpace.ENGLISH, inference.english_model, dimensions.english_dimension)
+        )
+    return models
+
+
 def _routing_settings(settings: Settings) -> RoutingSettings:
     db = settings.database
     return RoutingSettings(
@@ -260,6 +290,7 @@ def build_jobs(
     pool: asyncpg.Pool,
     writes: WritePipeline,
     sessions: SessionPipeline,
+    erasures: ErasurePipeline,
     clock: Clock,
     server: str,
 ) -> JobRunner:
@@ -282,6 +313,7 @@ def build_jobs(
     for name, body in lifecycle.bodies().items():
         registry.add(name, body)
     registry.add("consolidate", sessions.consolidate_idle)  # idle sessions: working -> episodic
+    registry.add("erasures", erasures.resume_stale)  # what a server that died left half erased
     # Answers kept for retries, past their window.
     registry.add("replies", _replies(settings, pool, clock).forget_expired, interval=timedelta(hours=1))
     return JobRunner(registry, JobStore(pool), clock, server)
@@ -313,7 +345,8 @@ async def open_jobs(settings: Settings, *, clock: Clock = system_clock) -> Async
     try:
         writes = WritePipeline(MemoryStore(pool), _write_settings(settings), clock, inference)
         sessions = _session_pipeline(settings, pool, writes, clock)
-        yield build_jobs(settings, pool, writes, sessions, clock, f"{_server_name()} (cli)")
+        erasures = _erasures(settings, pool, clock)
+        yield build_jobs(settings, pool, writes, sessions, erasures, clock, f"{_server_name()} (cli)")
     finally:
         await pool.close()
         if inference is not None:
@@ -414,8 +447,33 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
     )
     sessions = _session_pipeline(settings, pool, writes, clock, summarizer, routing.route(SessionStore))
     replies = _replies(settings, pool, clock)
+    portability = PortabilityPipeline(
+        PortabilityStore(pool),
+        store,
+        embedding_models(settings),
+        settings.limits,
+        clock,
+        inference=inference is not None,
+    )
+
+    def forget_caches() -> None:  # after an erasure: what the caches may hold of the erased
+        scope_sizes.forget()
+        if inference is not None:
+            inference.forget_queries()
+
+    erasures = _erasures(settings, pool, clock, forget_caches)
     servicer = MemoryServicer(
-        writes, reads, recalls, sessions, replies, settings.limits, settings.recall, clock, routing
+        writes,
+        reads,
+        recalls,
+        sessions,
+        replies,
+        settings.limits,
+        settings.recall,
+        clock,
+        routing,
+        portability,
+        erasures,
     )
     health = HealthServicer()
     security = settings.security
@@ -436,7 +494,8 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
     running.status = status
     status.name = f"{settings.server.host}:{port}"
     running.spawn(watch_backlog(status, pool, settings), "count-backlog")
-    running.jobs = build_jobs(settings, pool, writes, sessions, clock, _server_name())
+    running.jobs = build_jobs(settings, pool, writes, sessions, erasures, clock, _server_name())
+    running.spawn(erasures.watch_forever(settings.jobs.poll_s), "watch-erasures")
     if settings.jobs.enabled:
         scheduler = JobScheduler(running.jobs, clock, settings.jobs.poll_s)
         running.spawn(scheduler.run_forever(), "lifecycle-jobs")

@@ -149,6 +149,9 @@ class JobsSettings(_Section):
     evict_interval_s: float = Field(900.0, gt=0)  # tenants over the quota
     patterns_interval_s: float = Field(600.0, gt=0)  # episodic -> semantic habits
     consolidate_interval_s: float = Field(30.0, gt=0)  # idle sessions -> episodes (DESIGN: 120 s idle)
+    erasures_interval_s: float = Field(60.0, gt=0)  # finish the erasures a dead server left running
+    # An erasure whose last batch is older than this is taken as left by a dead server and finished.
+    erasure_stale_s: float = Field(120.0, gt=0)
     purge_grace_days: float = Field(7.0, ge=0)  # expired or deleted this long before the purge
     quota: int = Field(0, ge=0)  # live memories per tenant; 0: no limit
     demote_after_days: float = Field(90.0, gt=0)  # DESIGN: semantic unused for 90 days -> episodic
@@ -164,6 +167,7 @@ class JobsSettings(_Section):
             "evict": timedelta(seconds=self.evict_interval_s),
             "patterns": timedelta(seconds=self.patterns_interval_s),
             "consolidate": timedelta(seconds=self.consolidate_interval_s),
+            "erasures": timedelta(seconds=self.erasures_interval_s),
         }
 
 

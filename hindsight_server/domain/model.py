@@ -178,6 +178,35 @@ class MemoryPatch:
     agent_id: str = ""  # the calling agent: another agent's private memory is not found
 
 
+class ErasureKind(StrEnum):
+    SUBJECT = "subject"  # every memory, session and turn of one subject
+    TENANT = "tenant"  # everything of the tenant
+    MEMORIES = "memories"  # named memories, with their versions and what was derived from them
+
+
+@dataclass(frozen=True, slots=True)
+class ErasureScope:
+    tenant_id: str
+    kind: ErasureKind
+    subject: str = ""  # SUBJECT
+    memory_ids: tuple[str, ...] = ()  # MEMORIES
+
+
+@dataclass(frozen=True, slots=True)
+class ErasureRecord:
+    """An erasure's audit record: its scope, state and counts (never content)."""
+
+    id: str
+    scope: ErasureScope
+    state: str
+    requested_at: datetime
+    finished_at: datetime | None
+    memories: int
+    sessions: int
+    turns: int
+    replies: int
+
+
 # The request field a CommitPosition travels in (as an opaque consistency token).
 READ_AFTER_FIELD = "min_consistency_token"
 

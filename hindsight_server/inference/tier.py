@@ -205,6 +205,13 @@ class InferenceTier:
             self._mark(False, str(error))
         return InferenceUnavailable(f"inference tier: {error}")
 
+    def forget_queries(self) -> None:
+        """Every model's cached query vectors dropped (after an erasure)."""
+        embedders = [self._embedder, self._english, *self._query_twins.values()]
+        for embedder in embedders:
+            if embedder is not None:
+                embedder.forget_queries()
+
     def query_cache_stats(self) -> dict[VectorSpace, CacheStats]:
         """Each space's query cache (its twin's, when it has one): hits, misses, entries."""
         embedders = {VectorSpace.MULTILINGUAL: self._embedder, VectorSpace.ENGLISH: self._english}

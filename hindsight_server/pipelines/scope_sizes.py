@@ -31,6 +31,10 @@ class ScopeSizes:
         self._sizes: OrderedDict[Key, tuple[float, ScopeSize]] = OrderedDict()
         self._counting: dict[Key, asyncio.Task[ScopeSize]] = {}
 
+    def forget(self) -> None:
+        """Every count dropped (an erasure changed them); each is counted again on its next recall."""
+        self._sizes.clear()
+
     async def of(self, tenant_id: str, subject: str) -> ScopeSize:
         """The scope's size: counted now the first time, else the last count (recounted in the
         background once it is TTL_S old)."""

@@ -83,3 +83,8 @@ class ApiKeys:
             self._cache.clear()
         self._cache[key_id] = (now, record)
         return record
+
+
+def key_id_of(api_key: str) -> str:
+    """The id part of a well-formed key (hs_<id>_<secret>): who called, for an audit record."""
+    return api_key[len(_PREFIX) :].split("_", 1)[0]

@@ -5,14 +5,16 @@ per-tenant request rate. Runs inside the error mapping, so its refusals get the 
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
 
 from hindsight_server.domain.errors import PermissionDenied, ResourceExhausted, Unauthenticated
 from hindsight_server.domain.ratelimit import RateLimiter
-from hindsight_server.pipelines.tenants import ApiKeys
-from hindsight_server.rpc.errors import Behavior
+from hindsight_server.pipelines.tenants import ApiKeys, key_id_of
+from hindsight_server.rpc.context import UNAUTHENTICATED_CALLER, bind_caller
+from hindsight_server.rpc.errors import Behavior, StreamBehavior
 from hindsight_server.rpc.interceptors import UnaryInterceptor
 
 __all__ = ["AUTHORIZATION_HEADER", "AuthInterceptor"]
@@ -36,7 +38,7 @@ class AuthInterceptor(UnaryInterceptor):
 
             async def operator(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
                 if header or self._required:
-                    await self._key_owner(header)
+                    await self._key_owner(header)  # any tenant's valid key
                 return await behavior(request, context)
 
             return operator
@@ -44,23 +46,41 @@ class AuthInterceptor(UnaryInterceptor):
             return behavior
 
         async def guarded(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            tenant = request.tenant_id
-            if header or self._required:
-                owner = await self._key_owner(header)
-                if owner != tenant:
-                    raise PermissionDenied(f"this API key belongs to another tenant than {tenant!r}")
-            if not self._limiter.allow(tenant, time.monotonic()):
-                wait_s = self._limiter.wait_s(tenant)
-                raise ResourceExhausted(
-                    f"tenant {tenant!r} is over its request rate; retry in {wait_s:.2f} s",
-                    retry_after_s=wait_s,
-                )
+            await self._admit(header, request.tenant_id)
             return await behavior(request, context)
 
         return guarded
 
-    async def _key_owner(self, header: str) -> str:
-        """The tenant of the key in an authorization header; Unauthenticated without a valid one."""
+    def wrap_stream(self, behavior: StreamBehavior, details: grpc.HandlerCallDetails) -> StreamBehavior:
+        header = str(dict(details.invocation_metadata or ()).get(AUTHORIZATION_HEADER, ""))
+
+        async def guarded(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
+            await self._admit(header, request.tenant_id)
+            async for item in behavior(request, context):
+                yield item
+
+        return guarded
+
+    async def _admit(self, header: str, tenant: str) -> None:
+        """The key's tenant must be the request's (when a key is sent or required), within its rate;
+        binds who called for the audit of what it does (an erasure's record)."""
+        if header or self._required:
+            owner, key_id = await self._key_owner(header)
+            if owner != tenant:
+                raise PermissionDenied(f"this API key belongs to another tenant than {tenant!r}")
+            bind_caller(f"api key {key_id}")
+        else:
+            bind_caller(UNAUTHENTICATED_CALLER)
+        if not self._limiter.allow(tenant, time.monotonic()):
+            wait_s = self._limiter.wait_s(tenant)
+            raise ResourceExhausted(
+                f"tenant {tenant!r} is over its request rate; retry in {wait_s:.2f} s",
+                retry_after_s=wait_s,
+            )
+
+    async def _key_owner(self, header: str) -> tuple[str, str]:
+        """The tenant and id of the key in an authorization header; Unauthenticated without a valid
+        one."""
         if not header:
             raise Unauthenticated(
                 "an API key is required: send metadata 'authorization: Bearer <key>'",
@@ -69,4 +89,5 @@ class AuthInterceptor(UnaryInterceptor):
         scheme, _, credential = header.partition(" ")
         if scheme.lower() != "bearer" or not credential.strip():
             raise Unauthenticated("authorization must be 'Bearer <API key>'")
-        return await self._keys.tenant_of(credential.strip())
+        api_key = credential.strip()
+        return await self._keys.tenant_of(api_key), key_id_of(api_key)

@@ -1,4 +1,5 @@
-"""Per-request context: a request id carried in a contextvar, taken from `x-request-id` or generated."""
+"""Per-request context in contextvars: a request id (from `x-request-id`, or generated) and who called
+(the API key's id, for audit records)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ from contextvars import ContextVar
 
 REQUEST_ID_HEADER = "x-request-id"
 _request_id: ContextVar[str] = ContextVar("request_id", default="-")
+# Who a call without an API key is (security.require_api_keys off: the embedded single-user mode).
+UNAUTHENTICATED_CALLER = "no API key (security.require_api_keys is off)"
+_caller: ContextVar[str] = ContextVar("caller", default=UNAUTHENTICATED_CALLER)
 
 
 def current_request_id() -> str:
@@ -20,3 +24,11 @@ def request_id_from(metadata: dict[str, str | bytes]) -> str:
 
 def bind_request_id(request_id: str) -> None:
     _request_id.set(request_id)
+
+
+def current_caller() -> str:
+    return _caller.get()
+
+
+def bind_caller(caller: str) -> None:
+    _caller.set(caller)

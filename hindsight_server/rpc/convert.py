@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, TypeVar, cast
 
+import numpy as np
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from google.protobuf.message import Message
 
@@ -24,6 +25,9 @@ from hindsight_server.domain.model import (
     CommitPosition,
     EmbeddingState,
     Entities,
+    ErasureKind,
+    ErasureRecord,
+    ErasureScope,
     JsonValue,
     Kind,
     ListQuery,
@@ -38,11 +42,20 @@ from hindsight_server.domain.model import (
     Status,
     Tier,
     TimeWindow,
+    VectorSpace,
     Visibility,
     WriteOutcome,
 )
 from hindsight_server.domain.paging import decode_page_token, encode_page_token
 from hindsight_server.domain.policy import Limits, RecallKnobs, RecallPolicy
+from hindsight_server.domain.portability import (
+    FORMAT_VERSION,
+    EmbeddingModel,
+    ExportHeader,
+    ExportQuery,
+    ImportOutcome,
+    PortableMemory,
+)
 from hindsight_server.domain.validation import require_memory_id
 from hindsight_server.pipelines.sessions import AppendResult, SessionView, TurnRequest
 
@@ -474,4 +487,154 @@ def append_result_to_proto(result: AppendResult) -> pb.AppendTurnResponse:
     )
     if result.episode is not None:
         response.episode.CopyFrom(memory_to_proto(result.episode))
+    return response
+
+
+# --------------------------------------------------------------------------- export, import, erasure
+
+_SPACES = {space.value: space for space in VectorSpace}
+
+
+def export_query_from_proto(request: pb.ExportRequest) -> ExportQuery:
+    return ExportQuery(
+        tenant_id=request.tenant_id,
+        subject=request.subject if request.HasField("subject") else None,
+        tiers=_enums_in(_TIER, request.tiers, "tiers"),
+        kinds=_enums_in(_KIND, request.kinds, "kinds"),
+        window=_window_in(request, "time_range", "time_range"),
+        include_history=request.include_history,
+        include_embeddings=request.include_embeddings,
+        after_id=request.after_id or None,
+        read_after=read_after_from_proto(request.min_consistency_token),
+    )
+
+
+def _model_out(model: EmbeddingModel) -> pb.EmbeddingModel:
+    return pb.EmbeddingModel(space=model.space.value, name=model.name, dimension=model.dimension)
+
+
+def export_header_to_proto(header: ExportHeader) -> pb.ExportItem:
+    message = pb.ExportHeader(
+        format_version=FORMAT_VERSION,
+        tenant_id=header.tenant_id,
+        count=header.count,
+        models=[_model_out(model) for model in header.models],
+    )
+    if header.subject is not None:
+        message.subject = header.subject
+    _time_out(message.exported_at, header.exported_at)
+    return pb.ExportItem(header=message)
+
+
+def exported_to_proto(item: PortableMemory, models: Sequence[EmbeddingModel]) -> pb.ExportItem:
+    names = {model.space: model.name for model in models}
+    exported = pb.ExportedMemory(
+        memory=memory_to_proto(item.memory),
+        embeddings=[
+            pb.Embedding(space=space.value, model=names.get(space, ""), values=vector.tolist())
+            for space, vector in item.vectors.items()
+        ],
+    )
+    return pb.ExportItem(memory=exported)
+
+
+def models_from_proto(models: Iterable[pb.EmbeddingModel], field: str = "models") -> list[EmbeddingModel]:
+    found = []
+    for index, model in enumerate(models):
+        space = _SPACES.get(model.space)
+        if space is None:
+            raise InvalidArgument(f"{field}[{index}].space", f"one of {', '.join(_SPACES)}")
+        found.append(EmbeddingModel(space, model.name, model.dimension))
+    return found
+
+
+def portable_from_proto(item: pb.ExportedMemory, field: str) -> PortableMemory:
+    """An exported memory as it was: every field checked as a write's would be (ids, enums, times)."""
+    message = item.memory
+    prefix = f"{field}.memory."
+
+    def link(name: str) -> str | None:
+        value: str = getattr(message, name)
+        return require_memory_id(value, prefix + name) if value else None
+
+    memory = Memory(
+        id=require_memory_id(message.id, prefix + "id"),
+        tenant_id=message.tenant_id,
+        subject=message.subject,
+        agent_id=message.agent_id,
+        session_id=message.session_id,
+        tier=_required_enum(_TIER, message.tier, prefix + "tier"),
+        kind=_required_enum(_KIND, message.kind, prefix + "kind"),
+        intent=message.intent,
+        entities=_entities_in(message, "entities", prefix + "entities"),
+        content=message.content,
+        confidence=message.confidence,
+        status=_required_enum(_STATUS, message.status, prefix + "status"),
+        supersedes=link("supersedes"),
+        superseded_by=link("superseded_by"),
+        valid_from=_time_in(message, "valid_from", prefix + "valid_from"),
+        valid_to=_time_in(message, "valid_to", prefix + "valid_to"),
+        created_at=_required_time(message, "created_at", prefix),
+        updated_at=_required_time(message, "updated_at", prefix),
+        expires_at=_time_in(message, "expires_at", prefix + "expires_at"),
+        access_count=message.access_count,
+        last_accessed_at=_time_in(message, "last_accessed_at", prefix + "last_accessed_at"),
+        idempotency_key=message.idempotency_key,
+        embedding_state=EmbeddingState.PENDING,  # decided by the import
+        version=max(1, message.version),
+        seen_count=max(1, message.seen_count),
+        last_seen_at=_time_in(message, "last_seen_at", prefix + "last_seen_at"),
+        derived_from=tuple(
+            require_memory_id(source, f"{prefix}derived_from[{index}]")
+            for index, source in enumerate(message.derived_from)
+        ),
+        provenance=_entities_in(message, "provenance", prefix + "provenance"),
+        visibility=_enum_in(_VISIBILITY, message.visibility, prefix + "visibility") or Visibility.SHARED,
+    )
+    vectors = {}
+    for index, embedding in enumerate(item.embeddings):
+        space = _SPACES.get(embedding.space)
+        if space is None:
+            raise InvalidArgument(f"{field}.embeddings[{index}].space", f"one of {', '.join(_SPACES)}")
+        vectors[space] = np.asarray(embedding.values, dtype=np.float32)
+    return PortableMemory(memory, vectors)
+
+
+def _required_time(message: Message, name: str, prefix: str) -> datetime:
+    value = _time_in(message, name, prefix + name)
+    if value is None:
+        raise InvalidArgument(prefix + name, "required")
+    return value
+
+
+def import_outcome_to_proto(outcome: ImportOutcome) -> pb.ImportResponse:
+    return pb.ImportResponse(
+        imported=outcome.imported,
+        already_present=outcome.already_present,
+        embeddings_reused=outcome.embeddings_reused,
+        embeddings_pending=outcome.embeddings_pending,
+        ids=outcome.ids,
+    )
+
+
+def erasure_scope_from_proto(request: pb.EraseRequest) -> ErasureScope:
+    scope = request.WhichOneof("scope")
+    if scope == "subject":
+        return ErasureScope(request.tenant_id, ErasureKind.SUBJECT, subject=request.subject)
+    if scope == "whole_tenant" and request.whole_tenant:
+        return ErasureScope(request.tenant_id, ErasureKind.TENANT)
+    if scope == "memories":
+        return ErasureScope(request.tenant_id, ErasureKind.MEMORIES, memory_ids=tuple(request.memories.ids))
+    raise InvalidArgument("scope", "required: subject, whole_tenant (true) or memories")
+
+
+def erasure_to_proto(record: ErasureRecord) -> pb.EraseResponse:
+    response = pb.EraseResponse(
+        erasure_id=record.id,
+        memories=record.memories,
+        sessions=record.sessions,
+        turns=record.turns,
+        replies=record.replies,
+    )
+    _time_out(response.erased_at, record.finished_at)
     return response

@@ -6,8 +6,9 @@ request id and the caller gets INTERNAL with that id, never the exception text o
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -117,23 +118,41 @@ def rich_status(error: HindsightError, code: grpc.StatusCode) -> status_pb2.Stat
 
 
 Behavior = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]
+StreamBehavior = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], AsyncIterator[Any]]
 
 
 def map_errors(behavior: Behavior) -> Behavior:
     """Wraps a unary method so every error leaves it as a status code chosen by STATUS_BY_ERROR."""
 
     async def mapped(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        try:
-            if isinstance(request, Undecodable):
-                raise request.error
+        async with _mapped_errors(request, context):
             return await behavior(request, context)
-        except HindsightError as error:
-            await context.abort_with_status(rpc_status.to_status(rich_status(error, status_for(error))))
-        except grpc.aio.AbortError:
-            raise
-        except Exception:
-            request_id = current_request_id()
-            log.exception("unhandled error in request %s", request_id)
-            await context.abort(grpc.StatusCode.INTERNAL, f"internal error (request id {request_id})")
 
     return mapped
+
+
+def map_stream_errors(behavior: StreamBehavior) -> StreamBehavior:
+    """The same for a server-streaming method: an error midway ends the stream with its status."""
+
+    async def mapped(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
+        async with _mapped_errors(request, context):
+            async for item in behavior(request, context):
+                yield item
+
+    return mapped
+
+
+@contextlib.asynccontextmanager
+async def _mapped_errors(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[None]:
+    try:
+        if isinstance(request, Undecodable):
+            raise request.error
+        yield
+    except HindsightError as error:
+        await context.abort_with_status(rpc_status.to_status(rich_status(error, status_for(error))))
+    except grpc.aio.AbortError:
+        raise
+    except Exception:
+        request_id = current_request_id()
+        log.exception("unhandled error in request %s", request_id)
+        await context.abort(grpc.StatusCode.INTERNAL, f"internal error (request id {request_id})")

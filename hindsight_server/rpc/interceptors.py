@@ -1,14 +1,15 @@
-"""Server interceptors: each wraps the behaviour of every unary-unary method of the services."""
+"""Server interceptors: each wraps the behaviour of every unary-unary and unary-stream method of the
+services (Export streams; the others are unary)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeAlias
 
 import grpc
 
 from hindsight_server.rpc.context import REQUEST_ID_HEADER, bind_request_id, request_id_from
-from hindsight_server.rpc.errors import Behavior, map_errors
+from hindsight_server.rpc.errors import Behavior, StreamBehavior, map_errors, map_stream_errors
 from hindsight_server.rpc.wire import tolerant
 from hindsight_server.store.budget import bind_call_deadline
 
@@ -22,16 +23,28 @@ class UnaryInterceptor(grpc.aio.ServerInterceptor):
         handler_call_details: grpc.HandlerCallDetails,
     ) -> Handler | None:
         handler = await continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None:
+        if handler is None:
             return handler
-        behavior: Behavior = handler.unary_unary  # type: ignore[assignment]  # aio handlers are coroutines
-        return grpc.unary_unary_rpc_method_handler(
-            self.wrap(behavior, handler_call_details),
-            request_deserializer=self.deserializer(handler.request_deserializer),
-            response_serializer=handler.response_serializer,
-        )
+        if handler.unary_unary is not None:
+            behavior: Behavior = handler.unary_unary  # type: ignore[assignment]  # aio: coroutines
+            return grpc.unary_unary_rpc_method_handler(
+                self.wrap(behavior, handler_call_details),
+                request_deserializer=self.deserializer(handler.request_deserializer),
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream is not None:
+            stream: StreamBehavior = handler.unary_stream  # type: ignore[assignment]  # aio: generators
+            return grpc.unary_stream_rpc_method_handler(
+                self.wrap_stream(stream, handler_call_details),
+                request_deserializer=self.deserializer(handler.request_deserializer),
+                response_serializer=handler.response_serializer,
+            )
+        return handler
 
     def wrap(self, behavior: Behavior, details: grpc.HandlerCallDetails) -> Behavior:
+        raise NotImplementedError
+
+    def wrap_stream(self, behavior: StreamBehavior, details: grpc.HandlerCallDetails) -> StreamBehavior:
         raise NotImplementedError
 
     def deserializer(self, deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
@@ -46,12 +59,28 @@ class RequestIdInterceptor(UnaryInterceptor):
         request_id = request_id_from(dict(details.invocation_metadata or ()))
 
         async def with_request_id(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            bind_request_id(request_id)
-            bind_call_deadline(context.time_remaining())
-            await context.send_initial_metadata(((REQUEST_ID_HEADER, request_id),))
+            await _bind(request_id, context)
             return await behavior(request, context)
 
         return with_request_id
+
+    def wrap_stream(self, behavior: StreamBehavior, details: grpc.HandlerCallDetails) -> StreamBehavior:
+        request_id = request_id_from(dict(details.invocation_metadata or ()))
+
+        async def with_request_id(
+            request: Any, context: grpc.aio.ServicerContext[Any, Any]
+        ) -> AsyncIterator[Any]:
+            await _bind(request_id, context)
+            async for item in behavior(request, context):
+                yield item
+
+        return with_request_id
+
+
+async def _bind(request_id: str, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+    bind_request_id(request_id)
+    bind_call_deadline(context.time_remaining())
+    await context.send_initial_metadata(((REQUEST_ID_HEADER, request_id),))
 
 
 class ErrorMappingInterceptor(UnaryInterceptor):
@@ -60,6 +89,9 @@ class ErrorMappingInterceptor(UnaryInterceptor):
 
     def wrap(self, behavior: Behavior, details: grpc.HandlerCallDetails) -> Behavior:
         return map_errors(behavior)
+
+    def wrap_stream(self, behavior: StreamBehavior, details: grpc.HandlerCallDetails) -> StreamBehavior:
+        return map_stream_errors(behavior)
 
     def deserializer(self, deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
         return tolerant(deserializer)

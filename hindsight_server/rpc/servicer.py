@@ -3,7 +3,7 @@ the ErrorMappingInterceptor, so no handler chooses a status code."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar, cast
 
 import grpc
@@ -14,13 +14,17 @@ from hindsight.v1 import memory_pb2 as pb
 from hindsight.v1 import memory_pb2_grpc as pb_grpc
 from hindsight_server.domain.clock import Clock
 from hindsight_server.domain.policy import Limits, RecallPolicy
+from hindsight_server.domain.portability import ExportHeader
 from hindsight_server.domain.validation import require_memory_id, validate_identifiers, validate_tenant
+from hindsight_server.pipelines.erasure import ErasurePipeline
+from hindsight_server.pipelines.portability import PortabilityPipeline
 from hindsight_server.pipelines.read import CommitPositions, ReadPipeline
 from hindsight_server.pipelines.recall import RecallPipeline
 from hindsight_server.pipelines.replies import IdempotentReplies
 from hindsight_server.pipelines.sessions import SessionPipeline
 from hindsight_server.pipelines.write import WritePipeline
 from hindsight_server.rpc import convert
+from hindsight_server.rpc.context import current_caller, current_request_id
 
 R = TypeVar("R", bound=Message)
 
@@ -37,8 +41,12 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         recall_policy: RecallPolicy,
         clock: Clock,
         positions: CommitPositions,
+        portability: PortabilityPipeline,
+        erasures: ErasurePipeline,
     ) -> None:
         self._positions = positions
+        self._portability = portability
+        self._erasures = erasures
         self._writes = writes
         self._reads = reads
         self._recalls = recalls
@@ -215,3 +223,45 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         query = convert.recall_query_from_proto(request, self._recall_policy, self._clock())
         result = await self._recalls.recall(query)
         return convert.recall_result_to_proto(result, explain=query.explain)
+
+    async def Export(
+        self, request: pb.ExportRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[pb.ExportItem]:
+        query = convert.export_query_from_proto(request)
+        async for item in self._portability.export(query):
+            if isinstance(item, ExportHeader):
+                yield convert.export_header_to_proto(item)
+            else:
+                yield convert.exported_to_proto(item, self._portability.models)
+
+    async def Import(
+        self, request: pb.ImportRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.ImportResponse:
+        memories = [
+            convert.portable_from_proto(memory, f"memories[{index}]")
+            for index, memory in enumerate(request.memories)
+        ]
+        outcome = await self._portability.import_batch(
+            request.tenant_id,
+            memories,
+            new_ids=request.new_ids,
+            models=convert.models_from_proto(request.models),
+        )
+        await self._committed(context)
+        return convert.import_outcome_to_proto(outcome)
+
+    async def Erase(
+        self, request: pb.EraseRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.EraseResponse:
+        scope = convert.erasure_scope_from_proto(request)
+
+        async def run() -> Message:
+            record = await self._erasures.erase(
+                scope,
+                reason=request.reason,
+                requested_by=current_caller(),
+                request_id=current_request_id(),
+            )
+            return convert.erasure_to_proto(record)
+
+        return await self._once("Erase", request, pb.EraseResponse, run, context)

@@ -12,16 +12,19 @@ Python server does not expose: they are left out.)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import time
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import grpc
 from opentelemetry import metrics
+from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from hindsight.telemetry import PROPAGATOR, RPC_DURATION_BUCKETS_S, SERVER_ERRORS, rpc_attributes
-from hindsight_server.rpc.errors import Behavior
+from hindsight_server.rpc.errors import Behavior, StreamBehavior
 from hindsight_server.rpc.interceptors import UnaryInterceptor
 from hindsight_server.telemetry.recorder import TRACER
 
@@ -47,40 +50,61 @@ def _outcome(code: grpc.StatusCode) -> dict[str, str]:
 
 class TracingInterceptor(UnaryInterceptor):
     def wrap(self, behavior: Behavior, details: grpc.HandlerCallDetails) -> Behavior:
-        method: str = details.method
-        if method.startswith(_UNTRACED):
+        if details.method.startswith(_UNTRACED):
             return behavior
-        name = method.lstrip("/")
-        carrier = {key: value for key, value in details.invocation_metadata or () if isinstance(value, str)}
-        parent = PROPAGATOR.extract(carrier)
-        attributes = rpc_attributes(name)
+        name, parent, attributes = _called(details)
 
         async def traced(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            started = time.perf_counter()
-            code = grpc.StatusCode.UNKNOWN
-            with TRACER.start_as_current_span(
-                name,
-                context=parent,
-                kind=SpanKind.SERVER,
-                attributes=attributes,
-                record_exception=False,  # the error interceptor inside maps (and logs) failures
-                set_status_on_exception=False,
-            ) as span:
-                try:
-                    response = await behavior(request, context)
-                    code = grpc.StatusCode.OK
-                    return response
-                except grpc.aio.AbortError:
-                    code = context.code() or grpc.StatusCode.UNKNOWN
-                    raise
-                except asyncio.CancelledError:  # the caller went away (or its deadline passed)
-                    code = grpc.StatusCode.CANCELLED
-                    raise
-                finally:
-                    outcome = _outcome(code)
-                    span.set_attributes(outcome)
-                    if "error.type" in outcome:
-                        span.set_status(Status(StatusCode.ERROR, code.name))
-                    _duration().record(time.perf_counter() - started, {**attributes, **outcome})
+            with _server_span(name, parent, attributes, context):
+                return await behavior(request, context)
 
         return traced
+
+    def wrap_stream(self, behavior: StreamBehavior, details: grpc.HandlerCallDetails) -> StreamBehavior:
+        name, parent, attributes = _called(details)
+
+        async def traced(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
+            with _server_span(name, parent, attributes, context):
+                async for item in behavior(request, context):
+                    yield item
+
+        return traced
+
+
+def _called(details: grpc.HandlerCallDetails) -> tuple[str, Context, dict[str, Any]]:
+    """The span's name, the caller's trace context and the RPC attributes of a call."""
+    name = str(details.method).lstrip("/")
+    carrier = {key: value for key, value in details.invocation_metadata or () if isinstance(value, str)}
+    return name, PROPAGATOR.extract(carrier), rpc_attributes(name)
+
+
+@contextlib.contextmanager
+def _server_span(
+    name: str, parent: Context, attributes: dict[str, Any], context: grpc.aio.ServicerContext[Any, Any]
+) -> Iterator[None]:
+    """The call's server span and its duration, with the status code it ended with."""
+    started = time.perf_counter()
+    code = grpc.StatusCode.UNKNOWN
+    with TRACER.start_as_current_span(
+        name,
+        context=parent,
+        kind=SpanKind.SERVER,
+        attributes=attributes,
+        record_exception=False,  # the error interceptor inside maps (and logs) failures
+        set_status_on_exception=False,
+    ) as span:
+        try:
+            yield
+            code = grpc.StatusCode.OK
+        except grpc.aio.AbortError:
+            code = context.code() or grpc.StatusCode.UNKNOWN
+            raise
+        except asyncio.CancelledError:  # the caller went away (or its deadline passed)
+            code = grpc.StatusCode.CANCELLED
+            raise
+        finally:
+            outcome = _outcome(code)
+            span.set_attributes(outcome)
+            if "error.type" in outcome:
+                span.set_status(Status(StatusCode.ERROR, code.name))
+            _duration().record(time.perf_counter() - started, {**attributes, **outcome})

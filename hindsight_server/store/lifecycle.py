@@ -271,11 +271,11 @@ async def _purge(connection: asyncpg.Connection, cutoff: datetime, now: datetime
         tenants,
         ids,
     )
-    await _uncount_documents(connection, rows)
+    await uncount_documents(connection, rows)
     return len(rows)
 
 
-async def _uncount_documents(connection: asyncpg.Connection, rows: Sequence[asyncpg.Record]) -> None:
+async def uncount_documents(connection: asyncpg.Connection, rows: Sequence[asyncpg.Record]) -> None:
     """Takes purged rows out of their tenants' BM25 statistics, as the writes put them in
     (store/memories.py: _count_documents, _adjust_df): documents and total length, then each distinct
     term's document frequency. Tenants, then terms, are locked in sorted order, like the writers do."""
@@ -318,4 +318,4 @@ async def _lower_df(connection: asyncpg.Connection, tenant_id: str, removed: Map
     )
 
 
-__all__ = ["EVICTED_BY_QUOTA", "LifecycleStore", "Subject"]
+__all__ = ["EVICTED_BY_QUOTA", "LifecycleStore", "Subject", "uncount_documents"]

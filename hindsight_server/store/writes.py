@@ -63,6 +63,21 @@ class MemoryWrites(MemoryReads):
         async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
             return await _insert_rows(connection, memories, embeddings or {})
 
+    async def import_batch(
+        self,
+        memories: Sequence[Memory],
+        embeddings: Mapping[VectorSpace, Sequence[FloatVector | None]],
+    ) -> set[str]:
+        """Exported memories, their ids and links final, in one transaction: each inserted unless one
+        with its id (or idempotency key) is here already; then each version link set, both ways, where
+        both ends are here (a chain split over several batches is whole once its last batch is in).
+        Returns the ids inserted."""
+        bare = [replace(m, supersedes=None, superseded_by=None) for m in memories]
+        async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
+            inserted = await _insert(connection, bare, embeddings, _ON_ANY)
+            await _link_versions(connection, memories)
+        return inserted
+
     async def insert_resolving(
         self,
         memories: Sequence[Memory],
@@ -243,15 +258,21 @@ _INSERT_COLUMNS = (
     "id, tenant_id, subject, agent_id, session_id, tier, kind, intent, entities, content, confidence, "
     "status, valid_from, valid_to, created_at, updated_at, expires_at, idempotency_key, embedding_state, "
     "lexical, lexical_terms, language, content_key, supersedes, derived_from, provenance, visibility, "
-    "embedding, embedding_en"
+    "access_count, last_accessed_at, version, seen_count, last_seen_at, embedding, embedding_en"
 )
+# A write may repeat an earlier one's idempotency key (that one is answered); an import skips whatever
+# is here already, by id or by key.
+_ON_KEY = "ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING"
+_ON_ANY = "ON CONFLICT DO NOTHING"
 
 
-async def _insert_rows(
+async def _insert(
     connection: asyncpg.Connection,
     memories: Sequence[Memory],
     embeddings: Mapping[VectorSpace, Sequence[FloatVector | None]],
-) -> list[WriteOutcome]:
+    on_conflict: str,
+) -> set[str]:
+    """Inserts the rows and counts the inserted ones into the tenant's BM25 statistics; their ids."""
     lexical = [analyse(m.content) for m in memories]
     columns: list[Any] = list(
         zip(*(_insert_values(m, lx) for m, lx in zip(memories, lexical, strict=True)), strict=True)
@@ -268,16 +289,18 @@ async def _insert_rows(
                        u.valid_to, u.created_at, u.updated_at, u.expires_at, u.idempotency_key,
                        u.embedding_state, u.lexical::tsvector, u.lexical_terms, u.language,
                        u.content_key, u.supersedes, u.derived_from::uuid[], u.provenance::jsonb,
-                       u.visibility, u.embedding, u.embedding_en
+                       u.visibility, u.access_count, u.last_accessed_at, u.version, u.seen_count,
+                       u.last_seen_at, u.embedding, u.embedding_en
                 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
                             $7::text[], $8::text[], $9::text[], $10::text[], $11::float8[],
                             $12::text[], $13::timestamptz[], $14::timestamptz[], $15::timestamptz[],
                             $16::timestamptz[], $17::timestamptz[], $18::text[], $19::text[],
                             $20::text[], $21::int[], $22::text[], $23::text[], $24::uuid[],
-                            $25::text[], $26::text[], $27::text[], $28::vector[], $29::vector[])
+                            $25::text[], $26::text[], $27::text[], $28::bigint[], $29::timestamptz[],
+                            $30::bigint[], $31::bigint[], $32::timestamptz[], $33::vector[],
+                            $34::vector[])
                      AS u({_INSERT_COLUMNS})
-                ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL
-                DO NOTHING
+                {on_conflict}
                 RETURNING id""",
             *columns,
         )
@@ -287,6 +310,35 @@ async def _insert_rows(
         memories[0].tenant_id,
         [lx for m, lx in zip(memories, lexical, strict=True) if m.id in inserted],
     )
+    return inserted
+
+
+async def _link_versions(connection: asyncpg.Connection, memories: Sequence[Memory]) -> None:
+    """(newer, older) pairs from either side of each link; set on both rows when both are here. Two
+    statements: a middle version is the newer of one pair and the older of the next."""
+    pairs = {(m.id, m.supersedes) for m in memories if m.supersedes}
+    pairs |= {(m.superseded_by, m.id) for m in memories if m.superseded_by}
+    if not pairs:
+        return
+    newer, older = zip(*sorted(pairs), strict=True)
+    for column, target, source in (("supersedes", "older", "newer"), ("superseded_by", "newer", "older")):
+        await connection.execute(
+            f"""UPDATE memories m SET {column} = p.{target}
+                FROM unnest($2::uuid[], $3::uuid[]) AS p(newer, older)
+                WHERE m.tenant_id = $1 AND m.id = p.{source}
+                  AND EXISTS (SELECT FROM memories t WHERE t.tenant_id = $1 AND t.id = p.{target})""",
+            memories[0].tenant_id,
+            list(newer),
+            list(older),
+        )
+
+
+async def _insert_rows(
+    connection: asyncpg.Connection,
+    memories: Sequence[Memory],
+    embeddings: Mapping[VectorSpace, Sequence[FloatVector | None]],
+) -> list[WriteOutcome]:
+    inserted = await _insert(connection, memories, embeddings, _ON_KEY)
     replayed_keys = [m.idempotency_key for m in memories if m.id not in inserted]
     existing: dict[str, Memory] = {}
     if replayed_keys:
@@ -477,4 +529,9 @@ def _insert_values(memory: Memory, lexical: LexicalDocument) -> tuple[Any, ...]:
         "{" + ",".join(memory.derived_from) + "}",
         json.dumps(memory.provenance, ensure_ascii=False),
         memory.visibility.value,
+        memory.access_count,
+        memory.last_accessed_at,
+        memory.version,
+        memory.seen_count,
+        memory.last_seen_at,
     )
