@@ -298,3 +298,35 @@ async def test_an_abandoned_claim_does_not_block_its_key(
     assert running.value.code() == grpc.StatusCode.ABORTED
     updated = await client.update(tenant, written.memory.id, content="v2", idempotency_key="abandoned")
     assert updated.content == "v2"
+
+
+async def test_export_import_and_erase_need_their_tenants_key(
+    keyed_server: RunningServer, postgres_dsn: str, tenant: str
+) -> None:
+    owner_key = await _create_key(postgres_dsn, tenant)
+    other_key = await _create_key(postgres_dsn, f"{tenant}-other")
+    target = f"127.0.0.1:{keyed_server.port}"
+    async with HindsightClient(target, api_key=owner_key["api_key"]) as owner:
+        written = await owner.write(tenant, "the owner's memory", tier="semantic", kind="fact")
+        exported = [item.memory async for item in owner.export(tenant) if item.HasField("memory")]
+    assert [m.memory.id for m in exported] == [written.memory.id]
+    async with HindsightClient(target, api_key=other_key["api_key"]) as other:
+        with pytest.raises(grpc.aio.AioRpcError) as export:
+            _ = [item async for item in other.export(tenant)]
+        assert await _code(other.import_memories(tenant, exported)) == grpc.StatusCode.PERMISSION_DENIED
+        assert await _code(other.erase(tenant, whole_tenant=True)) == grpc.StatusCode.PERMISSION_DENIED
+    assert export.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    async with HindsightClient(target) as anonymous:
+        with pytest.raises(grpc.aio.AioRpcError) as unauthenticated:
+            _ = [item async for item in anonymous.export(tenant)]
+    assert unauthenticated.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    async with HindsightClient(target, api_key=owner_key["api_key"]) as owner:
+        assert (await owner.get(tenant, written.memory.id)).content == "the owner's memory"
+        erased = await owner.erase(tenant, whole_tenant=True, reason="test")
+    assert erased.memories == 1
+    connection = await asyncpg.connect(postgres_dsn)
+    try:
+        by = await connection.fetchval("SELECT requested_by FROM erasures WHERE tenant_id = $1", tenant)
+    finally:
+        await connection.close()
+    assert by == f"api key {owner_key['key_id']}"  # who erased, in the audit record
