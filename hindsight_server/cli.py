@@ -9,6 +9,7 @@ hindsight jobs list|run NAME      the lifecycle jobs: their schedule, or one run
 hindsight mcp --stdio|--http      the MCP gateway (tools -> gRPC), see gateway_mcp/README.md
 hindsight status [--target ...]   each server's recall p50/p95/p99 against the P99 target, backlog, pool
 hindsight write|get|list|recall|update|delete ...   calls over gRPC (--target, --tenant, --json)
+hindsight export|import|erase ...  a tenant's memories to a JSON Lines file, back in, or erased
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from gateway_mcp.cli import add_arguments as add_mcp_arguments
 from hindsight.client import DEFAULT_TARGET, HindsightClient
 from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.config import Settings, load_settings
+from hindsight_server.portability_cli import add_portability_commands
 from hindsight_server.status_cli import add_status_command
 
 if TYPE_CHECKING:  # the server's packages are imported only by the commands that need them
@@ -699,6 +701,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     delete = client_command("delete", cmd_delete, "soft-delete a memory")
     delete.add_argument("id")
+    add_portability_commands(commands)
 
     mcp = commands.add_parser(
         "mcp", help="the MCP gateway: tool calls -> gRPC, over stdio or streamable HTTP"
