@@ -3,20 +3,30 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
 
-from gateway_mcp.results import debug_result, recall_result, summary_result, write_result
+from gateway_mcp.results import (
+    debug_result,
+    erased_result,
+    forget_candidates,
+    recall_result,
+    summary_result,
+    write_result,
+)
 from gateway_mcp.tools import (
     DEBUG_TOOL,
+    FORGET_TOOL,
     RECALL_TOOL,
     SUMMARIZE_TOOL,
     WRITE_TOOL,
     DebugArguments,
+    ForgetArguments,
     RecallArguments,
     SummarizeArguments,
     WriteArguments,
@@ -96,9 +106,53 @@ async def debug(client: HindsightClient, caller: Caller, args: DebugArguments) -
     return debug_result(response)
 
 
+# What memory_forget offers: the few memories that match the query, ranked by meaning alone (how old a
+# memory is, or its tier, says nothing about whether it is the one to forget). The similarity is
+# relative to the best match (exp(-z), z in standard deviations of the candidates' spread): 0.1 drops
+# those more than ~2.3 deviations behind it and keeps the weaker of two matches (2 apart). No session_id:
+# the session channel adds the conversation's newest memories whatever they say, which is right for
+# recall and wrong for what to erase. The recall asks for more than it offers, because results.py drops
+# the hits that only sit next to a match (the context stage's), which may rank above weaker matches.
+FORGET_TOP_K = 5
+FORGET_MIN_SCORE = 0.1
+_FORGET_SEARCHED = 20
+_BY_MEANING = {"similarity": 1.0, "recency": 0.0, "tier_priority": 0.0, "entity_match": 0.0}
+_REASON_CHARS = 200
+
+
+def forget_key(memory_ids: Sequence[str], reason: str) -> str:
+    """The erasure's idempotency key: a retried or repeated tool call (the same ids, in any order, and the
+    same query) gets the first erasure's answer instead of erasing and counting again. The server refuses
+    a key sent again with a different request, so the reason is part of it too: the same ids with another
+    query are a new erasure, of what is left (0 when the first took them)."""
+    digest = hashlib.sha256("\n".join([*memory_ids, reason]).encode()).hexdigest()
+    return f"mcp-forget:{digest}"
+
+
+async def forget(client: HindsightClient, caller: Caller, args: ForgetArguments) -> Outcome:
+    if not args.confirm:
+        response = await client.recall(
+            caller.tenant,
+            args.query,
+            subject=args.subject,
+            top_k=_FORGET_SEARCHED,
+            weights=_BY_MEANING,
+            min_score=FORGET_MIN_SCORE,
+        )
+        return forget_candidates(args.query, response, FORGET_TOP_K)
+    ids = [str(memory_id) for memory_id in args.memory_ids]  # canonical: lowercase, hyphenated
+    ordered = sorted(ids)  # one request (and key) for the same ids in any order
+    reason = f"memory_forget via MCP: {args.query[:_REASON_CHARS]}"
+    erased = await client.erase(
+        caller.tenant, memory_ids=ordered, reason=reason, idempotency_key=forget_key(ordered, reason)
+    )
+    return erased_result(ids, erased)
+
+
 CALLS: Mapping[str, Call] = {
     WRITE_TOOL: write,
     RECALL_TOOL: recall,
     SUMMARIZE_TOOL: summarize,
+    FORGET_TOOL: forget,
     DEBUG_TOOL: debug,
 }

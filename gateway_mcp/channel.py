@@ -14,8 +14,9 @@ from hindsight.telemetry import client_interceptors
 __all__ = ["MemoryClients"]
 
 _SERVICE = "hindsight.v1.MemoryService"
-# Reads are idempotent, and every Write the gateway sends carries an idempotency key (a retried Write
-# returns the memory the first attempt stored), so both may be retried; UNAVAILABLE only: the call
+# Reads are idempotent, and every Write and Erase the gateway sends carries an idempotency key (a
+# retried Write returns the memory the first attempt stored, a retried Erase the first one's counts),
+# so all may be retried; UNAVAILABLE only: the call
 # did not reach a server, or the server could not start it. The round_robin policy sends a retry to
 # the next server, so one server down costs a retry, not an error.
 _SERVICE_CONFIG = json.dumps(
@@ -25,7 +26,7 @@ _SERVICE_CONFIG = json.dumps(
             {
                 "name": [
                     {"service": _SERVICE, "method": method}
-                    for method in ("Get", "List", "Recall", "Summarize", "History", "Write")
+                    for method in ("Get", "List", "Recall", "Summarize", "History", "Write", "Erase")
                 ],
                 "retryPolicy": {
                     "maxAttempts": 3,

@@ -28,6 +28,8 @@ _ARGUMENT_NAMES = {
     "tiers": "memory_types",
     "time_range": "start/end",
 }
+# Whole paths of a gRPC request -> the tool argument they come from (memory_forget's Erase).
+_PATH_NAMES = {"memories.ids": "memory_ids", "reason": "query"}
 _HEAD = re.compile(r"^(?P<head>[A-Za-z_]+)(?P<tail>.*)$", re.DOTALL)
 _FIELD_MESSAGE = re.compile(r"^(?P<field>[A-Za-z_][\w.\[\]-]*): (?P<reason>.+)$", re.DOTALL)
 
@@ -39,6 +41,9 @@ class ToolError(Exception):
 def _argument_name(field: str) -> str:
     if field == "tenant_id":
         return "tenant (the gateway's configuration, not an argument)"
+    for path, name in _PATH_NAMES.items():
+        if field == path or field.startswith((f"{path}.", f"{path}[")):
+            return name + field.removeprefix(path)
     match = _HEAD.match(field.removeprefix("memory."))
     if match is None:
         return field

@@ -3,6 +3,8 @@ and the text each result shows a model."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -14,10 +16,13 @@ from hindsight.v1 import memory_pb2 as pb
 __all__ = [
     "NOTHING_RECALLED",
     "DebugResult",
+    "ForgetResult",
     "RecallResult",
     "SummaryResult",
     "WriteResult",
     "debug_result",
+    "erased_result",
+    "forget_candidates",
     "recall_result",
     "summary_result",
     "write_result",
@@ -389,3 +394,131 @@ def debug_result(response: pb.RecallResponse) -> tuple[str, DebugResult]:
         injection_text=response.injection_text,
     )
     return _debug_text(result), result
+
+
+# ----------------------------------------------------------------------------------------------- forget
+
+
+class ForgetCandidate(BaseModel):
+    id: str
+    content: str
+    memory_type: str
+    kind: str
+    subject: str
+    created_at: datetime | None
+    score: float = Field(description="How well it matches the query, relative to the best match (1).")
+
+
+class ForgetResult(BaseModel):
+    confirmed: bool = Field(
+        description="false: nothing was deleted, `candidates` are what a confirmed call would erase; "
+        "true: the erasure of `memory_ids` ran, `memories_erased` says what it removed."
+    )
+    note: str = Field(description="What happened and what to do next, for the model.")
+    candidates: list[ForgetCandidate] = Field(
+        description="Without confirm: the memories that match the query, best first."
+    )
+    memory_ids: list[str] = Field(
+        description="Without confirm: the candidates' ids (pass those the user agreed to back with "
+        "confirm: true); with confirm: the ids whose erasure was asked for."
+    )
+    erasure_id: str = Field(description="The erasure's audit record; empty without confirm.")
+    memories_erased: int = Field(
+        description="Memories removed, their versions and derived ones included: 0 when no id was a "
+        "memory of this tenant (unknown, already erased, or another tenant's)."
+    )
+    sessions_erased: int
+    turns_erased: int
+    replies_erased: int = Field(description="Answers kept for retries that held the erased content.")
+    erased_at: datetime | None
+
+
+_SHOWN_CHARS = 300  # of each candidate's content in the text (the structured content has all of it)
+
+
+def _memories(count: int) -> str:
+    return "1 memory" if count == 1 else f"{count} memories"
+
+
+def _shown(content: str) -> str:
+    return content if len(content) <= _SHOWN_CHARS else content[: _SHOWN_CHARS - 1] + "…"
+
+
+# Channels that find a memory by what the query says; the session and context channels add memories for
+# where they sit (the conversation in progress, the turns next to a match), whatever they say.
+_MATCHING_CHANNELS = frozenset({pb.CHANNEL_LEXICAL, pb.CHANNEL_VECTOR, pb.CHANNEL_STRUCTURED})
+
+
+def _matches(hit: pb.RecallHit) -> bool:
+    return any(found.channel in _MATCHING_CHANNELS for found in hit.channels)
+
+
+def forget_candidates(query: str, response: pb.RecallResponse, limit: int) -> tuple[str, ForgetResult]:
+    """What a confirmed memory_forget would erase: the recall's hits that match the query themselves,
+    the best `limit` of them. Nothing was deleted."""
+    matching = [hit for hit in response.hits if _matches(hit)]
+    candidates = [
+        ForgetCandidate(
+            id=hit.memory.id,
+            content=hit.memory.content,
+            memory_type=_name(pb.Tier, hit.memory.tier, "TIER_"),
+            kind=_name(pb.Kind, hit.memory.kind, "KIND_"),
+            subject=hit.memory.subject,
+            created_at=_time(hit.memory, "created_at"),
+            score=hit.score,
+        )
+        for hit in matching[:limit]
+    ]
+    ids = [c.id for c in candidates]
+    if candidates:
+        note = (
+            f"nothing was deleted; call again with confirm: true and memory_ids: {json.dumps(ids)} to "
+            "erase these (only the ids the user agreed to, after showing them to the user)"
+        )
+        if len(matching) > limit:
+            note += "; more memories match: once these are settled, call again without confirm to see them"
+        lines = [f"Would erase {_memories(len(ids))} matching {query!r}: {note}."]
+        for place, c in enumerate(candidates, 1):
+            day = f"{c.created_at:%Y-%m-%d}, " if c.created_at is not None else ""
+            lines.append(f"{place}. {c.id} ({day}{c.memory_type} {c.kind}) {_shown(c.content)}")
+        text = "\n".join(lines)
+    else:
+        note = "nothing was deleted: no stored memory matches the query, so there is nothing to erase"
+        text = f"No memory matches {query!r}: {note}."
+    return text, ForgetResult(
+        confirmed=False,
+        note=note,
+        candidates=candidates,
+        memory_ids=ids,
+        erasure_id="",
+        memories_erased=0,
+        sessions_erased=0,
+        turns_erased=0,
+        replies_erased=0,
+        erased_at=None,
+    )
+
+
+def erased_result(memory_ids: Sequence[str], response: pb.EraseResponse) -> tuple[str, ForgetResult]:
+    """The server's counts as it sent them: 0 when it holds no memory of this tenant under the ids."""
+    asked = "the id given" if len(memory_ids) == 1 else f"the {len(memory_ids)} ids given"
+    if response.memories:
+        note = (
+            f"erased {_memories(response.memories)} for {asked}, their versions and what was derived "
+            "from them included; they can no longer be recalled"
+        )
+    else:
+        note = f"erased nothing: no memory of this user has {asked} (unknown, already erased, or not theirs)"
+    text = f"{note[0].upper()}{note[1:]} (erasure {response.erasure_id})."
+    return text, ForgetResult(
+        confirmed=True,
+        note=note,
+        candidates=[],
+        memory_ids=list(memory_ids),
+        erasure_id=response.erasure_id,
+        memories_erased=response.memories,
+        sessions_erased=response.sessions,
+        turns_erased=response.turns,
+        replies_erased=response.replies,
+        erased_at=_time(response, "erased_at"),
+    )

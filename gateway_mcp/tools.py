@@ -11,17 +11,35 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any
+from uuid import UUID
 
 import mcp_types as types
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
-from pydantic_core import core_schema
+from pydantic_core import PydanticCustomError, core_schema
 
-from gateway_mcp.results import NOTHING_RECALLED, DebugResult, RecallResult, SummaryResult, WriteResult
+from gateway_mcp.results import (
+    NOTHING_RECALLED,
+    DebugResult,
+    ForgetResult,
+    RecallResult,
+    SummaryResult,
+    WriteResult,
+)
 from hindsight.client import KindName, TierName
 
 __all__ = [
     "DEBUG_TOOL",
+    "FORGET_TOOL",
+    "MAX_FORGET_IDS",
     "MAX_TOKEN_BUDGET",
     "MAX_TOP_K",
     "RECALL_TOOL",
@@ -29,6 +47,7 @@ __all__ = [
     "TOOLS",
     "WRITE_TOOL",
     "DebugArguments",
+    "ForgetArguments",
     "RecallArguments",
     "SummarizeArguments",
     "ToolSpec",
@@ -46,6 +65,9 @@ WRITE_TOOL = "memory_write"
 RECALL_TOOL = "memory_recall"
 SUMMARIZE_TOOL = "memory_summarize"
 DEBUG_TOOL = "memory_debug"
+FORGET_TOOL = "memory_forget"
+# Far more than one unconfirmed call offers (5): room for what the user agreed to over a few of them.
+MAX_FORGET_IDS = 100
 
 _TIME = "ISO 8601 with a UTC offset, e.g. 2025-01-08T14:00:00+08:00"
 
@@ -195,6 +217,48 @@ class DebugArguments(_Arguments):
     top_k: int | None = Field(None, ge=1, le=MAX_TOP_K, description="Final hits to rank (default 5).")
 
 
+class ForgetArguments(_Arguments):
+    query: str = Field(
+        min_length=1,
+        description="What to forget, in the user's words (Chinese or English): the thing itself, e.g. "
+        "我的住址, 我对花生过敏, my address, what I told you about my ex. Its memories are looked up "
+        "without confirm; with confirm it is kept (first 200 characters) as the erasure's reason.",
+    )
+    confirm: bool = Field(
+        False,
+        description="false (default): only look up what would be erased; nothing is deleted. true: erase "
+        "`memory_ids`, and only after the user saw them and agreed.",
+    )
+    memory_ids: list[UUID] = Field(
+        default_factory=list,
+        max_length=MAX_FORGET_IDS,
+        # Checked when absent too: confirm without ids is refused, naming this argument.
+        validate_default=True,
+        description="With confirm: true, exactly the ids the unconfirmed call returned that the user "
+        "agreed to erase; not allowed without confirm.",
+    )
+    subject: str = Field(
+        "", max_length=_IDENTIFIER, description="Only memories about this subject (as memory_recall)."
+    )
+
+    @field_validator("memory_ids")
+    @classmethod
+    def _ids_go_with_confirm(cls, ids: list[UUID], info: ValidationInfo) -> list[UUID]:
+        confirm = info.data.get("confirm")  # absent when `confirm` itself was invalid
+        if confirm is True and not ids:
+            raise PydanticCustomError(
+                "confirm_without_ids",
+                "required with confirm: true: the ids of the memories the user agreed to erase, as the "
+                "call without confirm returned them; nothing was deleted",
+            )
+        if confirm is False and ids:
+            raise PydanticCustomError(
+                "ids_without_confirm",
+                "only taken with confirm: true (after the user agreed); nothing was deleted",
+            )
+        return list(dict.fromkeys(ids))  # a repeated id is erased once
+
+
 class _InputSchema(GenerateJsonSchema):
     """Optional arguments are advertised by their type: `null` only marks "absent" (still accepted)."""
 
@@ -226,6 +290,8 @@ class ToolSpec:
     arguments: type[_Arguments]
     result: type[BaseModel]
     read_only: bool
+    destructive: bool = False  # it may delete what cannot be restored
+    idempotent: bool = False  # repeating a call with the same arguments changes nothing more
 
     def definition(self) -> types.Tool:
         return types.Tool(
@@ -237,8 +303,8 @@ class ToolSpec:
             annotations=types.ToolAnnotations(
                 title=self.title,
                 read_only_hint=self.read_only,
-                destructive_hint=False,
-                idempotent_hint=self.read_only,
+                destructive_hint=self.destructive,
+                idempotent_hint=self.read_only or self.idempotent,
                 open_world_hint=False,
             ),
         )
@@ -320,4 +386,30 @@ _DEBUG = ToolSpec(
     ),
 )
 
-TOOLS: tuple[ToolSpec, ...] = (_WRITE, _RECALL, _SUMMARIZE, _DEBUG)
+_FORGET = ToolSpec(
+    name=FORGET_TOOL,
+    title="Forget",
+    arguments=ForgetArguments,
+    result=ForgetResult,
+    read_only=False,
+    destructive=True,
+    idempotent=True,  # the erasure's idempotency key comes from the ids: a repeated call erases nothing more
+    description=_lines(
+        "Erase specific memories the user wants forgotten, in two steps: look up, then erase what the "
+        "user agreed to.",
+        "Call it WHEN the user asks to forget, delete or stop remembering something specific: "
+        "忘掉我的住址 / 别再记着我对花生过敏 / 把我前任的事删了 / 不要记住这个 / "
+        "forget my address / delete what I told you about my ex / stop remembering that …",
+        "1. ALWAYS call it first WITHOUT confirm: nothing is deleted; it returns the memories that match "
+        "`query`, each with its id and content.",
+        "2. Show the user what would go and ask. Only after the user agreed, call it again with "
+        "confirm: true and memory_ids: the ids the user agreed to, exactly as the first call returned "
+        "them. Never confirm on your own, never with ids from anywhere else.",
+        "Erasing is permanent: each memory's older versions and what was derived from it go too.",
+        "Do NOT call it to update a fact (改成周五 / my new address is …): memory_write replaces the old "
+        "value and keeps it as history. Do NOT call it to clear this session's working memory or to "
+        "tidy up memories the user did not ask about.",
+    ),
+)
+
+TOOLS: tuple[ToolSpec, ...] = (_WRITE, _RECALL, _SUMMARIZE, _FORGET, _DEBUG)

@@ -69,6 +69,9 @@ def test_rpc_errors_become_messages_a_model_can_act_on() -> None:
     # Without the BadRequest detail, the message's leading field is renamed the same way.
     plain = _rpc_error(grpc.StatusCode.INVALID_ARGUMENT, "tiers[0]: must not be UNSPECIFIED")
     assert from_rpc(plain, "memory_recall") == "invalid argument: memory_types[0]: must not be UNSPECIFIED"
+    # Erase's ids are memory_forget's memory_ids.
+    ids = _rpc_error(grpc.StatusCode.INVALID_ARGUMENT, "memories.ids[2]: not a memory id")
+    assert from_rpc(ids, "memory_forget") == "invalid argument: memory_ids[2]: not a memory id"
     down = _rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
     assert from_rpc(down, "memory_recall") == f"{UNAVAILABLE_MESSAGE} (DEADLINE_EXCEEDED)"
     missing = _rpc_error(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")

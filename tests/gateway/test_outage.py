@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import uuid
 
 import mcp_types as types
 
@@ -27,10 +28,14 @@ async def test_a_memory_server_that_is_down_gives_a_clear_tool_error(connect: Co
         write = await session.call_tool(
             "memory_write", {"session_id": "s", "memory_type": "semantic", "summary": "用户偏好靠窗座位"}
         )
+        forget = await session.call_tool("memory_forget", {"query": "我的住址"})
+        erase = await session.call_tool(
+            "memory_forget", {"query": "我的住址", "confirm": True, "memory_ids": [str(uuid.uuid4())]}
+        )
         elapsed = time.monotonic() - started
         # The session survives the outage: listing needs no memory server.
-        assert len((await session.list_tools()).tools) == 3
-    for result in (recall, write):
+        assert len((await session.list_tools()).tools) == 4
+    for result in (recall, write, forget, erase):
         assert result.is_error
         assert _text(result).startswith(UNAVAILABLE_MESSAGE)
         assert "Traceback" not in _text(result)

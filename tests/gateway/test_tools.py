@@ -17,7 +17,7 @@ from gateway_mcp.prompt import SYSTEM_PROMPT_EN, SYSTEM_PROMPT_ZH
 from hindsight.client import HindsightClient
 from tests.gateway.conftest import Connect
 
-CORE_TOOLS = {"memory_write", "memory_recall", "memory_summarize"}
+CORE_TOOLS = {"memory_write", "memory_recall", "memory_summarize", "memory_forget"}
 
 
 def _text(result: types.CallToolResult) -> str:
