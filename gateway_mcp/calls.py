@@ -117,15 +117,15 @@ FORGET_TOP_K = 5
 FORGET_MIN_SCORE = 0.1
 _FORGET_SEARCHED = 20
 _BY_MEANING = {"similarity": 1.0, "recency": 0.0, "tier_priority": 0.0, "entity_match": 0.0}
-_REASON_CHARS = 200
+# The audit record's reason. Not the query: "forget that I live at 12 Oak St" is the very thing erased,
+# and the audit record outlives it.
+FORGET_REASON = "memory_forget via MCP: the user asked to forget these memories"
 
 
-def forget_key(memory_ids: Sequence[str], reason: str) -> str:
-    """The erasure's idempotency key: a retried or repeated tool call (the same ids, in any order, and the
-    same query) gets the first erasure's answer instead of erasing and counting again. The server refuses
-    a key sent again with a different request, so the reason is part of it too: the same ids with another
-    query are a new erasure, of what is left (0 when the first took them)."""
-    digest = hashlib.sha256("\n".join([*memory_ids, reason]).encode()).hexdigest()
+def forget_key(memory_ids: Sequence[str]) -> str:
+    """The erasure's idempotency key: a retried or repeated tool call with the same ids, in any order,
+    gets the first erasure's answer instead of erasing and counting again."""
+    digest = hashlib.sha256("\n".join(memory_ids).encode()).hexdigest()
     return f"mcp-forget:{digest}"
 
 
@@ -142,9 +142,8 @@ async def forget(client: HindsightClient, caller: Caller, args: ForgetArguments)
         return forget_candidates(args.query, response, FORGET_TOP_K)
     ids = [str(memory_id) for memory_id in args.memory_ids]  # canonical: lowercase, hyphenated
     ordered = sorted(ids)  # one request (and key) for the same ids in any order
-    reason = f"memory_forget via MCP: {args.query[:_REASON_CHARS]}"
     erased = await client.erase(
-        caller.tenant, memory_ids=ordered, reason=reason, idempotency_key=forget_key(ordered, reason)
+        caller.tenant, memory_ids=ordered, reason=FORGET_REASON, idempotency_key=forget_key(ordered)
     )
     return erased_result(ids, erased)
 

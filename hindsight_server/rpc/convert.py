@@ -625,7 +625,7 @@ def erasure_scope_from_proto(request: pb.EraseRequest) -> ErasureScope:
         return ErasureScope(request.tenant_id, ErasureKind.TENANT)
     if scope == "memories":
         return ErasureScope(request.tenant_id, ErasureKind.MEMORIES, memory_ids=tuple(request.memories.ids))
-    raise InvalidArgument("scope", "required: subject, whole_tenant (true) or memories")
+    raise InvalidArgument("whole_tenant", "set one scope: subject, whole_tenant (true) or memories.ids")
 
 
 def erasure_to_proto(record: ErasureRecord) -> pb.EraseResponse:

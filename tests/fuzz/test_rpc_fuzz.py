@@ -556,13 +556,29 @@ UTF8_CASES = [
 ]
 
 
+STREAMING = {
+    method.name
+    for method in pb.DESCRIPTOR.services_by_name["MemoryService"].methods
+    if method.server_streaming
+}
+
+
+async def _every_item(stream: Any) -> list[bytes]:
+    return [item async for item in stream]
+
+
 @pytest.fixture(scope="module")
 def raw_calls(channel: grpc.aio.Channel) -> dict[str, Any]:
-    return {
-        method: channel.unary_unary(f"/hindsight.v1.MemoryService/{method}", request_serializer=None,
-                                    response_deserializer=None)
-        for method in METHODS
-    }  # fmt: skip
+    """Each method taking raw bytes; a streaming one's call collects the whole stream."""
+
+    def call(method: str) -> Any:
+        path = f"/hindsight.v1.MemoryService/{method}"
+        if method in STREAMING:
+            stream = channel.unary_stream(path, request_serializer=None, response_deserializer=None)
+            return lambda raw, **options: _every_item(stream(raw, **options))
+        return channel.unary_unary(path, request_serializer=None, response_deserializer=None)
+
+    return {method: call(method) for method in METHODS}
 
 
 @pytest.mark.parametrize(
@@ -648,6 +664,30 @@ def _sample_request(method: str, tenant: str) -> Message:
         "ConfirmPending": pb.PendingDecisionRequest(tenant_id=tenant, id=memory_id),
         "RejectPending": pb.PendingDecisionRequest(tenant_id=tenant, id=memory_id),
         "History": pb.HistoryRequest(tenant_id=tenant, id=memory_id),
+        "Export": pb.ExportRequest(
+            tenant_id=tenant, subject="u1", tiers=[3], include_history=True, include_embeddings=True
+        ),
+        "Import": pb.ImportRequest(
+            tenant_id=tenant,
+            memories=[
+                pb.ExportedMemory(
+                    memory=pb.Memory(
+                        id=memory_id,
+                        content="imported",
+                        tier=pb.TIER_SEMANTIC,
+                        kind=pb.KIND_FACT,
+                        status=pb.STATUS_ACTIVE,
+                        created_at=memory.valid_from,
+                        updated_at=memory.valid_from,
+                    ),
+                    embeddings=[pb.Embedding(space="multilingual", model="embed", values=[0.1, 0.2])],
+                )
+            ],
+            models=[pb.EmbeddingModel(space="multilingual", name="embed", dimension=2)],
+        ),
+        "Erase": pb.EraseRequest(
+            tenant_id=tenant, memories=pb.MemoryIds(ids=[memory_id]), reason="fuzz", idempotency_key="k"
+        ),
     }
     return samples[method]
 

@@ -15,6 +15,7 @@ import mcp_types as types
 import pytest
 from mcp import ClientSession
 
+from gateway_mcp.calls import FORGET_REASON
 from hindsight.client import HindsightClient
 from tests.gateway.conftest import Connect
 
@@ -234,14 +235,12 @@ async def test_a_repeated_confirmed_call_is_harmless(
         # The same ids in another order (and in capitals) are the same erasure.
         reordered = [english.upper(), address]
         shuffled = await _ok(session, "memory_forget", {**arguments, "memory_ids": reordered})
-        # Asked in other words: a new erasure, of what is left.
+        # Asked in other words: the same ids, the same erasure.
         reworded = await _ok(session, "memory_forget", {**arguments, "query": "forget where I live"})
     assert first["memories_erased"] == 2
-    assert again["erasure_id"] == shuffled["erasure_id"] == first["erasure_id"]
-    assert again["memories_erased"] == shuffled["memories_erased"] == 2  # the first answer, not a second
+    assert again["erasure_id"] == shuffled["erasure_id"] == reworded["erasure_id"] == first["erasure_id"]
+    assert again["memories_erased"] == shuffled["memories_erased"] == reworded["memories_erased"] == 2
     assert shuffled["memory_ids"] == [english, address]  # canonical ids
-    assert reworded["erasure_id"] != first["erasure_id"] and reworded["memories_erased"] == 0
-    assert reworded["text"].startswith("Erased nothing: no memory of this user has the 2 ids given")
     assert await _gone(client, tenant, address) and await _gone(client, tenant, english)
     assert not await _gone(client, tenant, tea)
 
@@ -263,11 +262,11 @@ async def test_unknown_ids_and_another_tenants_are_reported_as_nothing_erased(
 
 
 @pytest.mark.parametrize("query", ["忘掉我的住址" * 50, "forget my address"])
-async def test_the_audit_record_keeps_the_query_as_its_reason(
+async def test_the_audit_record_names_the_tool_and_keeps_no_word_of_the_query(
     connect: Connect, tenant: str, postgres_dsn: str, query: str
 ) -> None:
-    """The erasure's audit record (the server's table; no content of the memories) names the tool and
-    the query, cut to 200 characters (here from 300)."""
+    """The erasure's audit record (the server's table) names the tool; the query is what the user wants
+    forgotten, so none of it is kept there."""
     async with connect() as session:
         address = await _remember(session, ADDRESS)
         erased = await _ok(
@@ -284,4 +283,5 @@ async def test_the_audit_record_keeps_the_query_as_its_reason(
         await connection.close()
     assert record is not None
     assert (record["scope"], [str(i) for i in record["memory_ids"]]) == ("memories", [address])
-    assert record["reason"] == f"memory_forget via MCP: {query[:200]}" and record["memories"] == 1
+    assert record["reason"] == FORGET_REASON and record["memories"] == 1
+    assert query[:8] not in record["reason"]

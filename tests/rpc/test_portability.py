@@ -398,8 +398,8 @@ async def test_erasing_named_memories_takes_their_versions_turns_and_derived_one
 @pytest.mark.parametrize(
     ("request_fields", "field"),
     [
-        ({}, "scope"),
-        ({"whole_tenant": False}, "scope"),
+        ({}, "whole_tenant"),
+        ({"whole_tenant": False}, "whole_tenant"),
         ({"memories": pb.MemoryIds()}, "memories.ids"),
         ({"memories": pb.MemoryIds(ids=["nope"])}, "memories.ids[0]"),
         ({"subject": "x", "reason": "r" * 501}, "reason"),
