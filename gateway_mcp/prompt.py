@@ -17,6 +17,8 @@ SYSTEM_PROMPT_ZH = "\n".join(
         "或者你需要历史信息才能回答时，调用此工具召回记忆。",
         "- memory_summarize：继续一个较长的会话、或用户修改了已确认的参数时，"
         "调用此工具获取当前会话的目标、已确认参数和待办事项。",
+        "- memory_forget：用户要求忘掉、删除某件具体的事时（“忘掉我的住址”），先不带confirm调用，"
+        "把将要删除的内容给用户看；用户同意后再带confirm: true和memory_ids调用。",
         "注意：不要每轮都调用memory_recall，只在确实需要历史信息时调用。"
         "写入记忆时，summary要简洁，包含关键实体。",
     ]
@@ -31,6 +33,9 @@ SYSTEM_PROMPT_EN = "\n".join(
         "上次 / 之前 / 还是那个), or when you need history to answer.",
         "- memory_summarize: call it when you continue a long session or the user changes a confirmed "
         "parameter, to get the session's goal, confirmed parameters and open items.",
+        '- memory_forget: call it when the user asks you to forget or delete something specific ("forget my '
+        'address"): first without confirm, show the user what would go, and only after they agree call it '
+        "again with confirm: true and the memory_ids.",
         "Do not call memory_recall on every turn, only when you really need history. "
         "When writing a memory, keep the summary short and include the key entities.",
     ]
