@@ -68,7 +68,7 @@ def _portable(row: asyncpg.Record, with_vectors: bool) -> PortableMemory:
     if not with_vectors:
         return PortableMemory(memory_from_row(row))
     found = {
-        space: row[column]
+        space: row[column].to_numpy()
         for space, column in ((VectorSpace.MULTILINGUAL, "embedding"), (VectorSpace.ENGLISH, "embedding_en"))
         if row[column] is not None
     }

@@ -270,3 +270,44 @@ async def test_a_slow_cross_encoder_is_skipped_not_waited_for(
             assert all(hit.components.rerank == 0 for hit in found.hits)
     finally:
         await running.stop()
+
+
+async def test_an_export_carries_the_embeddings_and_an_import_reuses_them(
+    tier_client: HindsightClient, tenant: str
+) -> None:
+    """With the same models here, an import keeps the exported vectors (nothing to embed again); the
+    copy's export carries the same vectors, for both spaces of an English memory."""
+    await tier_client.write(
+        tenant, "The user keeps a spare key under the blue pot", tier="semantic", kind="fact"
+    )
+    await tier_client.write(tenant, "用户的备用钥匙在蓝色花盆下面", tier="semantic", kind="fact")
+
+    async def exported(of: str) -> tuple[pb.ExportHeader, list[pb.ExportedMemory]]:
+        items = [item async for item in tier_client.export(of, include_embeddings=True)]
+        return items[0].header, [item.memory for item in items[1:]]
+
+    async def embedded() -> bool:
+        _, memories = await exported(tenant)
+        return all(m.memory.embedding_state == pb.EMBEDDING_STATE_READY for m in memories)
+
+    await _eventually(embedded)
+    header, memories = await exported(tenant)
+    assert {(m.space, m.name) for m in header.models} == {("multilingual", "embed"), ("english", "embed_en")}
+    spaces = {m.memory.content[:3]: sorted(e.space for e in m.embeddings) for m in memories}
+    assert spaces == {"The": ["english", "multilingual"], "用户的": ["multilingual"]}
+    answer = await tier_client.import_memories(f"{tenant}-copy", memories, models=header.models)
+    assert (answer.imported, answer.embeddings_reused, answer.embeddings_pending) == (2, 2, 0)
+    _, copied = await exported(f"{tenant}-copy")
+    vectors = {m.memory.id: {e.space: list(e.values) for e in m.embeddings} for m in memories}
+    assert {m.memory.id: {e.space: list(e.values) for e in m.embeddings} for m in copied} == vectors
+    assert all(m.memory.embedding_state == pb.EMBEDDING_STATE_READY for m in copied)
+
+    other_model = [pb.EmbeddingModel(space="multilingual", name="another-model", dimension=512)]
+    fresh = await tier_client.import_memories(f"{tenant}-other", memories, models=other_model)
+    assert (fresh.embeddings_reused, fresh.embeddings_pending) == (0, 2)  # computed again by the worker
+
+    async def recomputed() -> bool:
+        _, again = await exported(f"{tenant}-other")
+        return all(m.memory.embedding_state == pb.EMBEDDING_STATE_READY for m in again)
+
+    await _eventually(recomputed)
