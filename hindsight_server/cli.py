@@ -33,6 +33,7 @@ from google.protobuf.message import Message
 from gateway_mcp.cli import add_arguments as add_mcp_arguments
 from hindsight.client import DEFAULT_TARGET, HindsightClient
 from hindsight.v1 import memory_pb2 as pb
+from hindsight_server.cli_args import timestamp
 from hindsight_server.config import Settings, load_settings
 from hindsight_server.portability_cli import add_portability_commands
 from hindsight_server.status_cli import add_status_command
@@ -64,16 +65,6 @@ def _json_object(text: str) -> dict[str, Any]:
         raise argparse.ArgumentTypeError(f"not valid JSON: {exc.msg} at position {exc.pos}") from exc
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError('must be a JSON object, e.g. \'{"building": "A"}\'')
-    return value
-
-
-def _timestamp(text: str) -> datetime:
-    try:
-        value = datetime.fromisoformat(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r}") from exc
-    if value.tzinfo is None:
-        raise argparse.ArgumentTypeError(f"add a UTC offset, e.g. {text}+00:00")
     return value
 
 
@@ -610,7 +601,7 @@ def build_parser() -> argparse.ArgumentParser:
         job.set_defaults(handler=cmd_jobs)
         if action == "run":
             job.add_argument("name", help="the job (see `hindsight jobs list`)")
-            job.add_argument("--now", type=_timestamp, help="run as if at this time (ISO 8601 with offset)")
+            job.add_argument("--now", type=timestamp, help="run as if at this time (ISO 8601 with offset)")
         else:
             job.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -661,7 +652,7 @@ def build_parser() -> argparse.ArgumentParser:
     write.add_argument("--entities", type=_json_object, help='JSON object, e.g. \'{"building": "A"}\'')
     write.add_argument("--confidence", type=float)
     write.add_argument("--idempotency-key", default="")
-    write.add_argument("--occurred-at", type=_timestamp, help="when it was said (ISO 8601 with offset)")
+    write.add_argument("--occurred-at", type=timestamp, help="when it was said (ISO 8601 with offset)")
 
     get = client_command("get", cmd_get, "read one memory")
     get.add_argument("id")

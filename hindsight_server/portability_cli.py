@@ -24,7 +24,6 @@ import sys
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import IO, Any
 
 import grpc
@@ -33,6 +32,7 @@ from google.protobuf.message import Message
 
 from hindsight.client import DEFAULT_TARGET, HindsightClient
 from hindsight.v1 import memory_pb2 as pb
+from hindsight_server.cli_args import timestamp
 
 # The same exit codes as the other client commands (cli.py).
 EXIT_USAGE = 2
@@ -51,17 +51,6 @@ def _enum_names(enum: Any, prefix: str) -> list[str]:
 
 TIERS = _enum_names(pb.Tier, "TIER_")
 KINDS = _enum_names(pb.Kind, "KIND_")
-
-
-def _timestamp(text: str) -> datetime:
-    """argparse's type for --since/--until (as cli.py's: an offset is required, never a guess)."""
-    try:
-        value = datetime.fromisoformat(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {text!r}") from exc
-    if value.tzinfo is None:
-        raise argparse.ArgumentTypeError(f"add a UTC offset, e.g. {text}+00:00")
-    return value
 
 
 def _positive(text: str) -> int:
@@ -522,8 +511,8 @@ def add_portability_commands(commands: Any) -> None:
     export.add_argument("--subject", help='only this subject ("" is the default subject)')
     export.add_argument("--tier", action="append", choices=TIERS)
     export.add_argument("--kind", action="append", choices=KINDS)
-    export.add_argument("--since", type=_timestamp, help="created at or after (ISO 8601 with offset)")
-    export.add_argument("--until", type=_timestamp, help="created before (ISO 8601 with offset)")
+    export.add_argument("--since", type=timestamp, help="created at or after (ISO 8601 with offset)")
+    export.add_argument("--until", type=timestamp, help="created before (ISO 8601 with offset)")
     export.add_argument(
         "--current-only",
         action="store_true",
