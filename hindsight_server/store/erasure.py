@@ -10,21 +10,17 @@ the record is marked done. Rerunning a batch after a crash finds only what is le
 
 from __future__ import annotations
 
-import contextlib
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 import asyncpg
 
-from hindsight_server.domain.errors import Aborted
 from hindsight_server.domain.model import ErasureKind, ErasureRecord, ErasureScope
 from hindsight_server.store.errors import translate_errors
-from hindsight_server.store.lifecycle import uncount_documents
+from hindsight_server.store.lifecycle import retried_on_conflict, uncount_documents
 
-_CONFLICTS = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
-_ATTEMPTS = 3
 SESSIONS_PER_BATCH = 200
 
 
@@ -92,20 +88,10 @@ class ErasureStore:
         return finished
 
     async def remove_batch(self, erasure: ErasureRecord, limit: int, now: datetime) -> BatchRemoved:
-        attempt = 1
-        while True:
-            try:
-                async with self._transaction() as connection:
-                    return await _remove_batch(connection, erasure, limit, now)
-            except _CONFLICTS as exc:  # a concurrent write of the tenant took its BM25 rows first
-                if attempt == _ATTEMPTS:
-                    raise Aborted("the erasure kept colliding with concurrent writes; run it again") from exc
-                attempt += 1
-
-    @contextlib.asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[asyncpg.Connection]:
-        async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
-            yield connection
+        # A concurrent write of the tenant may take its BM25 rows first: the batch runs again.
+        return await retried_on_conflict(
+            self._pool, lambda connection: _remove_batch(connection, erasure, limit, now), "the erasure"
+        )
 
 
 _RECORD_COLUMNS = (

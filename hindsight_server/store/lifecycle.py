@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypeVar
 
 import asyncpg
 
@@ -26,6 +27,8 @@ from hindsight_server.store.rows import MEMORY_COLUMNS, memory_from_row
 # links in different orders; PostgreSQL then aborts one of them. The batch is retried whole.
 _CONFLICTS = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
 _ATTEMPTS = 3
+
+T = TypeVar("T")
 
 # Set in a memory's provenance when the quota evicts it, so its purge says why it went.
 EVICTED_BY_QUOTA = "quota"
@@ -85,15 +88,9 @@ class LifecycleStore:
         """Hard-deletes up to `limit` memories that expired (or were superseded and expired, or were
         deleted) at or before `cutoff`, in one transaction with one purge_audit row each. Version links
         pointing at a purged memory are cleared; the tenants' BM25 statistics lose its terms."""
-        attempt = 1
-        while True:
-            try:
-                async with self._transaction() as connection:
-                    return await _purge(connection, cutoff, now, limit)
-            except _CONFLICTS as exc:
-                if attempt == _ATTEMPTS:
-                    raise Aborted("purge kept colliding with concurrent writes; run it again") from exc
-                attempt += 1
+        return await retried_on_conflict(
+            self._pool, lambda connection: _purge(connection, cutoff, now, limit), "purge"
+        )
 
     # ------------------------------------------------------------------------------------------ demote
 
@@ -275,6 +272,22 @@ async def _purge(connection: asyncpg.Connection, cutoff: datetime, now: datetime
     return len(rows)
 
 
+async def retried_on_conflict(
+    pool: asyncpg.Pool, work: Callable[[asyncpg.Connection], Awaitable[T]], what: str
+) -> T:
+    """`work` in one transaction, run again (up to _ATTEMPTS times) when it lost a deadlock or a
+    serialization conflict to a concurrent write of the same tenant; then Aborted naming `what`."""
+    attempt = 1
+    while True:
+        try:
+            async with translate_errors(), pool.acquire() as connection, connection.transaction():
+                return await work(connection)
+        except _CONFLICTS as exc:
+            if attempt == _ATTEMPTS:
+                raise Aborted(f"{what} kept colliding with concurrent writes; run it again") from exc
+            attempt += 1
+
+
 async def uncount_documents(connection: asyncpg.Connection, rows: Sequence[asyncpg.Record]) -> None:
     """Takes purged rows out of their tenants' BM25 statistics, as the writes put them in
     (store/memories.py: _count_documents, _adjust_df): documents and total length, then each distinct
@@ -318,4 +331,4 @@ async def _lower_df(connection: asyncpg.Connection, tenant_id: str, removed: Map
     )
 
 
-__all__ = ["EVICTED_BY_QUOTA", "LifecycleStore", "Subject", "uncount_documents"]
+__all__ = ["EVICTED_BY_QUOTA", "LifecycleStore", "Subject", "retried_on_conflict", "uncount_documents"]
