@@ -444,19 +444,11 @@ def _shown(content: str) -> str:
     return content if len(content) <= _SHOWN_CHARS else content[: _SHOWN_CHARS - 1] + "…"
 
 
-# Channels that find a memory by what the query says; the session and context channels add memories for
-# where they sit (the conversation in progress, the turns next to a match), whatever they say.
-_MATCHING_CHANNELS = frozenset({pb.CHANNEL_LEXICAL, pb.CHANNEL_VECTOR, pb.CHANNEL_STRUCTURED})
-
-
-def _matches(hit: pb.RecallHit) -> bool:
-    return any(found.channel in _MATCHING_CHANNELS for found in hit.channels)
-
-
 def forget_candidates(query: str, response: pb.RecallResponse, limit: int) -> tuple[str, ForgetResult]:
-    """What a confirmed memory_forget would erase: the recall's hits that match the query themselves,
-    the best `limit` of them. Nothing was deleted."""
-    matching = [hit for hit in response.hits if _matches(hit)]
+    """What a confirmed memory_forget would erase: the recall's hits that match the query by themselves
+    (not the turns next to a match, not a similar-sounding memory below the similarity floor), the best
+    `limit` of them. Nothing was deleted."""
+    matching = [hit for hit in response.hits if hit.matches_query]
     candidates = [
         ForgetCandidate(
             id=hit.memory.id,

@@ -383,6 +383,7 @@ def _hit_to_proto(hit: RankedMemory) -> pb.RecallHit:
             final=s.final,
         ),
         packed=hit.packed,
+        matches_query=hit.directly_relevant,
     )
 
 

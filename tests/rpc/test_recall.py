@@ -257,6 +257,8 @@ async def test_the_turn_after_a_match_comes_along(client: HindsightClient, tenan
     context = next(c for c in found.explanation.channels if c.channel == pb.CHANNEL_CONTEXT)
     assert len(context.memory_ids) >= 1
     assert turns[2] not in contents[:2]
+    # The answer came along as a neighbour: the hit says it does not match the query by itself.
+    assert [h.matches_query for h in found.hits[:2]] == [True, False]
 
 
 async def test_the_servers_connections_plan_each_statement_for_its_tenant(server: RunningServer) -> None:
