@@ -285,6 +285,22 @@ async def test_memory_summarize_and_debug(tools: ToolCaller, data: st.DataObject
         await _judge(tools, tool, data.draw(_arguments(tool)))
 
 
+@examples(40)
+@given(data=st.data())
+async def test_memory_forget(tools: ToolCaller, data: st.DataObject) -> None:
+    """Hostile arguments to the one tool that erases: a clear tool error naming the argument, or a
+    preview (nothing erased) or an erasure of at most the ids given."""
+    arguments = data.draw(_arguments("memory_forget"))
+    result = await _judge(tools, "memory_forget", arguments)
+    if result is not None:
+        answer = result.structured_content
+        assert answer is not None
+        if arguments.get("confirm") is True:
+            assert answer["memories_erased"] >= 0
+        else:
+            assert answer.get("confirmed") is not True  # a preview never erases
+
+
 async def test_unknown_tool_is_a_protocol_error_naming_it(tools: ToolCaller) -> None:
     with pytest.raises(MCPError) as refused:
         await tools.call("memory_drop_everything", {"tenant_id": "other"})
