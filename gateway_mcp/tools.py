@@ -221,8 +221,9 @@ class ForgetArguments(_Arguments):
     query: str = Field(
         min_length=1,
         description="What to forget, in the user's words (Chinese or English): the thing itself, e.g. "
-        "我的住址, 我对花生过敏, my address, what I told you about my ex. Its memories are looked up "
-        "without confirm; with confirm it is kept (first 200 characters) as the erasure's reason.",
+        "我的住址, 我对花生过敏, my address, what I told you about my ex; without 'forget'. Its memories "
+        "are looked up by meaning and words: when nothing matches, try the words the user used when "
+        "telling it (我住在…, I live at …). Not kept anywhere (the erasure's reason names the tool only).",
     )
     confirm: bool = Field(
         False,
