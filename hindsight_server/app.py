@@ -277,6 +277,7 @@ def _routing_settings(settings: Settings) -> RoutingSettings:
         max_lag_s=db.max_replica_lag_ms / 1000,
         check_interval_s=db.replica_check_interval_s,
         wait_s=db.replica_wait_ms / 1000,
+        read_timeout_s=db.replica_read_timeout_ms / 1000,
     )
 
 

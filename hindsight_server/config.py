@@ -79,6 +79,9 @@ class DatabaseSettings(_Section):
     # out of the reads until it catches up (store/replicas.py); with none usable, reads go to `dsn`.
     max_replica_lag_ms: int = Field(1_000, ge=0)
     replica_check_interval_s: float = Field(0.5, gt=0)  # how often each replica's replay is checked
+    # A replica that has not answered a read (or a check) within this is left out and the read runs on
+    # the primary: one that hangs (stopped, a network partition) costs a caller this much, not an error.
+    replica_read_timeout_ms: int = Field(2_000, ge=1)
     # A read carrying min_consistency_token waits at most this long for a replica to replay that far,
     # then reads from the primary (never a read that misses the caller's own write).
     replica_wait_ms: int = Field(20, ge=0)

@@ -25,7 +25,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 import asyncpg
@@ -70,6 +70,7 @@ class RoutingSettings:
     max_lag_s: float
     check_interval_s: float
     wait_s: float
+    read_timeout_s: float  # a replica slower than this to answer is left out (the read: to the primary)
 
 
 @dataclass(slots=True)
@@ -186,7 +187,7 @@ class ReadRouting:
             self.primary_reads += 1
             return await run(self.primary)
         try:
-            answer = await run(replica.pool)
+            answer = await self._bounded(replica, run(replica.pool), "a read")
         except _REPLICA_FAILURES as exc:
             replica.leave_out(f"failed a read: {exc}")
             self.primary_reads += 1
@@ -194,6 +195,25 @@ class ReadRouting:
             return await run(self.primary)
         replica.state.reads += 1
         return answer
+
+    async def _bounded(self, replica: _Replica, work: Awaitable[T], what: str) -> T:
+        """`work` on the replica, given read_timeout_s. Past it the replica is taken as hung: its
+        connections are dropped at once (a cancelled statement would otherwise wait on the hung server
+        to clean up) and Unavailable raised; the watch opens the pool again once it answers."""
+        task = asyncio.ensure_future(work)
+        try:
+            done, _ = await asyncio.wait({task}, timeout=self._settings.read_timeout_s)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        if done:
+            return task.result()
+        task.cancel()
+        task.add_done_callback(_retrieved)
+        pool, replica.pool = replica.pool, None
+        if pool is not None:
+            pool.terminate()
+        raise Unavailable(f"did not answer {what} within {self._settings.read_timeout_s:g} s")
 
     # ------------------------------------------------------------------------------------ choosing
 
@@ -248,7 +268,9 @@ class ReadRouting:
             return -1
         try:
             async with translate_errors():
-                replayed = await replica.pool.fetchval("SELECT pg_last_wal_replay_lsn()")
+                replayed = await self._bounded(
+                    replica, replica.pool.fetchval("SELECT pg_last_wal_replay_lsn()"), "its position"
+                )
         except _REPLICA_FAILURES as exc:
             replica.leave_out(f"does not answer: {exc}")
             return -1
@@ -282,9 +304,13 @@ class ReadRouting:
             if replica.pool is None:
                 replica.pool = await self._open_pool(replica.dsn)
             async with translate_errors():
-                row = await replica.pool.fetchrow(
-                    """SELECT pg_is_in_recovery() AS standby, pg_last_wal_replay_lsn() AS replayed,
-                              (SELECT system_identifier FROM pg_control_system()) AS database"""
+                row = await self._bounded(
+                    replica,
+                    replica.pool.fetchrow(
+                        """SELECT pg_is_in_recovery() AS standby, pg_last_wal_replay_lsn() AS replayed,
+                                  (SELECT system_identifier FROM pg_control_system()) AS database"""
+                    ),
+                    "a check",
                 )
         except Exception as exc:  # whatever a replica does wrong (refused login too), it only leaves it out
             replica.state.lag_s = None
@@ -321,6 +347,12 @@ class _Route(Generic[S]):
 
     async def read(self, after: CommitPosition | None, run: Callable[[S], Awaitable[T]]) -> T:
         return await self._routing.read_on(after, lambda pool: run(self._store(pool)))
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """Reads the outcome of work left behind on a hung replica, so it is not reported as lost."""
+    if not task.cancelled():
+        task.exception()
 
 
 def replica_lag(samples: Sequence[tuple[float, int]], replayed: int, now: float) -> float | None:

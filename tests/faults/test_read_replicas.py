@@ -15,6 +15,7 @@ from typing import Any
 
 import asyncpg
 import grpc
+import psutil
 import pytest
 from google.rpc import error_details_pb2
 
@@ -54,6 +55,7 @@ async def server(
         database__replica_dsns=tuple(replicated.stack.replica_dsns),
         database__max_replica_lag_ms=MAX_LAG_MS,
         database__replica_check_interval_s=0.05,
+        database__replica_read_timeout_ms=300,
         security__require_api_keys=False,
         jobs__enabled=False,
         inference__url="",  # lexical recall: the test is about where reads run, not how they rank
@@ -176,6 +178,59 @@ async def test_a_replica_killed_under_recall_load_costs_no_call(
         stop.set()
         await asyncio.gather(*load)
     assert errors == []
+
+
+def _freeze(replicated: Replicated, signum: signal.Signals) -> None:
+    """Stops (or continues) every process of the replica: its postmaster and its backends, as a host
+    that hangs or a network partition would look."""
+    child = replicated.replicas[0]
+    assert child.process is not None
+    postmaster = psutil.Process(child.process.pid)
+    for process in [postmaster, *postmaster.children(recursive=True)]:
+        process.send_signal(signum)
+
+
+async def test_a_replica_that_hangs_under_recall_load_costs_no_call(
+    server: RunningServer, replicated: Replicated, client: HindsightClient
+) -> None:
+    await _usable_again(server)
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    for index in range(20):
+        await client.write(tenant, f"The bike lock code {index} is on the fridge", **FACT)
+    errors: list[BaseException] = []
+    slowest = 0.0
+    stop = asyncio.Event()
+
+    async def recall_until_stopped() -> None:
+        nonlocal slowest
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                await client.recall(tenant, "bike lock", subject="user")
+            except grpc.aio.AioRpcError as exc:
+                errors.append(exc)
+            slowest = max(slowest, time.monotonic() - started)
+
+    load = [asyncio.create_task(recall_until_stopped()) for _ in range(8)]
+    frozen = False
+    try:
+        served = _replica(server).reads
+        await _eventually(lambda: _replica(server).reads > served + 20)
+        _freeze(replicated, signal.SIGSTOP)
+        frozen = True
+        await _eventually(lambda: not _replica(server).usable)
+        primary = _routing(server).primary_reads
+        await _eventually(lambda: _routing(server).primary_reads > primary + 50)  # the primary answers
+        _freeze(replicated, signal.SIGCONT)
+        frozen = False
+        await _usable_again(server)
+    finally:
+        if frozen:
+            _freeze(replicated, signal.SIGCONT)
+        stop.set()
+        await asyncio.gather(*load)
+    assert errors == []
+    assert slowest < 5  # a read the replica held waited its 300 ms, then the primary's time
 
 
 async def test_a_lagging_replica_is_left_out_and_comes_back(
