@@ -18,6 +18,7 @@ from hindsight_server.domain.model import (
     Entities,
     JsonValue,
     ListQuery,
+    Memory,
     MemoryDraft,
     MemoryPatch,
     RecallQuery,
@@ -147,6 +148,22 @@ def validate_draft(
         raise InvalidArgument(f"{prefix}expires_at", "must be after the time the memory is recorded")
     if draft.visibility is Visibility.PRIVATE and not draft.agent_id:
         raise InvalidArgument(f"{prefix}visibility", "PRIVATE needs the agent_id of the agent it belongs to")
+
+
+def validate_imported(memory: Memory, limits: Limits, prefix: str) -> None:
+    """An exported memory coming back: the bounds of a write (its times and state are kept as they
+    were, so a past expiry is fine), and the provenance bounded like entities."""
+    _text(f"{prefix}content", memory.content, limits.max_content_bytes)
+    for name in ("subject", "agent_id", "session_id", "intent", "idempotency_key"):
+        _identifier(f"{prefix}{name}", getattr(memory, name), limits)
+    validate_entities(memory.entities, limits, f"{prefix}entities")
+    validate_entities(memory.provenance, limits, f"{prefix}provenance")
+    _confidence(f"{prefix}confidence", memory.confidence)
+    _validity(prefix, memory.valid_from, memory.valid_to)
+    if memory.visibility is Visibility.PRIVATE and not memory.agent_id:
+        raise InvalidArgument(f"{prefix}visibility", "PRIVATE needs the agent_id of the agent it belongs to")
+    if len(memory.derived_from) > limits.max_batch_size:
+        raise InvalidArgument(f"{prefix}derived_from", f"more than {limits.max_batch_size} sources")
 
 
 def validate_batch(drafts: list[MemoryDraft], limits: Limits, now: datetime) -> None:

@@ -30,6 +30,7 @@ from hindsight_server.domain.portability import (
 from hindsight_server.domain.validation import (
     require_memory_id,
     validate_identifiers,
+    validate_imported,
     validate_tenant,
     validate_window,
 )
@@ -90,6 +91,8 @@ class PortabilityPipeline:
             raise InvalidArgument("memories", "required: at least one exported memory")
         if len(memories) > self._limits.max_batch_size:
             raise InvalidArgument("memories", f"at most {self._limits.max_batch_size} a call")
+        for index, item in enumerate(memories):
+            validate_imported(item.memory, self._limits, f"memories[{index}].memory.")
         reusable = reusable_spaces(models, self._models)
         here = {model.space for model in self._models}
         stored = [self._stored(tenant_id, item, new_ids, reusable, here) for item in memories]

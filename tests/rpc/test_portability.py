@@ -188,6 +188,31 @@ async def test_a_bad_memory_fails_its_whole_batch(
     assert (await _everything(client, f"{tenant}-bad"))[1] == []  # nothing of the batch
 
 
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"content": ""}, "memories[0].memory.content"),
+        ({"content": "x" * 70_000}, "memories[0].memory.content"),
+        ({"confidence": 1.5}, "memories[0].memory.confidence"),
+        ({"subject": "a\x01b"}, "memories[0].memory.subject"),
+        ({"visibility": pb.VISIBILITY_PRIVATE, "agent_id": ""}, "memories[0].memory.visibility"),
+        ({"tier": pb.TIER_UNSPECIFIED}, "memories[0].memory.tier"),
+        ({"supersedes": "not-an-id"}, "memories[0].memory.supersedes"),
+    ],
+)
+async def test_an_imported_memory_has_the_bounds_of_a_written_one(
+    client: HindsightClient, tenant: str, change: dict[str, Any], field: str
+) -> None:
+    await client.write(tenant, "a memory to export", tier="semantic", kind="fact")
+    _, (exported,) = await _everything(client, tenant)
+    for name, value in change.items():
+        setattr(exported.memory, name, value)
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await client.import_memories(f"{tenant}-bounds", [exported])
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert (refused.value.details() or "").startswith(f"{field}: ")
+
+
 async def test_an_export_is_one_snapshot_under_concurrent_writes(
     client: HindsightClient, tenant: str
 ) -> None:
