@@ -455,6 +455,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
         settings.limits,
         clock,
         inference=inference is not None,
+        max_concurrent_exports=db.max_concurrent_exports,
     )
 
     def forget_caches() -> None:  # after an erasure: what the caches may hold of the erased

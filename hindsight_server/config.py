@@ -72,6 +72,9 @@ class DatabaseSettings(_Section):
     # A server analyzes a tenant's partition after writing this many memories into the tenant
     # (pipelines/statistics.py): a new user's import gets plans made for its real size. 0: never.
     analyze_after_rows: int = Field(2_000, ge=0)
+    # An export holds one pooled connection (its snapshot) for as long as its stream lasts: at most this
+    # many at once per server, so recalls always find connections; past it Export is RESOURCE_EXHAUSTED.
+    max_concurrent_exports: int = Field(2, ge=1)
     # Streaming replicas (libpq URIs) that Recall, Get, List, History and Summarize may read from; writes,
     # idempotency checks and the lifecycle jobs stay on `dsn`. Empty: every read goes to `dsn`.
     replica_dsns: tuple[str, ...] = ()

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 
 from hindsight_server.domain.clock import Clock
-from hindsight_server.domain.errors import InvalidArgument
+from hindsight_server.domain.errors import InvalidArgument, ResourceExhausted
 from hindsight_server.domain.language import ENGLISH, language
 from hindsight_server.domain.model import EmbeddingState, VectorSpace
 from hindsight_server.domain.policy import Limits
@@ -50,6 +50,7 @@ class PortabilityPipeline:
         clock: Clock,
         *,
         inference: bool,
+        max_concurrent_exports: int = 2,
     ) -> None:
         self._exports = exports
         self._writes = writes
@@ -57,6 +58,7 @@ class PortabilityPipeline:
         self._limits = limits
         self._clock = clock
         self._inference = inference
+        self._exports_left = max_concurrent_exports  # each export holds a connection while it streams
 
     @property
     def models(self) -> tuple[EmbeddingModel, ...]:
@@ -71,12 +73,21 @@ class PortabilityPipeline:
         validate_window(query.window)
         if query.after_id is not None:
             query = replace(query, after_id=require_memory_id(query.after_id, "after_id"))
-        async with self._exports.snapshot(query) as snapshot:
-            count = await snapshot.count()
-            yield ExportHeader(query.tenant_id, query.subject, count, self._models, self._clock())
-            async for page in snapshot.pages(EXPORT_PAGE):
-                for memory in page:
-                    yield memory
+        if self._exports_left == 0:
+            raise ResourceExhausted(
+                "this server runs as many exports as database.max_concurrent_exports allows; retry later",
+                retry_after_s=5.0,
+            )
+        self._exports_left -= 1
+        try:
+            async with self._exports.snapshot(query) as snapshot:
+                count = await snapshot.count()
+                yield ExportHeader(query.tenant_id, query.subject, count, self._models, self._clock())
+                async for page in snapshot.pages(EXPORT_PAGE):
+                    for memory in page:
+                        yield memory
+        finally:
+            self._exports_left += 1
 
     async def import_batch(
         self,

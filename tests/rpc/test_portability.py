@@ -238,6 +238,30 @@ async def test_an_export_is_one_snapshot_under_concurrent_writes(
     assert all(m.memory.status == pb.STATUS_ACTIVE for m in seen)  # as it was when the export began
 
 
+async def test_exports_beyond_the_servers_limit_are_told_to_retry(
+    client: HindsightClient, tenant: str
+) -> None:
+    """Each export holds a connection while it streams: the server runs database.max_concurrent_exports
+    (2) at once and refuses a third with RESOURCE_EXHAUSTED, until one ends."""
+    # More than gRPC's flow control lets a server send ahead of its reader: the streams stay open.
+    padding = " and the rest of the story" * 40
+    for start in range(0, 3000, 500):
+        batch = [
+            memory_input(f"held {i}{padding}", tier="semantic", kind="fact")
+            for i in range(start, start + 500)
+        ]
+        await client.write_batch(tenant, batch, verbatim=True)
+    held = [client.export(tenant) for _ in range(2)]
+    for stream in held:
+        await anext(stream)  # the header: its snapshot is open
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await anext(client.export(tenant))
+    assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    for stream in held:
+        assert len([item async for item in stream]) == 3000
+    assert (await _everything(client, tenant))[0].count == 3000  # they ended: exports run again
+
+
 async def test_an_export_resumes_after_the_last_id(client: HindsightClient, tenant: str) -> None:
     await client.write_batch(
         tenant,
