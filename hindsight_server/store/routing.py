@@ -229,8 +229,8 @@ class ReadRouting:
             raise FailedPrecondition.of(
                 "CONSISTENCY",
                 READ_AFTER_FIELD,
-                "the consistency token is ahead of the database: it was issued before the database "
-                "was restored from an older backup, or it was altered",
+                f"{READ_AFTER_FIELD} is ahead of the database: it was issued before the database was "
+                "restored from an older backup, or it was altered",
                 cause="TOKEN_AHEAD_OF_DATABASE",
             )
 

@@ -16,6 +16,7 @@ switches to TLS, trusting that CA.
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -29,6 +30,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hindsight.consistency import ReadYourWrites
 from hindsight.v1 import memory_pb2 as pb
 from hindsight.v1 import memory_pb2_grpc as pb_grpc
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "DEFAULT_TARGET",
@@ -178,6 +181,12 @@ def memory_input(
     return message
 
 
+def _token_refused(error: grpc.aio.AioRpcError) -> bool:
+    """The server refused the read's consistency token itself (not the read)."""
+    refusals = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION)
+    return error.code() in refusals and (error.details() or "").startswith("min_consistency_token")
+
+
 # The default deadline of the calls whose work grows with the data (an import batch, an erasure).
 LONG_CALL_S = 300.0
 
@@ -235,6 +244,20 @@ class HindsightClient:
         response = await call
         self.consistency.observe(request.tenant_id, await call.trailing_metadata())
         return response
+
+    async def _read(self, rpc: Any, request: Any, timeout_s: float | None) -> Any:
+        """A read with the tenant's token. One the database cannot honour (another database's: the
+        deployment was replaced; or ahead of it: restored from an older backup) is dropped and the read
+        sent again without it: what it stood for cannot be read anywhere any more."""
+        try:
+            return await rpc(request, **self._call_options(timeout_s))
+        except grpc.aio.AioRpcError as error:
+            if not request.min_consistency_token or not _token_refused(error):
+                raise
+            log.warning("dropping the consistency token of tenant %s: %s", request.tenant_id, error.details())
+        self.consistency.forget(request.tenant_id)
+        request.min_consistency_token = ""
+        return await rpc(request, **self._call_options(timeout_s))
 
     def _read_after(self, tenant_id: str) -> str:
         return self.consistency.token(tenant_id) if self._read_your_writes else ""
@@ -328,7 +351,7 @@ class HindsightClient:
             agent_id=agent_id,
             min_consistency_token=self._read_after(tenant_id),
         )
-        response: pb.Memory = await self._stub.Get(request, **self._call_options(timeout_s))
+        response: pb.Memory = await self._read(self._stub.Get, request, timeout_s)
         return response
 
     async def list(
@@ -357,7 +380,7 @@ class HindsightClient:
             agent_id=agent_id,
             min_consistency_token=self._read_after(tenant_id),
         )
-        response: pb.ListResponse = await self._stub.List(request, **self._call_options(timeout_s))
+        response: pb.ListResponse = await self._read(self._stub.List, request, timeout_s)
         return response
 
     async def list_all(self, tenant_id: str, **filters: Any) -> AsyncIterator[pb.Memory]:
@@ -422,7 +445,7 @@ class HindsightClient:
             request.min_score = min_score
         _set_time(request, "as_of", as_of)
         _set_time(request, "now", now)
-        response: pb.RecallResponse = await self._stub.Recall(request, **self._call_options(timeout_s))
+        response: pb.RecallResponse = await self._read(self._stub.Recall, request, timeout_s)
         return response
 
     # --------------------------------------------------------------------------------------- sessions
@@ -462,7 +485,7 @@ class HindsightClient:
         request = pb.SummarizeRequest(
             tenant_id=tenant_id, session_id=session_id, min_consistency_token=self._read_after(tenant_id)
         )
-        response: pb.SessionSummary = await self._stub.Summarize(request, **self._call_options(timeout_s))
+        response: pb.SessionSummary = await self._read(self._stub.Summarize, request, timeout_s)
         return response
 
     async def end_session(
@@ -515,7 +538,7 @@ class HindsightClient:
             agent_id=agent_id,
             min_consistency_token=self._read_after(tenant_id),
         )
-        response: pb.HistoryResponse = await self._stub.History(request, **self._call_options(timeout_s))
+        response: pb.HistoryResponse = await self._read(self._stub.History, request, timeout_s)
         return response
 
     # ----------------------------------------------------------------------- export, import, erasure

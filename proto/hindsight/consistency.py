@@ -69,6 +69,10 @@ class ReadYourWrites:
     def token(self, tenant_id: str) -> str:
         return self._latest.get(tenant_id, "")
 
+    def forget(self, tenant_id: str) -> None:
+        """Drops the tenant's token (one the database refused)."""
+        self._latest.pop(tenant_id, None)
+
     def observe(self, tenant_id: str, trailing_metadata: Iterable[tuple[str, str | bytes]] | None) -> None:
         """Keeps the token a mutating response carried, when it carried one."""
         for key, value in trailing_metadata or ():

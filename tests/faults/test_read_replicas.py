@@ -353,3 +353,25 @@ async def test_the_replicas_bench_measures_both_ways(server: RunningServer) -> N
     assert result.under_writes.memories_per_s > 0 and result.under_writes.samples > 0
     shown = report(result, as_json=False)
     assert "Recall after Write, token" in shown and "found 20/20" in shown
+
+
+@pytest.mark.parametrize("kind", ["another database", "ahead of the database"])
+async def test_the_shared_client_drops_a_token_the_database_refuses(
+    server: RunningServer, client: HindsightClient, kind: str
+) -> None:
+    """After the deployment was replaced, or restored from an older backup, a long-running service's
+    tokens can never be met: its reads go on without them (a warning logged), they do not fail."""
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    written = await client.write(tenant, "The gate code is 4711", **FACT)
+    database, position = decode_token(client.consistency.token(tenant))
+    stale = (
+        encode_token(database ^ 1, position)
+        if kind == "another database"
+        else encode_token(database, position + 10**12)
+    )
+    client.consistency.forget(tenant)
+    client.consistency.observe(tenant, [(TRAILER, stale)])
+    found = await client.recall(tenant, "gate code", subject="user")
+    assert [hit.memory.id for hit in found.hits] == [written.memory.id]
+    assert client.consistency.token(tenant) == ""  # dropped; the next write brings a good one
+    assert (await client.get(tenant, written.memory.id)).id == written.memory.id
