@@ -17,6 +17,7 @@ from datetime import datetime
 
 import asyncpg
 
+from hindsight_server.domain.errors import NotFound
 from hindsight_server.domain.model import ErasureKind, ErasureRecord, ErasureScope
 from hindsight_server.store.errors import translate_errors
 from hindsight_server.store.lifecycle import retried_on_conflict, uncount_documents
@@ -65,7 +66,8 @@ class ErasureStore:
                 tenant_id,
                 erasure_id,
             )
-        assert row is not None, f"erasure {erasure_id} of {tenant_id} vanished"
+        if row is None:
+            raise NotFound("erasure", erasure_id)
         return _record(row)
 
     async def stale(self, heartbeat_before: datetime, limit: int) -> list[ErasureRecord]:
