@@ -45,6 +45,12 @@ class BudgetedConnection(asyncpg.Connection):  # type: ignore[misc]  # asyncpg h
     # Set by connection_class() from the configuration.
     default_budget_s: ClassVar[float]
     max_budget_s: ClassVar[float]
+    # On a replica's connection, the replay position last seen on it (store/routing.py); -1: none yet.
+    # A connection stays with its server, and a server's replay only moves on.
+    replayed: int = -1
+
+    def saw_replayed(self, position: int) -> None:
+        self.replayed = max(self.replayed, position)
 
     def _budget(self) -> tuple[float, bool]:
         deadline = _CALL_DEADLINE.get()

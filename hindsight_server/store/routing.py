@@ -11,21 +11,25 @@ left out until a later check finds it well again; with none usable, reads run on
 Read-your-writes: a mutating call answers with commit_position(), the primary's flushed WAL position once
 its transaction has committed (with synchronous_commit on, which durability already requires, at or past
 its commit record). A read carrying one runs on a replica that has replayed that far, waits up to
-`wait_s` for one to get there, or runs on the primary. A replica that fails under a read (killed,
-restarted, a query cancelled by a recovery conflict) is left out and the read runs again on the primary:
-reads change nothing, so running one twice is safe, and no caller sees a replica's death.
+`wait_s` for one to get there, or runs on the primary. Every connection such a read uses is checked
+itself (CaughtUpPool), because one DSN may lead to several standbys.
+
+A replica that fails under a read (killed, restarted, a query cancelled by a recovery conflict) is left
+out and the read runs again on the primary: reads change nothing, so running one twice is safe, and no
+caller sees a replica's death.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 from urllib.parse import urlsplit
 
 import asyncpg
@@ -186,8 +190,14 @@ class ReadRouting:
         if replica is None or replica.pool is None:
             self.primary_reads += 1
             return await run(self.primary)
+        pool = replica.pool
+        if after is not None:  # every connection of the read is checked, not only the one asked
+            pool = cast(asyncpg.Pool, CaughtUpPool(pool, after.lsn, self._settings.wait_s))
         try:
-            answer = await self._bounded(replica, run(replica.pool), "a read")
+            answer = await self._bounded(replica, run(pool), "a read")
+        except ReplicaBehind:
+            self.primary_reads += 1
+            return await run(self.primary)
         except _REPLICA_FAILURES as exc:
             replica.leave_out(f"failed a read: {exc}")
             self.primary_reads += 1
@@ -331,6 +341,58 @@ class ReadRouting:
                 replica.take_in()
 
 
+class ReplicaBehind(Exception):
+    """A replica connection had not replayed a read's position within the wait: the primary reads."""
+
+
+class CaughtUpPool:
+    """A replica's pool for a read that must see a position: each connection it hands out has replayed
+    that far, checked on the connection itself, since one DSN may lead to several standbys (a Service
+    that balances connections over them). A connection remembers what it was seen at, so most reads
+    ask nothing; one still behind after `wait_s` raises ReplicaBehind. The statements the read stores run
+    (fetch, fetchrow, fetchval, execute, acquire), as asyncpg's pool offers them."""
+
+    def __init__(self, pool: asyncpg.Pool, position: int, wait_s: float) -> None:
+        self._pool = pool
+        self._position = position
+        self._wait_s = wait_s
+
+    @contextlib.asynccontextmanager
+    async def acquire(self) -> AsyncIterator[Any]:
+        async with self._pool.acquire() as connection:
+            await self._caught_up(connection)
+            yield connection
+
+    async def fetch(self, *args: Any, **kwargs: Any) -> Any:
+        async with self.acquire() as connection:
+            return await connection.fetch(*args, **kwargs)
+
+    async def fetchrow(self, *args: Any, **kwargs: Any) -> Any:
+        async with self.acquire() as connection:
+            return await connection.fetchrow(*args, **kwargs)
+
+    async def fetchval(self, *args: Any, **kwargs: Any) -> Any:
+        async with self.acquire() as connection:
+            return await connection.fetchval(*args, **kwargs)
+
+    async def execute(self, *args: Any, **kwargs: Any) -> Any:
+        async with self.acquire() as connection:
+            return await connection.execute(*args, **kwargs)
+
+    async def _caught_up(self, connection: Any) -> None:
+        deadline = time.monotonic() + self._wait_s
+        while connection.replayed < self._position:
+            replayed = await connection.fetchval("SELECT pg_last_wal_replay_lsn()")
+            if replayed is None:
+                raise Unavailable("the replica is not a standby any more")
+            connection.saw_replayed(int(replayed))
+            if connection.replayed >= self._position:
+                return
+            if time.monotonic() >= deadline:
+                raise ReplicaBehind
+            await asyncio.sleep(POLL_S)
+
+
 class _Route(Generic[S]):
     """ReadRouting's choice of pool, handed to the pipeline as the store it built on that pool."""
 
@@ -340,6 +402,8 @@ class _Route(Generic[S]):
         self._built: dict[int, S] = {}
 
     def _store(self, pool: asyncpg.Pool) -> S:
+        if isinstance(pool, CaughtUpPool):  # one read's: not kept
+            return self._stores(pool)
         store = self._built.get(id(pool))
         if store is None:
             store = self._built[id(pool)] = self._stores(pool)

@@ -28,7 +28,8 @@ from hindsight_server.bench.replicas import report, run_replicas_bench
 from hindsight_server.config import load_settings
 from hindsight_server.rpc.ops import fetch_status
 from hindsight_server.status_cli import render
-from hindsight_server.store.routing import ReadRouting, ReplicaState
+from hindsight_server.store.pool import create_pool
+from hindsight_server.store.routing import CaughtUpPool, ReadRouting, ReplicaBehind, ReplicaState
 from tests.support.replicas import Replicated, replicated_postgres
 from tests.support.rich_errors import detail
 
@@ -375,3 +376,35 @@ async def test_the_shared_client_drops_a_token_the_database_refuses(
     assert [hit.memory.id for hit in found.hits] == [written.memory.id]
     assert client.consistency.token(tenant) == ""  # dropped; the next write brings a good one
     assert (await client.get(tenant, written.memory.id)).id == written.memory.id
+
+
+async def test_every_connection_of_a_read_with_a_token_is_checked(replicated: Replicated) -> None:
+    """Behind a Service that balances connections over several standbys, the connection a read runs on
+    need not be the one whose position was asked: each is checked itself, and remembers what it saw."""
+    pool = await create_pool(
+        replicated.stack.replica_dsns[0],
+        min_size=1,
+        max_size=2,
+        statement_timeout_ms=5_000,
+        max_statement_timeout_ms=5_000,
+        connect_timeout_s=5,
+    )
+    primary = await asyncpg.connect(replicated.dsn)
+    try:
+        now = int(await primary.fetchval("SELECT pg_current_wal_flush_lsn()"))
+        async with CaughtUpPool(pool, now, wait_s=5).acquire() as connection:
+            assert connection.replayed >= now  # asked once, then kept on the connection
+        await _on_replica(replicated, "SELECT pg_wal_replay_pause()")
+        try:
+            await primary.execute(
+                "CREATE TABLE IF NOT EXISTS guard_probe (n int); INSERT INTO guard_probe VALUES (1)"
+            )
+            ahead = int(await primary.fetchval("SELECT pg_current_wal_flush_lsn()"))
+            with pytest.raises(ReplicaBehind):
+                await CaughtUpPool(pool, ahead, wait_s=0.05).fetchval("SELECT 1")
+        finally:
+            await _on_replica(replicated, "SELECT pg_wal_replay_resume()")
+        assert await CaughtUpPool(pool, ahead, wait_s=5).fetchval("SELECT count(*) FROM guard_probe") == 1
+    finally:
+        await primary.close()
+        await pool.close()
