@@ -4,8 +4,10 @@ memory that keeps working while the tier is down (writes deferred, recall degrad
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +18,7 @@ from hindsight_server.app import RunningServer, StartupError, start_server
 from hindsight_server.config import Settings
 from tests.fixtures.triton import TEST_MAX_CHARS
 from tests.support.figures import report
+from tests.support.processes import run_cli
 
 
 @pytest.fixture(scope="module")
@@ -311,3 +314,31 @@ async def test_an_export_carries_the_embeddings_and_an_import_reuses_them(
         return all(m.memory.embedding_state == pb.EMBEDDING_STATE_READY for m in again)
 
     await _eventually(recomputed)
+
+
+async def test_the_cli_round_trips_the_embeddings_through_json_lines(
+    tier_server: RunningServer, tier_client: HindsightClient, tenant: str, tmp_path: Path
+) -> None:
+    """`hindsight export --embeddings` then `hindsight import`: the float32 vectors survive protobuf's
+    JSON mapping exactly, and the import reuses them (the header names this deployment's models)."""
+    await tier_client.write(tenant, "The spare tyre is under the boot floor", tier="semantic", kind="fact")
+
+    async def embedded() -> bool:
+        items = [item async for item in tier_client.export(tenant, include_embeddings=True)]
+        return all(len(item.memory.embeddings) == 2 for item in items[1:])
+
+    await _eventually(embedded)
+    target, file = f"127.0.0.1:{tier_server.port}", tmp_path / "export.jsonl"
+    exported = await run_cli(
+        ["export", "--target", target, "--tenant", tenant, "--embeddings", "--output", str(file)]
+    )
+    assert exported.code == 0, exported.stderr
+    imported = await run_cli(["import", str(file), "--target", target, "--tenant", f"{tenant}-cli", "--json"])
+    assert imported.code == 0, imported.stderr
+    assert json.loads(imported.stdout)["embeddings_reused"] == 1
+
+    async def vectors(of: str) -> list[list[list[float]]]:
+        items = [item async for item in tier_client.export(of, include_embeddings=True)]
+        return [[list(e.values) for e in item.memory.embeddings] for item in items[1:]]
+
+    assert await vectors(f"{tenant}-cli") == await vectors(tenant)
