@@ -168,11 +168,6 @@ class ReadRouting:
             for replica in self._replicas:
                 group.create_task(self._every_interval(functools.partial(self._check, replica)))
 
-    async def check_now(self) -> None:
-        """One round of checks (tests, and `start`)."""
-        await self._sample_primary()
-        await asyncio.gather(*(self._check(replica) for replica in self._replicas))
-
     async def commit_position(self) -> CommitPosition:
         """The position a mutating call answers with, once its changes have committed."""
         async with translate_errors():
