@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import os
 import pty
 import uuid
@@ -14,12 +15,14 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from google.protobuf import json_format
 
 from hindsight.client import HindsightClient
 from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.app import RunningServer
+from hindsight_server.portability_cli import memory_line
 from tests.support.processes import HINDSIGHT, CliResult, free_port, run_cli
 
 HEADER = {"hindsight_export": 1, "format_version": 1, "tenant_id": "source", "count": "3"}
@@ -527,3 +530,24 @@ async def test_erase_named_memories_prints_what_it_erased(
     assert f"erased 2 memories of tenant {tenant}, with their versions" in erased.stdout
     assert ": 2 memories, 0 sessions" in erased.stdout and "erasure " in erased.stdout
     assert [m.id for m in (await client.list(tenant)).memories] == [keep.memory.id]
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-6, 1e6, 1e-38])
+def test_a_line_gives_back_every_float32_exactly(scale: float) -> None:
+    """The CLI writes vectors itself (nine significant digits): parsed back, each float32 is the same."""
+    values = (np.random.default_rng(3).standard_normal(896) * scale).astype(np.float32)
+    exported = pb.ExportedMemory(
+        memory=pb.Memory(id="01a22b8a-0000-7000-8000-000000000001", content="向量 vector"),
+        embeddings=[
+            pb.Embedding(space="multilingual", model="embed", values=values[:512].tolist()),
+            pb.Embedding(space="english", values=values[512:].tolist()),
+        ],
+    )
+    line = memory_line(exported)
+    assert json_format.ParseDict(json.loads(line), pb.ExportedMemory()) == exported
+    assert json.loads(line).keys() == json_format.MessageToDict(exported).keys()
+
+
+def test_a_vector_that_is_not_finite_keeps_the_mappings_own_words() -> None:
+    exported = pb.ExportedMemory(memory=pb.Memory(id="x"), embeddings=[pb.Embedding(values=[math.inf])])
+    assert json.loads(memory_line(exported))["embeddings"] == [{"values": ["Infinity"]}]
