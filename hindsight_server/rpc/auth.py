@@ -14,7 +14,7 @@ from hindsight_server.domain.errors import PermissionDenied, ResourceExhausted, 
 from hindsight_server.domain.ratelimit import RateLimiter
 from hindsight_server.pipelines.tenants import ApiKeys, key_id_of
 from hindsight_server.rpc.context import UNAUTHENTICATED_CALLER, bind_caller
-from hindsight_server.rpc.errors import Behavior, StreamBehavior
+from hindsight_server.rpc.errors import Behavior, StreamBehavior, stream_items
 from hindsight_server.rpc.interceptors import UnaryInterceptor
 
 __all__ = ["AUTHORIZATION_HEADER", "AuthInterceptor"]
@@ -52,11 +52,13 @@ class AuthInterceptor(UnaryInterceptor):
         return guarded
 
     def wrap_stream(self, behavior: StreamBehavior, details: grpc.HandlerCallDetails) -> StreamBehavior:
+        if not details.method.startswith(_GUARDED_SERVICE):  # the health service's Watch: open, as Check
+            return behavior
         header = str(dict(details.invocation_metadata or ()).get(AUTHORIZATION_HEADER, ""))
 
         async def guarded(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
             await self._admit(header, request.tenant_id)
-            async for item in behavior(request, context):
+            async for item in stream_items(behavior, request, context):
                 yield item
 
         return guarded

@@ -7,6 +7,7 @@ request id and the caller gets INTERNAL with that id, never the exception text o
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
@@ -131,12 +132,25 @@ def map_errors(behavior: Behavior) -> Behavior:
     return mapped
 
 
+async def stream_items(
+    behavior: StreamBehavior, request: Any, context: grpc.aio.ServicerContext[Any, Any]
+) -> AsyncIterator[Any]:
+    """A server-streaming handler's items: grpc.aio takes an async generator (Export) or a coroutine
+    that writes with context.write (the health service's Watch); this runs either."""
+    started: Any = behavior(request, context)
+    if inspect.isawaitable(started):
+        await started
+        return
+    async for item in started:
+        yield item
+
+
 def map_stream_errors(behavior: StreamBehavior) -> StreamBehavior:
     """The same for a server-streaming method: an error midway ends the stream with its status."""
 
     async def mapped(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
         async with _mapped_errors(request, context):
-            async for item in behavior(request, context):
+            async for item in stream_items(behavior, request, context):
                 yield item
 
     return mapped

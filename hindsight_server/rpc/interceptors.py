@@ -9,7 +9,7 @@ from typing import Any, TypeAlias
 import grpc
 
 from hindsight_server.rpc.context import REQUEST_ID_HEADER, bind_request_id, request_id_from
-from hindsight_server.rpc.errors import Behavior, StreamBehavior, map_errors, map_stream_errors
+from hindsight_server.rpc.errors import Behavior, StreamBehavior, map_errors, map_stream_errors, stream_items
 from hindsight_server.rpc.wire import tolerant
 from hindsight_server.store.budget import bind_call_deadline
 
@@ -71,7 +71,7 @@ class RequestIdInterceptor(UnaryInterceptor):
             request: Any, context: grpc.aio.ServicerContext[Any, Any]
         ) -> AsyncIterator[Any]:
             await _bind(request_id, context)
-            async for item in behavior(request, context):
+            async for item in stream_items(behavior, request, context):
                 yield item
 
         return with_request_id

@@ -24,7 +24,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from hindsight.telemetry import PROPAGATOR, RPC_DURATION_BUCKETS_S, SERVER_ERRORS, rpc_attributes
-from hindsight_server.rpc.errors import Behavior, StreamBehavior
+from hindsight_server.rpc.errors import Behavior, StreamBehavior, stream_items
 from hindsight_server.rpc.interceptors import UnaryInterceptor
 from hindsight_server.telemetry.recorder import TRACER
 
@@ -61,11 +61,13 @@ class TracingInterceptor(UnaryInterceptor):
         return traced
 
     def wrap_stream(self, behavior: StreamBehavior, details: grpc.HandlerCallDetails) -> StreamBehavior:
+        if details.method.startswith(_UNTRACED):
+            return behavior
         name, parent, attributes = _called(details)
 
         async def traced(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
             with _server_span(name, parent, attributes, context):
-                async for item in behavior(request, context):
+                async for item in stream_items(behavior, request, context):
                     yield item
 
         return traced

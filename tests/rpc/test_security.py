@@ -14,6 +14,7 @@ import asyncpg
 import grpc
 import pytest
 from google.rpc import error_details_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from hindsight.client import HindsightClient
 from hindsight.v1 import memory_pb2 as pb
@@ -330,3 +331,16 @@ async def test_export_import_and_erase_need_their_tenants_key(
     finally:
         await connection.close()
     assert by == f"api key {owner_key['key_id']}"  # who erased, in the audit record
+
+
+async def test_the_health_services_watch_stays_open_where_keys_are_required(
+    keyed_server: RunningServer,
+) -> None:
+    """Health/Watch is the one streaming method besides Export: probes need no key for it either."""
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{keyed_server.port}") as channel:
+        watch = health_pb2_grpc.HealthStub(channel).Watch(
+            health_pb2.HealthCheckRequest(service=""), timeout=5
+        )
+        first = await anext(aiter(watch))
+        watch.cancel()
+    assert first.status == health_pb2.HealthCheckResponse.SERVING
