@@ -181,7 +181,7 @@ class ReadRouting:
     async def read_on(self, after: CommitPosition | None, run: Callable[[asyncpg.Pool], Awaitable[T]]) -> T:
         if after is not None:
             await self._require_known(after)
-        replica = await self._choose(after)
+        replica = self._choose(after)
         if replica is None or replica.pool is None:
             self.primary_reads += 1
             return await run(self.primary)
@@ -239,25 +239,13 @@ class ReadRouting:
                 cause="TOKEN_AHEAD_OF_DATABASE",
             )
 
-    async def _choose(self, after: CommitPosition | None) -> _Replica | None:
+    def _choose(self, after: CommitPosition | None) -> _Replica | None:
+        """A usable replica, one whose last check saw it past `after` first; whether it is far enough is
+        then checked on each connection the read uses (CaughtUpPool), which waits for replay."""
         usable = self._usable()
-        if not usable or after is None:
-            return usable[0] if usable else None
-        for replica in usable:
-            if replica.state.replayed >= after.lsn:
-                return replica
-        # The checks are an interval old: ask, and give replay a moment to catch up.
-        deadline = time.monotonic() + self._settings.wait_s
-        while True:
-            for replica in usable:
-                if await self._replayed(replica) >= after.lsn:
-                    return replica
-            if time.monotonic() >= deadline:
-                return None
-            await asyncio.sleep(POLL_S)
-            usable = [replica for replica in usable if replica.state.usable]
-            if not usable:
-                return None
+        if after is not None:
+            usable.sort(key=lambda replica: replica.state.replayed < after.lsn)
+        return usable[0] if usable else None
 
     def _usable(self) -> list[_Replica]:
         """The usable replicas, starting at the next in turn (reads spread over them)."""
@@ -266,24 +254,6 @@ class ReadRouting:
             self._turn = (self._turn + 1) % len(usable)
             usable = usable[self._turn :] + usable[: self._turn]
         return usable
-
-    async def _replayed(self, replica: _Replica) -> int:
-        """The replica's replay position now (-1 when it cannot say; it is then left out)."""
-        if replica.pool is None:
-            return -1
-        try:
-            async with translate_errors():
-                replayed = await self._bounded(
-                    replica, replica.pool.fetchval("SELECT pg_last_wal_replay_lsn()"), "its position"
-                )
-        except _REPLICA_FAILURES as exc:
-            replica.leave_out(f"does not answer: {exc}")
-            return -1
-        if replayed is None:
-            replica.leave_out("is not a standby (pg_last_wal_replay_lsn() is NULL)")
-            return -1
-        replica.state.replayed = max(replica.state.replayed, int(replayed))
-        return replica.state.replayed
 
     # ------------------------------------------------------------------------------------ watching
 
@@ -336,8 +306,12 @@ class ReadRouting:
                 replica.take_in()
 
 
-class ReplicaBehind(Exception):
-    """A replica connection had not replayed a read's position within the wait: the primary reads."""
+class ReplicaBehind(Unavailable):
+    """A replica connection had not replayed a read's position within the wait: the primary reads.
+    Unavailable, so it leaves a pipeline's parallel statements like any other database failure."""
+
+    def __init__(self) -> None:
+        super().__init__("the replica has not replayed the read's consistency token yet")
 
 
 class CaughtUpPool:
