@@ -6,11 +6,13 @@ replica is left out and comes back; bad tokens are refused by name, and one from
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import signal
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
@@ -139,46 +141,59 @@ async def test_a_write_is_found_by_the_recall_after_it_every_time(
     assert routing.primary_reads - primary_before > 50
 
 
+@dataclass
+class _Load:
+    answered: int = 0
+    slowest_s: float = 0.0
+    errors: list[BaseException] = field(default_factory=list)
+
+
+@contextlib.asynccontextmanager
+async def _recall_load(client: HindsightClient, memory: str, query: str) -> AsyncIterator[_Load]:
+    """8 recalls in a loop over a tenant of 20 memories, until the block ends: what they met."""
+    tenant = f"t-{uuid.uuid4().hex[:12]}"
+    for index in range(20):
+        await client.write(tenant, memory.format(index), **FACT)
+    load, stop = _Load(), asyncio.Event()
+
+    async def recall_until_stopped() -> None:
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                await client.recall(tenant, query, subject="user")
+                load.answered += 1
+            except grpc.aio.AioRpcError as exc:
+                load.errors.append(exc)
+            load.slowest_s = max(load.slowest_s, time.monotonic() - started)
+
+    workers = [asyncio.create_task(recall_until_stopped()) for _ in range(8)]
+    try:
+        yield load
+    finally:
+        stop.set()
+        await asyncio.gather(*workers)
+
+
 async def test_a_replica_killed_under_recall_load_costs_no_call(
     server: RunningServer, replicated: Replicated, client: HindsightClient
 ) -> None:
     await _usable_again(server)
-    tenant = f"t-{uuid.uuid4().hex[:12]}"
-    for index in range(20):
-        await client.write(tenant, f"The parcel locker number {index} is by the door", **FACT)
-    errors: list[BaseException] = []
-    answered = 0
-    stop = asyncio.Event()
-
-    async def recall_until_stopped() -> None:
-        nonlocal answered
-        while not stop.is_set():
-            try:
-                await client.recall(tenant, "parcel locker", subject="user")
-                answered += 1
-            except grpc.aio.AioRpcError as exc:
-                errors.append(exc)
-
     served_before = _replica(server).reads
-    load = [asyncio.create_task(recall_until_stopped()) for _ in range(8)]
-    try:
+    async with _recall_load(client, "The parcel locker number {} is by the door", "parcel locker") as load:
         await _eventually(lambda: _replica(server).reads > served_before + 50)
         child = replicated.replicas[0]
         assert child.process is not None
         child.process.send_signal(signal.SIGQUIT)  # immediate shutdown: every backend killed mid-read
         await asyncio.wait_for(child.process.wait(), 30)
         await _eventually(lambda: not _replica(server).usable)
-        answered_while_down = answered
-        await _eventually(lambda: answered > answered_while_down + 50)  # the primary answers them
+        answered_while_down = load.answered
+        await _eventually(lambda: load.answered > answered_while_down + 50)  # the primary answers them
         await child.spawn()
         await child.wait_ready(60)
         await _usable_again(server)
         back = _replica(server).reads
         await _eventually(lambda: _replica(server).reads > back + 50)
-    finally:
-        stop.set()
-        await asyncio.gather(*load)
-    assert errors == []
+    assert load.errors == []
 
 
 def _freeze(replicated: Replicated, signum: signal.Signals) -> None:
@@ -195,43 +210,24 @@ async def test_a_replica_that_hangs_under_recall_load_costs_no_call(
     server: RunningServer, replicated: Replicated, client: HindsightClient
 ) -> None:
     await _usable_again(server)
-    tenant = f"t-{uuid.uuid4().hex[:12]}"
-    for index in range(20):
-        await client.write(tenant, f"The bike lock code {index} is on the fridge", **FACT)
-    errors: list[BaseException] = []
-    slowest = 0.0
-    stop = asyncio.Event()
-
-    async def recall_until_stopped() -> None:
-        nonlocal slowest
-        while not stop.is_set():
-            started = time.monotonic()
-            try:
-                await client.recall(tenant, "bike lock", subject="user")
-            except grpc.aio.AioRpcError as exc:
-                errors.append(exc)
-            slowest = max(slowest, time.monotonic() - started)
-
-    load = [asyncio.create_task(recall_until_stopped()) for _ in range(8)]
     frozen = False
-    try:
-        served = _replica(server).reads
-        await _eventually(lambda: _replica(server).reads > served + 20)
-        _freeze(replicated, signal.SIGSTOP)
-        frozen = True
-        await _eventually(lambda: not _replica(server).usable)
-        primary = _routing(server).primary_reads
-        await _eventually(lambda: _routing(server).primary_reads > primary + 50)  # the primary answers
-        _freeze(replicated, signal.SIGCONT)
-        frozen = False
-        await _usable_again(server)
-    finally:
-        if frozen:
+    async with _recall_load(client, "The bike lock code {} is on the fridge", "bike lock") as load:
+        try:
+            served = _replica(server).reads
+            await _eventually(lambda: _replica(server).reads > served + 20)
+            _freeze(replicated, signal.SIGSTOP)
+            frozen = True
+            await _eventually(lambda: not _replica(server).usable)
+            primary = _routing(server).primary_reads
+            await _eventually(lambda: _routing(server).primary_reads > primary + 50)  # the primary answers
             _freeze(replicated, signal.SIGCONT)
-        stop.set()
-        await asyncio.gather(*load)
-    assert errors == []
-    assert slowest < 5  # a read the replica held waited its 300 ms, then the primary's time
+            frozen = False
+            await _usable_again(server)
+        finally:
+            if frozen:
+                _freeze(replicated, signal.SIGCONT)
+    assert load.errors == []
+    assert load.slowest_s < 5  # a read the replica held waited its 300 ms, then the primary's time
 
 
 async def test_a_lagging_replica_is_left_out_and_comes_back(
