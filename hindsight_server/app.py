@@ -456,6 +456,8 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
         clock,
         inference=inference is not None,
         max_concurrent_exports=db.max_concurrent_exports,
+        statistics=statistics,
+        scope_sizes=scope_sizes,
     )
 
     def forget_caches() -> None:  # after an erasure: what the caches may hold of the erased

@@ -9,6 +9,7 @@ dimension) are kept; otherwise the memory waits for the embedding worker.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 
@@ -34,6 +35,8 @@ from hindsight_server.domain.validation import (
     validate_tenant,
     validate_window,
 )
+from hindsight_server.pipelines.scope_sizes import ScopeSizes
+from hindsight_server.pipelines.statistics import StatisticsRefresh
 from hindsight_server.store.portability import PortabilityStore
 from hindsight_server.store.writes import MemoryWrites
 
@@ -51,6 +54,8 @@ class PortabilityPipeline:
         *,
         inference: bool,
         max_concurrent_exports: int = 2,
+        statistics: StatisticsRefresh | None = None,
+        scope_sizes: ScopeSizes | None = None,
     ) -> None:
         self._exports = exports
         self._writes = writes
@@ -59,6 +64,9 @@ class PortabilityPipeline:
         self._clock = clock
         self._inference = inference
         self._exports_left = max_concurrent_exports  # each export holds a connection while it streams
+        # An import is a tenant growing at once: its plans and the vector search's sizes must know.
+        self._statistics = statistics
+        self._scope_sizes = scope_sizes
 
     @property
     def models(self) -> tuple[EmbeddingModel, ...]:
@@ -113,6 +121,7 @@ class PortabilityPipeline:
         }
         inserted = await self._writes.import_batch([item.memory for item in stored], vectors)
         new = [item for item in stored if item.memory.id in inserted]
+        self._note_grown(tenant_id, new)
         pending = sum(1 for item in new if item.memory.embedding_state is EmbeddingState.PENDING)
         return ImportOutcome(
             ids=[item.memory.id for item in stored],
@@ -121,6 +130,18 @@ class PortabilityPipeline:
             embeddings_reused=sum(1 for item in new if item.vectors),
             embeddings_pending=pending,
         )
+
+    def _note_grown(self, tenant_id: str, new: Sequence[PortableMemory]) -> None:
+        if self._statistics is not None and new:
+            self._statistics.note_written(tenant_id, len(new))
+        if self._scope_sizes is None:
+            return
+        rows: Counter[str] = Counter(item.memory.subject for item in new)
+        lacking: Counter[str] = Counter(
+            item.memory.subject for item in new if VectorSpace.ENGLISH not in item.vectors
+        )
+        for subject, count in rows.items():
+            self._scope_sizes.note_written(tenant_id, subject, count, lacking[subject])
 
     def _stored(
         self,

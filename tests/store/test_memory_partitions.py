@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from hindsight.client import HindsightClient, memory_input
+from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.app import RunningServer
 from hindsight_server.config import DatabaseSettings
 from hindsight_server.domain.bm25 import Bm25
@@ -348,3 +349,38 @@ async def test_a_server_analyzes_a_tenants_partition_after_writing_enough_into_i
             break
         await asyncio.sleep(0.05)
     assert await server.pool.fetchval(analyzed, partition) > before
+
+
+async def test_a_server_analyzes_a_tenants_partition_after_an_import_into_it(
+    server: RunningServer, client: HindsightClient, tenant: str
+) -> None:
+    """An import is the tenant that grows most at once: it counts as the writes do."""
+    after_rows = DatabaseSettings().analyze_after_rows
+    source = f"{tenant}-source"
+    await client.write_batch(
+        source, [memory_input(f"note {i}", tier="semantic", kind="fact") for i in range(500)], verbatim=True
+    )
+    exported = [item.memory async for item in client.export(source) if item.HasField("memory")]
+    await client.import_memories(tenant, [_copy(exported[0], after_rows)])  # its partition, found
+    partition = await server.pool.fetchval(
+        "SELECT tableoid::regclass::text FROM memories WHERE tenant_id = $1 LIMIT 1", tenant
+    )
+    analyzed = "SELECT analyze_count FROM pg_stat_user_tables WHERE relname = $1"
+    before = await server.pool.fetchval(analyzed, partition)
+    for copy in range(after_rows // len(exported)):
+        await client.import_memories(tenant, [_copy(m, copy) for m in exported], timeout_s=60)
+    for _ in range(200):
+        await server.pool.execute("SELECT pg_stat_clear_snapshot()")
+        if await server.pool.fetchval(analyzed, partition) > before:
+            break
+        await asyncio.sleep(0.05)
+    assert await server.pool.fetchval(analyzed, partition) > before
+
+
+def _copy(memory: pb.ExportedMemory, copy: int) -> pb.ExportedMemory:
+    """The memory under an id (and without a key) of its own per copy: each import inserts it anew."""
+    copied = pb.ExportedMemory()
+    copied.CopyFrom(memory)
+    copied.memory.id = str(uuid.UUID(int=uuid.UUID(memory.memory.id).int ^ (copy + 1)))
+    copied.memory.idempotency_key = ""
+    return copied
