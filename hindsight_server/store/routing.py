@@ -161,8 +161,8 @@ class ReadRouting:
     async def watch_forever(self) -> None:
         """The primary sampled and every replica checked each interval; each replica on its own timer,
         so one that takes its connect timeout to fail does not hold back the others' figures."""
-        if not self._replicas:
-            return
+        # The primary is sampled without replicas too: a token another server issued is then usually
+        # known to be no further than the primary, and a read carrying it asks nothing more.
         async with asyncio.TaskGroup() as group:
             group.create_task(self._every_interval(self._sample_primary))
             for replica in self._replicas:
@@ -367,19 +367,10 @@ class _Route(Generic[S]):
 
     def __init__(self, routing: ReadRouting, stores: Callable[[asyncpg.Pool], S]) -> None:
         self._routing = routing
-        self._stores = stores
-        self._built: dict[int, S] = {}
-
-    def _store(self, pool: asyncpg.Pool) -> S:
-        if isinstance(pool, CaughtUpPool):  # one read's: not kept
-            return self._stores(pool)
-        store = self._built.get(id(pool))
-        if store is None:
-            store = self._built[id(pool)] = self._stores(pool)
-        return store
+        self._stores = stores  # a store only holds its pool: one is made for each read
 
     async def read(self, after: CommitPosition | None, run: Callable[[S], Awaitable[T]]) -> T:
-        return await self._routing.read_on(after, lambda pool: run(self._store(pool)))
+        return await self._routing.read_on(after, lambda pool: run(self._stores(pool)))
 
 
 def _retrieved(task: asyncio.Future[Any]) -> None:
