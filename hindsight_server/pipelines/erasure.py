@@ -85,6 +85,7 @@ class ErasurePipeline:
             pass
         self._forget_caches()
         done = await self._store.get(record.scope.tenant_id, record.id)
+        self._last_seen = max(filter(None, (self._last_seen, done.finished_at)), default=None)
         log.info(
             "erasure %s of %s done: %d memories, %d sessions, %d turns, %d kept answers",
             done.id,
