@@ -496,6 +496,13 @@ def append_result_to_proto(result: AppendResult) -> pb.AppendTurnResponse:
 _SPACES = {space.value: space for space in VectorSpace}
 
 
+def _space_in(name: str, field: str) -> VectorSpace:
+    space = _SPACES.get(name)
+    if space is None:
+        raise InvalidArgument(field, f"one of {', '.join(_SPACES)}")
+    return space
+
+
 def export_query_from_proto(request: pb.ExportRequest) -> ExportQuery:
     return ExportQuery(
         tenant_id=request.tenant_id,
@@ -527,8 +534,12 @@ def export_header_to_proto(header: ExportHeader) -> pb.ExportItem:
     return pb.ExportItem(header=message)
 
 
-def exported_to_proto(item: PortableMemory, models: Sequence[EmbeddingModel]) -> pb.ExportItem:
-    names = {model.space: model.name for model in models}
+def model_names(models: Sequence[EmbeddingModel]) -> dict[VectorSpace, str]:
+    """Each space's model name, as every exported embedding carries it (built once an export)."""
+    return {model.space: model.name for model in models}
+
+
+def exported_to_proto(item: PortableMemory, names: Mapping[VectorSpace, str]) -> pb.ExportItem:
     exported = pb.ExportedMemory(
         memory=memory_to_proto(item.memory),
         embeddings=[
@@ -542,10 +553,9 @@ def exported_to_proto(item: PortableMemory, models: Sequence[EmbeddingModel]) ->
 def models_from_proto(models: Iterable[pb.EmbeddingModel], field: str = "models") -> list[EmbeddingModel]:
     found = []
     for index, model in enumerate(models):
-        space = _SPACES.get(model.space)
-        if space is None:
-            raise InvalidArgument(f"{field}[{index}].space", f"one of {', '.join(_SPACES)}")
-        found.append(EmbeddingModel(space, model.name, model.dimension))
+        found.append(
+            EmbeddingModel(_space_in(model.space, f"{field}[{index}].space"), model.name, model.dimension)
+        )
     return found
 
 
@@ -594,9 +604,7 @@ def portable_from_proto(item: pb.ExportedMemory, field: str) -> PortableMemory:
     )
     vectors = {}
     for index, embedding in enumerate(item.embeddings):
-        space = _SPACES.get(embedding.space)
-        if space is None:
-            raise InvalidArgument(f"{field}.embeddings[{index}].space", f"one of {', '.join(_SPACES)}")
+        space = _space_in(embedding.space, f"{field}.embeddings[{index}].space")
         vectors[space] = np.asarray(embedding.values, dtype=np.float32)
     return PortableMemory(memory, vectors)
 

@@ -228,11 +228,12 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         self, request: pb.ExportRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[pb.ExportItem]:
         query = convert.export_query_from_proto(request)
+        names = convert.model_names(self._portability.models)
         async for item in self._portability.export(query):
             if isinstance(item, ExportHeader):
                 yield convert.export_header_to_proto(item)
             else:
-                yield convert.exported_to_proto(item, self._portability.models)
+                yield convert.exported_to_proto(item, names)
 
     async def Import(
         self, request: pb.ImportRequest, context: grpc.aio.ServicerContext[Any, Any]
