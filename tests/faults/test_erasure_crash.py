@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 
@@ -15,6 +14,7 @@ import grpc
 import pytest
 
 from hindsight.client import HindsightClient, memory_input
+from tests.support.eventually import eventually
 from tests.support.processes import Background, free_port
 
 pytestmark = pytest.mark.timeout(180)
@@ -31,13 +31,6 @@ def _server(dsn: str, port: int, **settings: str) -> Background:
         **{f"HINDSIGHT_{key.upper()}": value for key, value in settings.items()},
     }
     return Background(["serve", "--port", str(port)], env=env)
-
-
-async def _eventually(check: Callable[[], Awaitable[bool]], timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not await check():
-        assert time.monotonic() < deadline, "not within the time"
-        await asyncio.sleep(0.05)
 
 
 async def test_an_erasure_cut_by_a_killed_server_is_finished_by_another(
@@ -67,7 +60,7 @@ async def test_an_erasure_cut_by_a_killed_server_is_finished_by_another(
                 )
                 return bool(removed) and removed < MEMORIES // 2
 
-            await _eventually(midway)
+            await eventually(midway, timeout_s=60)
             assert first.process is not None
             first.process.send_signal(signal.SIGKILL)
             await first.stop(timeout_s=10)
@@ -95,7 +88,7 @@ async def test_an_erasure_cut_by_a_killed_server_is_finished_by_another(
                     )
                     return bool(state == "done")
 
-                await _eventually(done)
+                await eventually(done, timeout_s=60)
             finally:
                 await second.stop()
             record = await connection.fetchrow("SELECT * FROM erasures WHERE tenant_id = $1", tenant)

@@ -11,7 +11,7 @@ import re
 import signal
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +32,7 @@ from hindsight_server.rpc.ops import fetch_status
 from hindsight_server.status_cli import render
 from hindsight_server.store.pool import create_pool
 from hindsight_server.store.routing import CaughtUpPool, ReadRouting, ReplicaBehind, ReplicaState
+from tests.support.eventually import eventually
 from tests.support.replicas import Replicated, replicated_postgres
 from tests.support.rich_errors import detail
 
@@ -84,16 +85,6 @@ def _replica(server: RunningServer) -> ReplicaState:
     return state
 
 
-async def _eventually(check: Callable[[], bool | Awaitable[bool]], timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        outcome = check()
-        if outcome if isinstance(outcome, bool) else await outcome:
-            return
-        assert time.monotonic() < deadline, "not within the time"
-        await asyncio.sleep(0.05)
-
-
 async def _on_replica(replicated: Replicated, sql: str) -> None:
     connection = await asyncpg.connect(replicated.stack.replica_dsns[0])
     try:
@@ -103,7 +94,7 @@ async def _on_replica(replicated: Replicated, sql: str) -> None:
 
 
 async def _usable_again(server: RunningServer) -> None:
-    await _eventually(lambda: _replica(server).usable)
+    await eventually(lambda: _replica(server).usable)
 
 
 FACT: dict[str, Any] = {"tier": "semantic", "kind": "fact", "subject": "user"}
@@ -180,19 +171,19 @@ async def test_a_replica_killed_under_recall_load_costs_no_call(
     await _usable_again(server)
     served_before = _replica(server).reads
     async with _recall_load(client, "The parcel locker number {} is by the door", "parcel locker") as load:
-        await _eventually(lambda: _replica(server).reads > served_before + 50)
+        await eventually(lambda: _replica(server).reads > served_before + 50)
         child = replicated.replicas[0]
         assert child.process is not None
         child.process.send_signal(signal.SIGQUIT)  # immediate shutdown: every backend killed mid-read
         await asyncio.wait_for(child.process.wait(), 30)
-        await _eventually(lambda: not _replica(server).usable)
+        await eventually(lambda: not _replica(server).usable)
         answered_while_down = load.answered
-        await _eventually(lambda: load.answered > answered_while_down + 50)  # the primary answers them
+        await eventually(lambda: load.answered > answered_while_down + 50)  # the primary answers them
         await child.spawn()
         await child.wait_ready(60)
         await _usable_again(server)
         back = _replica(server).reads
-        await _eventually(lambda: _replica(server).reads > back + 50)
+        await eventually(lambda: _replica(server).reads > back + 50)
     assert load.errors == []
 
 
@@ -214,12 +205,12 @@ async def test_a_replica_that_hangs_under_recall_load_costs_no_call(
     async with _recall_load(client, "The bike lock code {} is on the fridge", "bike lock") as load:
         try:
             served = _replica(server).reads
-            await _eventually(lambda: _replica(server).reads > served + 20)
+            await eventually(lambda: _replica(server).reads > served + 20)
             _freeze(replicated, signal.SIGSTOP)
             frozen = True
-            await _eventually(lambda: not _replica(server).usable)
+            await eventually(lambda: not _replica(server).usable)
             primary = _routing(server).primary_reads
-            await _eventually(lambda: _routing(server).primary_reads > primary + 50)  # the primary answers
+            await eventually(lambda: _routing(server).primary_reads > primary + 50)  # the primary answers
             _freeze(replicated, signal.SIGCONT)
             frozen = False
             await _usable_again(server)
@@ -240,7 +231,7 @@ async def test_a_lagging_replica_is_left_out_and_comes_back(
         await _on_replica(replicated, "SELECT pg_wal_replay_pause()")
         try:
             await client.write(tenant, "The boiler was serviced in March", **FACT)
-            await _eventually(lambda: "lags" in _replica(server).reason)
+            await eventually(lambda: "lags" in _replica(server).reason)
             assert not _replica(server).usable
             primary_before = routing.primary_reads
             for _ in range(10):  # no token: any replica would do, but this one is too far behind

@@ -10,8 +10,7 @@ import json
 import os
 import re
 import signal
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import asyncpg
@@ -24,6 +23,7 @@ from hindsight_server.stack.replicas import (
     running_replica_dsns,
 )
 from hindsight_server.stack.supervisor import ReplicaChild, Stack
+from tests.support.eventually import eventually
 from tests.support.processes import free_port, run_cli
 from tests.support.replicas import Replicated, replicated_postgres
 
@@ -66,13 +66,6 @@ async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Clu
         yield cluster
 
 
-async def _eventually(check: Callable[[], Awaitable[bool]], timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not await check():
-        assert time.monotonic() < deadline, "not within the time"
-        await asyncio.sleep(0.1)
-
-
 async def _count(dsn: str) -> int | None:
     with contextlib.suppress(OSError, asyncpg.PostgresError):
         connection = await asyncpg.connect(dsn, timeout=2)
@@ -88,14 +81,14 @@ async def _sees(dsn: str, rows: int) -> None:
     async def check() -> bool:
         return await _count(dsn) == rows
 
-    await _eventually(check)
+    await eventually(check, timeout_s=10.0)
 
 
 async def _caught_up(cluster: Cluster) -> None:
     async def check() -> bool:
         return await cluster.lags() == [0] * len(cluster.replicas)
 
-    await _eventually(check)
+    await eventually(check, timeout_s=10.0)
 
 
 async def test_the_replicas_stream_the_primary_writes_and_catch_up(cluster: Cluster) -> None:
@@ -145,7 +138,7 @@ async def test_the_lag_grows_while_a_replica_does_not_replay(cluster: Cluster) -
             first, second = await cluster.lags()
             return first is not None and first > 0 and second == 0
 
-        await _eventually(behind)  # the other one keeps replaying
+        await eventually(behind, timeout_s=10.0)  # the other one keeps replaying
         assert await _count(paused) == before
         await connection.execute("SELECT pg_wal_replay_resume()")
     finally:
@@ -209,7 +202,7 @@ async def test_the_supervisor_restarts_a_replica_that_dies(cluster: Cluster) -> 
                 return True
             return False
 
-        await _eventually(restarted, timeout_s=30)
+        await eventually(restarted, timeout_s=30)
         assert child.restarts >= 1
         assert child.replica.reused is True  # the crash left a directory to replay from
         rows = await cluster.write(10)
@@ -239,7 +232,7 @@ async def test_slots_of_replicas_not_started_are_dropped(cluster: Cluster) -> No
     async def dropped() -> bool:  # its WAL sender lets go of the slot a moment after it stops
         return await drop_unused_slots(cluster.dsn, keep=1) == ["hindsight_replica_2"]
 
-    await _eventually(dropped)
+    await eventually(dropped, timeout_s=10.0)
     connection = await asyncpg.connect(cluster.dsn)
     try:
         slots = await connection.fetch("SELECT slot_name, active FROM pg_replication_slots ORDER BY 1")
