@@ -14,7 +14,6 @@ server with database.replica_dsns (store/routing.py).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import json
 import time
@@ -174,8 +173,7 @@ async def _lag_under_writes(
     finally:
         for writer in writers:
             writer.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.gather(*writers, return_exceptions=True)
+        await asyncio.gather(*writers, return_exceptions=True)
     elapsed = time.monotonic() - started
     return LagUnderWrites(written / elapsed, LatencySummary.of(lags), left_out, samples)
 
