@@ -129,39 +129,42 @@ def _validity(prefix: str, valid_from: datetime | None, valid_to: datetime | Non
         raise InvalidArgument(f"{prefix}valid_to", "must be after valid_from")
 
 
+def _record_bounds(record: MemoryDraft | Memory, limits: Limits, prefix: str, content_field: str) -> None:
+    """What a written memory and an imported one must both keep to."""
+    _text(content_field, record.content, limits.max_content_bytes)
+    for name in ("subject", "agent_id", "session_id", "intent", "idempotency_key"):
+        _identifier(f"{prefix}{name}", getattr(record, name), limits)
+    validate_entities(record.entities, limits, f"{prefix}entities")
+    _confidence(f"{prefix}confidence", record.confidence)
+    _validity(prefix, record.valid_from, record.valid_to)
+
+
+def _private_has_its_agent(record: MemoryDraft | Memory, prefix: str) -> None:
+    if record.visibility is Visibility.PRIVATE and not record.agent_id:
+        raise InvalidArgument(f"{prefix}visibility", "PRIVATE needs the agent_id of the agent it belongs to")
+
+
 def validate_draft(
     draft: MemoryDraft, limits: Limits, now: datetime, prefix: str = "memory.", content_field: str = ""
 ) -> None:
     """`content_field`: what the request calls the content (default `<prefix>content`)."""
     validate_tenant(draft.tenant_id, limits)
-    _text(content_field or f"{prefix}content", draft.content, limits.max_content_bytes)
-    for name in ("subject", "agent_id", "session_id", "intent", "idempotency_key"):
-        _identifier(f"{prefix}{name}", getattr(draft, name), limits)
-    validate_entities(draft.entities, limits, f"{prefix}entities")
-    _confidence(f"{prefix}confidence", draft.confidence)
-    _validity(prefix, draft.valid_from, draft.valid_to)
+    _record_bounds(draft, limits, prefix, content_field or f"{prefix}content")
     recorded_at = draft.occurred_at or now
     if draft.occurred_at is not None and draft.occurred_at > now:
         raise InvalidArgument(f"{prefix}occurred_at", "must not be in the future")
     _clock_time(f"{prefix}occurred_at", draft.occurred_at)
     if draft.expires_at is not None and draft.expires_at <= recorded_at:
         raise InvalidArgument(f"{prefix}expires_at", "must be after the time the memory is recorded")
-    if draft.visibility is Visibility.PRIVATE and not draft.agent_id:
-        raise InvalidArgument(f"{prefix}visibility", "PRIVATE needs the agent_id of the agent it belongs to")
+    _private_has_its_agent(draft, prefix)
 
 
 def validate_imported(memory: Memory, limits: Limits, prefix: str) -> None:
     """An exported memory coming back: the bounds of a write (its times and state are kept as they
     were, so a past expiry is fine), and the provenance bounded like entities."""
-    _text(f"{prefix}content", memory.content, limits.max_content_bytes)
-    for name in ("subject", "agent_id", "session_id", "intent", "idempotency_key"):
-        _identifier(f"{prefix}{name}", getattr(memory, name), limits)
-    validate_entities(memory.entities, limits, f"{prefix}entities")
+    _record_bounds(memory, limits, prefix, f"{prefix}content")
     validate_entities(memory.provenance, limits, f"{prefix}provenance")
-    _confidence(f"{prefix}confidence", memory.confidence)
-    _validity(prefix, memory.valid_from, memory.valid_to)
-    if memory.visibility is Visibility.PRIVATE and not memory.agent_id:
-        raise InvalidArgument(f"{prefix}visibility", "PRIVATE needs the agent_id of the agent it belongs to")
+    _private_has_its_agent(memory, prefix)
     if len(memory.derived_from) > limits.max_batch_size:
         raise InvalidArgument(f"{prefix}derived_from", f"more than {limits.max_batch_size} sources")
 
