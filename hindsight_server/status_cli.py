@@ -188,8 +188,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         for result in results:
             if "error" not in result:
                 print(render(result["target"], result["serving"], result["inference"], result["figures"]))
-        for number, replica in enumerate(replicas, start=1):
-            print(f"postgres replica {number}  {replica.describe()}  {replica.dsn}")
+        from hindsight_server.stack.replicas import replica_number  # the embedded stack's, as above
+
+        for replica in replicas:  # numbered as the stack numbers them: a stopped one is not shown
+            print(f"postgres replica {replica_number(replica.dsn)}  {replica.describe()}  {replica.dsn}")
     for result in unreachable:
         print(f"hindsight status: cannot reach {result['error']}", file=sys.stderr)
     return EXIT_UNREACHABLE if unreachable else 0

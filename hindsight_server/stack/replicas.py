@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+from urllib.parse import parse_qs, urlsplit
 
 import asyncpg
 import psutil
@@ -374,6 +375,12 @@ def running_primary_dsn(data_dir: Path) -> str | None:
     """The URI of the embedded primary running under data_dir, if it runs (`hindsight status`)."""
     running = _postmaster(data_dir.resolve() / "postgres")
     return None if running is None else socket_dsn(running[1], running[2])
+
+
+def replica_number(dsn: str) -> str:
+    """K of a replica's URI (its socket is in <data_dir>/postgres-replica-K), as the stack numbers it."""
+    directory = Path(parse_qs(urlsplit(dsn).query).get("host", [""])[0])
+    return directory.name.removeprefix(DIR_PREFIX) if directory.name.startswith(DIR_PREFIX) else "?"
 
 
 def running_replica_dsns(data_dir: Path) -> list[str]:

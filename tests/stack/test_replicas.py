@@ -19,6 +19,7 @@ import pytest
 from hindsight_server.config import Settings, load_settings
 from hindsight_server.stack.replicas import (
     drop_unused_slots,
+    replica_number,
     replica_status,
     running_replica_dsns,
 )
@@ -278,3 +279,9 @@ async def test_the_memory_servers_are_given_the_replicas_to_read_from(
     assert json.loads(given) == cluster.stack.replica_dsns
     monkeypatch.setenv("HINDSIGHT_DATABASE__REPLICA_DSNS", given)  # what the server then reads
     assert list(load_settings(None).database.replica_dsns) == cluster.stack.replica_dsns
+
+
+def test_hindsight_status_numbers_a_replica_as_the_stack_does() -> None:
+    """With replica 1 stopped, `hindsight status` shows replica 2 as 2, not as the first one found."""
+    assert replica_number("postgresql://postgres@/postgres?host=/data/postgres-replica-2") == "2"
+    assert replica_number("postgresql://hindsight@db.example/hindsight") == "?"
