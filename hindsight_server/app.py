@@ -34,6 +34,7 @@ from hindsight_server.pipelines.access import AccessTracker
 from hindsight_server.pipelines.activity import WriteActivity
 from hindsight_server.pipelines.backfill import BackfillSettings, EmbeddingBackfill
 from hindsight_server.pipelines.erasure import ErasurePipeline, ErasureSettings
+from hindsight_server.pipelines.item_isolation import ItemIsolation
 from hindsight_server.pipelines.jobs import JobRegistry, JobRunner, JobScheduler
 from hindsight_server.pipelines.lifecycle import LifecycleJobs, LifecycleSettings
 from hindsight_server.pipelines.portability import PortabilityPipeline
@@ -49,6 +50,7 @@ from hindsight_server.rpc.auth import AuthInterceptor
 from hindsight_server.rpc.server import add_port, build_server, set_inference_serving, set_serving
 from hindsight_server.rpc.servicer import MemoryServicer
 from hindsight_server.store.erasure import ErasureStore
+from hindsight_server.store.job_failures import JobItemFailures
 from hindsight_server.store.jobs import JobStore
 from hindsight_server.store.lifecycle import LifecycleStore
 from hindsight_server.store.memories import MemoryStore
@@ -242,7 +244,17 @@ def _session_pipeline(
         ),
         clock,
         summarizer,
+        isolation=item_isolation(settings, pool),
         reads=reads,
+    )
+
+
+def item_isolation(settings: Settings, pool: asyncpg.Pool) -> ItemIsolation:
+    """How the lifecycle jobs run each item on its own (pipelines/item_isolation.py)."""
+    return ItemIsolation(
+        JobItemFailures(pool),
+        backoff_s=settings.jobs.item_retry_s,
+        max_backoff_s=settings.jobs.item_max_retry_s,
     )
 
 
@@ -309,6 +321,7 @@ def build_jobs(
             pattern_min_share=jobs.pattern_min_share,
         ),
         settings.ttl,
+        item_isolation(settings, pool),
     )
     registry = JobRegistry(jobs.intervals())
     for name, body in lifecycle.bodies().items():

@@ -163,6 +163,10 @@ class JobsSettings(_Section):
     demote_after_days: float = Field(90.0, gt=0)  # DESIGN: semantic unused for 90 days -> episodic
     pattern_min_episodes: int = Field(3, ge=1)  # DESIGN: the same intent and value in >= 3 episodes
     pattern_min_share: float = Field(0.5, gt=0, le=1)  # ... in at least this share of them ("usually")
+    # An item a job fails on (one session, one subject) is left alone this long, doubled at each failure
+    # in a row up to the maximum, while the job goes on with the others (pipelines/item_isolation.py).
+    item_retry_s: float = Field(60.0, gt=0)
+    item_max_retry_s: float = Field(86_400.0, gt=0)
 
     def intervals(self) -> dict[str, timedelta]:
         """Each job's interval, by job name."""

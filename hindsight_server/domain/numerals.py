@@ -9,10 +9,12 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["EN_NUMBER", "ZH_NUMBER", "parse_number"]
+__all__ = ["EN_NUMBER", "MAX_NUMBER_DIGITS", "ZH_NUMBER", "parse_number"]
 
-# Pattern fragments (no groups) for a number inside a larger regular expression.
-ZH_NUMBER = "[0-9]+|[零〇一二两三四五六七八九十百千]+"
+# Pattern fragments (no groups) for a number inside a larger regular expression. Each starts only where a
+# run of its characters starts: unanchored, `[0-9]+` would be tried from every position inside a long run of
+# digits, each try scanning to the run's end (quadratic: 16,000 digits took seconds in one call).
+ZH_NUMBER = "(?<![0-9])[0-9]+|(?<![零〇一二两三四五六七八九十百千])[零〇一二两三四五六七八九十百千]+"
 _EN_ONES = (
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
     "sixteen seventeen eighteen nineteen"
@@ -29,6 +31,9 @@ _EN_VALUES = {word: value for value, word in enumerate(_EN_ONES)} | {
     word: 20 + 10 * index for index, word in enumerate(_EN_TENS)
 }
 _EN_SPLIT = re.compile(r"[-\s]+")
+# Longer runs of digits are identifiers (an order or a phone number), never a count, an hour or a floor;
+# reading them as numbers costs quadratic time and past 4,300 digits Python refuses to (ValueError).
+MAX_NUMBER_DIGITS = 18
 
 
 def _chinese(text: str) -> int | None:
@@ -64,13 +69,13 @@ def _english(text: str) -> int | None:
 
 
 def parse_number(text: str) -> int | None:
-    """The whole number `text` spells, or None: digits (full-width too), Chinese up to 9999, English
-    words up to ninety-nine and "a dozen"."""
+    """The whole number `text` spells, or None: up to MAX_NUMBER_DIGITS digits (full-width too), Chinese
+    up to 9999, English words up to ninety-nine and "a dozen"."""
     key = unicodedata.normalize("NFKC", text).strip()
     if not key:
         return None
     if key.isascii() and key.isdigit():
-        return int(key)
+        return int(key) if len(key) <= MAX_NUMBER_DIGITS else None
     if all(char in _ZH_DIGITS or char in _ZH_UNITS for char in key):
         return _chinese(key)
     return _english(key)

@@ -119,3 +119,19 @@ def embedding_state(
     if not inference:
         return EmbeddingState.READY if VectorSpace.MULTILINGUAL in vectors else EmbeddingState.DISABLED
     return EmbeddingState.READY if needed <= vectors.keys() else EmbeddingState.PENDING
+
+
+def first_loop(supersedes: Mapping[str, str | None]) -> str | None:
+    """A memory on a loop of `supersedes` links (id -> the id it supersedes), or None: version chains
+    must end. Linear: each id is walked once; a link out of the map ends its walk."""
+    done: set[str] = set()
+    for start in supersedes:
+        on_walk: set[str] = set()
+        current: str | None = start
+        while current is not None and current in supersedes and current not in done:
+            if current in on_walk:
+                return current
+            on_walk.add(current)
+            current = supersedes[current]
+        done |= on_walk
+    return None

@@ -167,6 +167,13 @@ def validate_imported(memory: Memory, limits: Limits, prefix: str) -> None:
     _private_has_its_agent(memory, prefix)
     if len(memory.derived_from) > limits.max_batch_size:
         raise InvalidArgument(f"{prefix}derived_from", f"more than {limits.max_batch_size} sources")
+    for link in ("supersedes", "superseded_by"):
+        if getattr(memory, link) == memory.id:
+            raise InvalidArgument(f"{prefix}{link}", "a memory cannot be its own version")
+    if memory.supersedes is not None and memory.supersedes == memory.superseded_by:
+        raise InvalidArgument(f"{prefix}superseded_by", "must differ from supersedes")
+    if memory.id in memory.derived_from:
+        raise InvalidArgument(f"{prefix}derived_from", "a memory cannot be derived from itself")
 
 
 def validate_batch(drafts: list[MemoryDraft], limits: Limits, now: datetime) -> None:

@@ -13,11 +13,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from functools import partial
 
 from hindsight_server.domain.model import JsonValue, Memory
 from hindsight_server.domain.patterns import EpisodeFacts, Pattern, find_patterns
 from hindsight_server.domain.policy import TtlPolicy
 from hindsight_server.domain.retention import RetentionPolicy, demotion_cutoff, over_quota
+from hindsight_server.pipelines.item_isolation import ItemIsolation, JobItem
 from hindsight_server.pipelines.jobs import JobBody
 from hindsight_server.pipelines.write import WritePipeline
 from hindsight_server.store.lifecycle import LifecycleStore, Subject
@@ -46,9 +48,15 @@ async def _in_batches(batch: Callable[[], Awaitable[int]], size: int) -> int:
 
 class LifecycleJobs:
     def __init__(
-        self, store: LifecycleStore, writes: WritePipeline, settings: LifecycleSettings, ttl: TtlPolicy
+        self,
+        store: LifecycleStore,
+        writes: WritePipeline,
+        settings: LifecycleSettings,
+        ttl: TtlPolicy,
+        isolation: ItemIsolation,
     ) -> None:
         self._store = store
+        self._isolation = isolation  # the patterns job's subjects, one at a time
         self._writes = writes
         self._settings = settings
         self._ttl = ttl
@@ -106,7 +114,8 @@ class LifecycleJobs:
             after, self._settings.pattern_min_episodes, now, size
         ):
             for subject in subjects:
-                written += await self._abstract(subject, now)
+                item = JobItem("patterns", subject.tenant_id, subject.subject)
+                written += await self._isolation.run(item, partial(self._abstract, subject, now), now) or 0
             after = subjects[-1]
         return written
 

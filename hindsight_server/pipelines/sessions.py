@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import partial
 
 from hindsight_server.domain.clock import Clock
 from hindsight_server.domain.consolidation import (
@@ -44,9 +45,16 @@ from hindsight_server.domain.remember import decide
 from hindsight_server.domain.session_summary import SessionSummary, refresh_decision, summarize
 from hindsight_server.domain.validation import validate_draft, validate_tenant
 from hindsight_server.inference.summarizer import LlmSummarizer
+from hindsight_server.pipelines.item_isolation import ItemIsolation, JobItem
 from hindsight_server.pipelines.write import WritePipeline
 from hindsight_server.store.routing import PrimaryOnly, ReadRoute
-from hindsight_server.store.sessions import SessionRecord, SessionStore, TurnInput
+from hindsight_server.store.sessions import (
+    CONSOLIDATE_JOB,
+    IdleSession,
+    SessionRecord,
+    SessionStore,
+    TurnInput,
+)
 
 __all__ = ["AppendResult", "SessionPipeline", "SessionSettings", "SessionView", "TurnRequest"]
 
@@ -102,6 +110,7 @@ class SessionPipeline:
         clock: Clock,
         summarizer: LlmSummarizer | None = None,
         *,
+        isolation: ItemIsolation,
         reads: ReadRoute[SessionStore] | None = None,
     ) -> None:
         self._sessions = sessions  # the primary's: every turn is written there
@@ -110,6 +119,7 @@ class SessionPipeline:
         self._settings = settings
         self._clock = clock
         self._llm = summarizer
+        self._isolation = isolation  # the consolidate job's sessions, one at a time
 
     async def append_turn(self, request: TurnRequest) -> AppendResult:
         now = self._clock()
@@ -162,16 +172,19 @@ class SessionPipeline:
         return await self._consolidate(session, trigger, self._clock())
 
     async def consolidate_idle(self, now: datetime) -> int:
-        """The `consolidate` job: sessions idle for the policy's time with turns not in an episode yet."""
+        """The `consolidate` job: sessions idle for the policy's time with turns not in an episode yet.
+        Each session on its own: one that fails waits out a backoff and the others go on."""
         idle_since = now - self._settings.consolidation.idle
         done = 0
-        for tenant_id, session_id in await self._sessions.idle_sessions(
-            idle_since, self._settings.idle_batch
-        ):
-            session = await self._sessions.get(tenant_id, session_id)
-            if await self._consolidate(session, "idle", now) is not None:
-                done += 1
+        for idle in await self._sessions.idle_sessions(idle_since, self._settings.idle_batch, now):
+            item = JobItem(CONSOLIDATE_JOB, idle.tenant_id, idle.session_id, idle.failures)
+            episode = await self._isolation.run(item, partial(self._consolidate_idle, idle, now), now)
+            done += episode is not None
         return done
+
+    async def _consolidate_idle(self, idle: IdleSession, now: datetime) -> Memory | None:
+        session = await self._sessions.get(idle.tenant_id, idle.session_id)
+        return await self._consolidate(session, "idle", now)
 
     # ------------------------------------------------------------------------------------------ steps
 

@@ -13,6 +13,10 @@ from hindsight_server.store.errors import translate_errors
 from hindsight_server.store.rows import MEMORY_COLUMNS, memory_from_row
 from hindsight_server.store.sql import SEEN_BY, OnPool, Sql, where_subject_tier_kind
 
+# The longest version chain History walks each way from the memory asked for (a user's address does not
+# change ten thousand times; a longer chain is a fault, and its walk is still bounded).
+MAX_HISTORY_STEPS = 10_000
+
 
 class MemoryReads(OnPool):
     async def ping(self) -> None:
@@ -21,7 +25,9 @@ class MemoryReads(OnPool):
 
     async def history(self, tenant_id: str, memory_id: str, agent_id: str = "") -> list[Memory]:
         """The version chain through a memory, oldest first: what it superseded, back to the first
-        version, and what superseded it, up to the latest."""
+        version, and what superseded it, up to the latest; at most MAX_HISTORY_STEPS each way. The
+        CYCLE clauses end the walk on a loop: links are checked when written (store/writes.py), but a
+        walk that never ends would hold a connection and a database core until its deadline."""
         async with translate_errors():
             rows = await self._pool.fetch(
                 f"""WITH RECURSIVE older AS (
@@ -29,19 +35,24 @@ class MemoryReads(OnPool):
                         UNION ALL
                         SELECT m.id, m.supersedes, o.step - 1 FROM memories m
                         JOIN older o ON m.id = o.supersedes
-                        WHERE m.tenant_id = $1),
+                        WHERE m.tenant_id = $1 AND o.step > -$4::int
+                    ) CYCLE id SET looped USING visited,
                     newer AS (
                         SELECT id, superseded_by, 0 AS step FROM memories WHERE tenant_id = $1 AND id = $2
                         UNION ALL
                         SELECT m.id, m.superseded_by, n.step + 1 FROM memories m
                         JOIN newer n ON m.id = n.superseded_by
-                        WHERE m.tenant_id = $1),
-                    chain AS (SELECT id, step FROM older UNION SELECT id, step FROM newer)
+                        WHERE m.tenant_id = $1 AND n.step < $4::int
+                    ) CYCLE id SET looped USING visited,
+                    chain AS (SELECT id, min(step) AS step FROM (
+                        SELECT id, step FROM older WHERE NOT looped
+                        UNION ALL SELECT id, step FROM newer WHERE NOT looped) AS walked GROUP BY id)
                     SELECT {MEMORY_COLUMNS} FROM memories JOIN chain USING (id)
                     WHERE tenant_id = $1 AND {SEEN_BY.format(agent="$3")} ORDER BY chain.step""",
                 tenant_id,
                 memory_id,
                 agent_id,
+                MAX_HISTORY_STEPS,
             )
         if not rows:
             raise NotFound("memory", memory_id)

@@ -20,8 +20,11 @@ from hindsight_server.domain.errors import FailedPrecondition, NotFound
 from hindsight_server.domain.model import Entities
 from hindsight_server.domain.session_summary import SessionSummary
 from hindsight_server.store.errors import translate_errors
+from hindsight_server.store.job_failures import BACKING_OFF
 
-__all__ = ["AppendedTurn", "SessionRecord", "SessionStore", "TurnInput"]
+__all__ = ["CONSOLIDATE_JOB", "AppendedTurn", "IdleSession", "SessionRecord", "SessionStore", "TurnInput"]
+
+CONSOLIDATE_JOB = "consolidate"  # the job that folds idle sessions into episodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +53,13 @@ class TurnInput:
     entities: Entities
     occurred_at: datetime
     idempotency_key: str
+
+
+@dataclass(frozen=True, slots=True)
+class IdleSession:
+    tenant_id: str
+    session_id: str
+    failures: int  # how many runs in a row failed on it (0: none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,18 +196,26 @@ class SessionStore:
             )
         return bool(done)
 
-    async def idle_sessions(self, idle_since: datetime, limit: int) -> list[tuple[str, str]]:
-        """(tenant, session) of sessions with turns not yet in an episode and no turn since
-        `idle_since`, the longest idle first (a maintenance path across tenants)."""
+    async def idle_sessions(self, idle_since: datetime, limit: int, now: datetime) -> list[IdleSession]:
+        """Sessions with turns not yet in an episode and no turn since `idle_since`, the longest idle
+        first (a maintenance path across tenants), leaving out those backing off from a failure."""
+        backing_off = BACKING_OFF.format(job="$3", tenant="s.tenant_id", item="s.session_id", now="$4")
         async with translate_errors():
             rows = await self._pool.fetch(
-                """SELECT tenant_id, session_id FROM sessions
-                   WHERE turn_count > consolidated_turn AND last_turn_at <= $1
-                   ORDER BY last_turn_at LIMIT $2""",
+                f"""SELECT s.tenant_id, s.session_id,
+                           coalesce((SELECT f.failures FROM job_item_failures f
+                                     WHERE f.job = $3 AND f.tenant_id = s.tenant_id
+                                       AND f.item = s.session_id), 0) AS failures
+                    FROM sessions s
+                    WHERE s.turn_count > s.consolidated_turn AND s.last_turn_at <= $1
+                      AND NOT {backing_off}
+                    ORDER BY s.last_turn_at LIMIT $2""",
                 idle_since,
                 limit,
+                CONSOLIDATE_JOB,
+                now,
             )
-        return [(row["tenant_id"], row["session_id"]) for row in rows]
+        return [IdleSession(row["tenant_id"], row["session_id"], row["failures"]) for row in rows]
 
     async def consolidated_turn_memories(
         self, tenant_id: str, session_id: str, keep_last: int, consolidated_turn: int

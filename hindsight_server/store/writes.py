@@ -16,7 +16,7 @@ from pgvector import Vector
 
 from hindsight_server.domain.conflicts import Action, Existing, content_key
 from hindsight_server.domain.conflicts import Resolution as ConflictResolution
-from hindsight_server.domain.errors import Aborted, FailedPrecondition
+from hindsight_server.domain.errors import Aborted, FailedPrecondition, InvalidArgument
 from hindsight_server.domain.language import language
 from hindsight_server.domain.lexical import LexicalDocument, analyse
 from hindsight_server.domain.lifecycle import is_mutable
@@ -28,6 +28,7 @@ from hindsight_server.domain.model import (
     VectorSpace,
     WriteOutcome,
 )
+from hindsight_server.domain.portability import first_loop
 from hindsight_server.store.errors import translate_errors
 from hindsight_server.store.reads import MemoryReads
 from hindsight_server.store.rows import MEMORY_COLUMNS, memory_from_row
@@ -314,23 +315,59 @@ async def _insert(
 
 
 async def _link_versions(connection: asyncpg.Connection, memories: Sequence[Memory]) -> None:
-    """(newer, older) pairs from either side of each link; set on both rows when both are here. Two
-    statements: a middle version is the newer of one pair and the older of the next."""
+    """(newer, older) pairs from either side of each link; set on both rows when both are here and
+    neither end already links elsewhere (an import fills a chain's missing links, it never rewrites the
+    links a stored memory has). Two statements: a middle version is the newer of one pair and the older
+    of the next. Links that would close a loop fail the import (InvalidArgument)."""
     pairs = {(m.id, m.supersedes) for m in memories if m.supersedes}
     pairs |= {(m.superseded_by, m.id) for m in memories if m.superseded_by}
     if not pairs:
         return
     newer, older = zip(*sorted(pairs), strict=True)
+    tenant_id = memories[0].tenant_id
+    # Both ends are read before either is written: each pair is set on both rows or on neither.
+    linkable = await connection.fetch(
+        """SELECT p.newer, p.older FROM unnest($2::uuid[], $3::uuid[]) AS p(newer, older)
+           JOIN memories n ON n.tenant_id = $1 AND n.id = p.newer
+           JOIN memories o ON o.tenant_id = $1 AND o.id = p.older
+           WHERE coalesce(n.supersedes = p.older, n.supersedes IS NULL)
+             AND coalesce(o.superseded_by = p.newer, o.superseded_by IS NULL)""",
+        tenant_id,
+        list(newer),
+        list(older),
+    )
+    if not linkable:
+        return
+    newer = tuple(row["newer"] for row in linkable)
+    older = tuple(row["older"] for row in linkable)
     for column, target, source in (("supersedes", "older", "newer"), ("superseded_by", "newer", "older")):
         await connection.execute(
             f"""UPDATE memories m SET {column} = p.{target}
                 FROM unnest($2::uuid[], $3::uuid[]) AS p(newer, older)
-                WHERE m.tenant_id = $1 AND m.id = p.{source}
-                  AND EXISTS (SELECT FROM memories t WHERE t.tenant_id = $1 AND t.id = p.{target})""",
-            memories[0].tenant_id,
+                WHERE m.tenant_id = $1 AND m.id = p.{source}""",
+            tenant_id,
             list(newer),
             list(older),
         )
+    # What the new links reach, each row once (UNION: the walk ends even on a loop); the loop itself is
+    # found in one pass over that map.
+    reached = await connection.fetch(
+        """WITH RECURSIVE walk(id, supersedes) AS (
+               SELECT id, supersedes FROM memories WHERE tenant_id = $1 AND id = ANY($2::uuid[])
+               UNION
+               SELECT m.id, m.supersedes FROM memories m JOIN walk w ON m.id = w.supersedes
+               WHERE m.tenant_id = $1)
+           SELECT id, supersedes FROM walk""",
+        tenant_id,
+        list(newer),
+    )
+    looped = first_loop({str(row["id"]): _text_or_none(row["supersedes"]) for row in reached})
+    if looped is not None:
+        raise InvalidArgument("memories", f"the version links would form a loop through memory {looped}")
+
+
+def _text_or_none(value: object) -> str | None:
+    return None if value is None else str(value)
 
 
 async def _insert_rows(

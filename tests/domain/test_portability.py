@@ -10,6 +10,7 @@ from hindsight_server.domain.model import EmbeddingState, VectorSpace
 from hindsight_server.domain.portability import (
     EmbeddingModel,
     embedding_state,
+    first_loop,
     imported_id,
     retargeted,
     reusable_spaces,
@@ -77,3 +78,20 @@ def test_the_state_an_import_gives(
     vectors: dict[VectorSpace, np.ndarray], needed: set[VectorSpace], inference: bool, state: EmbeddingState
 ) -> None:
     assert embedding_state(vectors, frozenset(needed), inference) is state
+
+
+@pytest.mark.parametrize(
+    ("links", "on_loop"),
+    [
+        ({}, set()),
+        ({A: None}, set()),
+        ({A: B, B: C, C: None}, set()),
+        ({A: B, B: "elsewhere"}, set()),  # a link out of what was read ends the walk
+        ({A: A}, {A}),
+        ({A: B, B: A}, {A, B}),
+        ({C: A, A: B, B: A}, {A, B}),  # a tail into a loop
+    ],
+)
+def test_first_loop(links: dict[str, str | None], on_loop: set[str]) -> None:
+    found = first_loop(links)
+    assert (found in on_loop) if on_loop else found is None

@@ -15,6 +15,7 @@ from hindsight.client import HindsightClient
 from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.app import RunningServer
 from hindsight_server.domain.policy import Limits, TtlPolicy, WritePolicy
+from hindsight_server.pipelines.item_isolation import ItemIsolation
 from hindsight_server.pipelines.jobs import (
     RAN_RECENTLY,
     RUNNING_ELSEWHERE,
@@ -25,6 +26,7 @@ from hindsight_server.pipelines.jobs import (
 )
 from hindsight_server.pipelines.lifecycle import LifecycleJobs, LifecycleSettings
 from hindsight_server.pipelines.write import WritePipeline, WriteSettings
+from hindsight_server.store.job_failures import JobItemFailures
 from hindsight_server.store.jobs import JobRun, JobStore
 from hindsight_server.store.lifecycle import LifecycleStore
 from hindsight_server.store.memories import MemoryStore
@@ -212,7 +214,8 @@ async def test_a_purge_killed_half_way_finishes_on_the_next_run_as_if_never_inte
 
     hanging = StopsAfterFirstBatch(pool)
     writes = WritePipeline(MemoryStore(pool), WriteSettings(Limits(), TtlPolicy(), WritePolicy()), clock)
-    bodies = LifecycleJobs(hanging, writes, LifecycleSettings(batch_size=1), TtlPolicy()).bodies()
+    isolation = ItemIsolation(JobItemFailures(pool), backoff_s=60, max_backoff_s=3600)
+    bodies = LifecycleJobs(hanging, writes, LifecycleSettings(batch_size=1), TtlPolicy(), isolation).bodies()
     registry = JobRegistry()
     registry.add("purge", bodies["purge"])
     killed_run = asyncio.create_task(JobRunner(registry, JobStore(pool), clock, "doomed").run("purge"))

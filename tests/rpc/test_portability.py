@@ -476,3 +476,86 @@ async def test_erasure_is_immediate_for_a_concurrent_reader(client: HindsightCli
         client.recall(tenant, "zqeve diary", min_score=0), client.list(tenant, subject="eve")
     )
     assert list(found[0].hits) == [] and list(found[1].memories) == []
+
+
+def _bare(exported: pb.ExportedMemory, **links: str) -> pb.ExportedMemory:
+    """The exported memory under a new id, with only the version links given."""
+    copy = pb.ExportedMemory()
+    copy.CopyFrom(exported)
+    copy.memory.id = str(uuid.uuid4())
+    copy.memory.idempotency_key = ""
+    copy.memory.supersedes = links.get("supersedes", "")
+    copy.memory.superseded_by = links.get("superseded_by", "")
+    return copy
+
+
+async def _refused(client: HindsightClient, tenant: str, memories: Sequence[pb.ExportedMemory]) -> str:
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await client.import_memories(tenant, memories)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    return refused.value.details() or ""
+
+
+async def test_an_import_cannot_make_a_version_chain_that_never_ends(
+    client: HindsightClient, tenant: str
+) -> None:
+    await client.write(tenant, "a memory to export", tier="semantic", kind="fact")
+    _, (exported,) = await _everything(client, tenant)
+    target = f"{tenant}-loops"
+    selfish = _bare(exported)
+    selfish.memory.supersedes = selfish.memory.id
+    assert (await _refused(client, target, [selfish])).startswith("memories[0].memory.supersedes: ")
+    selfish.memory.supersedes, selfish.memory.superseded_by = "", selfish.memory.id
+    assert (await _refused(client, target, [selfish])).startswith("memories[0].memory.superseded_by: ")
+
+    a, b = _bare(exported), _bare(exported)
+    a.memory.supersedes, b.memory.supersedes = b.memory.id, a.memory.id
+    assert "loop" in await _refused(client, target, [a, b])
+    assert (await _everything(client, target))[1] == []  # nothing of the batch
+
+    # Over three calls, each fine alone: A and B, then C between them, then D closing A -> C -> B -> D -> A.
+    a, b = _bare(exported), _bare(exported)
+    await client.import_memories(target, [a, b])
+    c = _bare(exported, superseded_by=a.memory.id, supersedes=b.memory.id)
+    await client.import_memories(target, [c])
+    d = _bare(exported, superseded_by=b.memory.id, supersedes=a.memory.id)
+    assert "loop" in await _refused(client, target, [d])
+    chain = await client.history(target, a.memory.id, timeout_s=5)
+    assert [m.id for m in chain.versions] == [b.memory.id, c.memory.id, a.memory.id]
+
+    # A memory already here keeps its links: a re-import naming other versions leaves them as they are.
+    e = _bare(exported, supersedes=a.memory.id)
+    stolen = pb.ExportedMemory()
+    stolen.CopyFrom(c)
+    stolen.memory.superseded_by = e.memory.id
+    await client.import_memories(target, [stolen, e])
+    assert (await client.get(target, c.memory.id)).superseded_by == a.memory.id
+    assert (await client.get(target, a.memory.id)).superseded_by == e.memory.id
+
+
+async def test_history_ends_on_a_loop_already_in_the_database(
+    client: HindsightClient, tenant: str, postgres_dsn: str
+) -> None:
+    """Links written before the import checked them (or by hand) cannot make History run forever."""
+    first = await client.write(tenant, "the user lives in Lisbon", tier="semantic", kind="fact")
+    second = await client.write(tenant, "the user likes green tea", tier="semantic", kind="fact")
+    connection = await asyncpg.connect(postgres_dsn)
+    try:
+        await connection.execute(
+            """UPDATE memories SET supersedes = $3::uuid, superseded_by = $3::uuid
+               WHERE tenant_id = $1 AND id = $2::uuid""",
+            tenant,
+            first.memory.id,
+            second.memory.id,
+        )
+        await connection.execute(
+            """UPDATE memories SET supersedes = $3::uuid, superseded_by = $3::uuid
+               WHERE tenant_id = $1 AND id = $2::uuid""",
+            tenant,
+            second.memory.id,
+            first.memory.id,
+        )
+    finally:
+        await connection.close()
+    chain = await client.history(tenant, first.memory.id, timeout_s=5)
+    assert sorted(m.id for m in chain.versions) == sorted([first.memory.id, second.memory.id])
