@@ -145,13 +145,17 @@ class TritonEmbedder(_ModelClient):
         query_prefix: str = "",
         cache_size: int = 1024,
         cache_ttl_s: float = 300.0,
+        cache_max_share: float = 1.0,
         on_call: CallHook | None = None,
     ) -> None:
         super().__init__(url, model, on_call)
         # Some models are trained with an instruction before queries (bge: "Represent this sentence for
         # searching relevant passages: "); documents are embedded as they are.
         self._query_prefix = query_prefix
-        self._cache: TTLCache[str, QueryEmbedding] = TTLCache(cache_size, cache_ttl_s)
+        # Partitioned by tenant: one tenant's new queries evict its own (cache_max_share of it at most).
+        self._cache: TTLCache[str, QueryEmbedding] = TTLCache(
+            cache_size, cache_ttl_s, max_share=cache_max_share
+        )
         self._dimension: int | None = None
         self._max_batch_size = 0
 
@@ -192,24 +196,26 @@ class TritonEmbedder(_ModelClient):
             truncated=np.concatenate([flags for _, flags in parts]),
         )
 
-    async def embed_query(self, text: str, *, timeout_s: float) -> QueryEmbedding:
-        """One query's embedding; repeated queries within the TTL are answered from the cache."""
-        cached = self._cache.get(text)
+    async def embed_query(self, text: str, *, timeout_s: float, tenant_id: str = "") -> QueryEmbedding:
+        """One query's embedding; the tenant's repeated queries within the TTL are answered from the
+        cache."""
+        cached = self._cache.get(text, tenant_id)
         if cached is not None:
             return cached  # stored already marked: no copy per hit
         result = await self.embed([self._query_prefix + text], timeout_s=timeout_s)
         vector = result.vectors[0].copy()
         vector.setflags(write=False)
         embedding = QueryEmbedding(vector, bool(result.truncated[0]))
-        self._cache.put(text, dataclasses.replace(embedding, cached=True))
+        self._cache.put(text, dataclasses.replace(embedding, cached=True), tenant_id)
         return embedding
 
     def query_cache_stats(self) -> CacheStats:
         return self._cache.stats()
 
-    def forget_queries(self) -> None:
-        """Drops every cached query vector (an erasure: the queries may have named what was erased)."""
-        self._cache.clear()
+    def forget_queries(self, tenant_id: str | None = None) -> None:
+        """Drops the tenant's cached query vectors, or everyone's (an erasure: the queries may have named
+        what was erased)."""
+        self._cache.clear(tenant_id)
 
     async def _infer(
         self, texts: Sequence[str], timeout_s: float

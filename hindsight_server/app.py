@@ -162,6 +162,7 @@ async def _connect_inference(settings: Settings) -> InferenceTier | None:
             query_prefix=query_prefix,
             cache_size=config.query_cache_size,
             cache_ttl_s=config.query_cache_ttl_s,
+            cache_max_share=config.query_cache_max_share,
             on_call=record_call,
         )
 
@@ -259,7 +260,10 @@ def item_isolation(settings: Settings, pool: asyncpg.Pool) -> ItemIsolation:
 
 
 def _erasures(
-    settings: Settings, pool: asyncpg.Pool, clock: Clock, forget_caches: Callable[[], None] = lambda: None
+    settings: Settings,
+    pool: asyncpg.Pool,
+    clock: Clock,
+    forget_caches: Callable[[str], None] = lambda _tenant: None,
 ) -> ErasurePipeline:
     jobs = settings.jobs
     return ErasurePipeline(
@@ -473,10 +477,10 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
         scope_sizes=scope_sizes,
     )
 
-    def forget_caches() -> None:  # after an erasure: what the caches may hold of the erased
-        scope_sizes.forget()
+    def forget_caches(tenant_id: str) -> None:  # after an erasure: what the caches may hold of the erased
+        scope_sizes.forget(tenant_id)
         if inference is not None:
-            inference.forget_queries()
+            inference.forget_queries(tenant_id)
 
     erasures = _erasures(settings, pool, clock, forget_caches)
     servicer = MemoryServicer(

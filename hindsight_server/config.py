@@ -122,6 +122,9 @@ class InferenceSettings(_Section):
     query_timeout_s: float = Field(0.25, gt=0)  # recall's query embedding deadline
     query_cache_size: int = Field(10_000, ge=0)
     query_cache_ttl_s: float = Field(300.0, ge=0)  # DESIGN: 5 minutes
+    # The most of the query cache one tenant's entries may hold: a tenant's flood of new queries evicts
+    # its own entries first, never the others' (entries are also kept apart per tenant).
+    query_cache_max_share: float = Field(0.25, gt=0, le=1)
     backfill_batch: int = Field(256, ge=1)  # rows claimed per transaction
     backfill_chunk: int = Field(32, ge=1)  # texts per inference call (a query waits behind at most one)
     backfill_idle_s: float = Field(0.5, gt=0)  # pause when nothing is pending

@@ -1,9 +1,17 @@
-"""Token-budget packing and the ready-to-inject text (DESIGN.md's `[相关记忆]` format)."""
+"""Token-budget packing and the ready-to-inject text (the `[相关记忆]` ... `[/相关记忆]` frame).
+
+Stored content cannot forge the frame: each memory is one line ("- (date, kind) content ..."), its
+line breaks and other control characters turned into spaces, invisible format characters (zero-width,
+bidirectional overrides) dropped, and its square brackets written as full-width ones, so no memory can
+close the frame, open a new one, or start a line of its own that looks like an instruction or another
+memory. What a memory says inside its line is still the words someone stored: the frame tells the model
+where remembered text begins and ends, not that the text is true or safe to follow."""
 
 from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -31,13 +39,28 @@ def estimate_tokens(text: str) -> int:
     return cjk + math.ceil((len(text) - cjk) / 4)
 
 
+_BRACKETS = str.maketrans({"[": "［", "]": "］"})
+
+
+def inline(content: str) -> str:
+    """A memory's content as one line of the frame (see the module's docstring)."""
+    kept = []
+    for char in content:
+        category = unicodedata.category(char)
+        if category == "Cf":
+            continue
+        kept.append(" " if category in ("Cc", "Zl", "Zp") else char)
+    return "".join(kept).translate(_BRACKETS)
+
+
 def render_line(memory: Memory) -> str:
     day = (memory.valid_from or memory.created_at).date().isoformat()
+    content = inline(memory.content)
     if language(memory.content) == "zh":
         note = "（已更新，取代旧记录）" if memory.supersedes else ""
-        return f"- ({day}, {_KIND_ZH[memory.kind]}) {memory.content}，置信度{memory.confidence:.2f}{note}"
+        return f"- ({day}, {_KIND_ZH[memory.kind]}) {content}，置信度{memory.confidence:.2f}{note}"
     note = " (updated; replaces an earlier memory)" if memory.supersedes else ""
-    return f"- ({day}, {memory.kind.value}) {memory.content} (confidence {memory.confidence:.2f}){note}"
+    return f"- ({day}, {memory.kind.value}) {content} (confidence {memory.confidence:.2f}){note}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,12 +17,17 @@ _ASSISTANTS = frozenset(
     {"assistant", "ai", "bot", "system", "model", "agent", "助手", "机器人", "客服", "系统"}
 )
 _QUOTES = "\"'“”‘’「」『』"
+# The most user turns embedded one by one, the latest kept: each is an inference call per vector space
+# on the shared tier, and a 4 KB query can hold 700 short turns. Dialogues passed as queries hold a
+# handful (MADial-Bench dev: at most 5); earlier turns still count through the whole text.
+MAX_EMBEDDED_TURNS = 8
 
 
 @dataclass(frozen=True, slots=True)
 class QueryFocus:
     text: str  # what the lexical channel and the main query embedding use
-    turns: tuple[str, ...] = ()  # a dialogue's user turns, each also embedded (best match counts)
+    turns: tuple[str, ...] = ()  # a dialogue's last user turns, each also embedded (best match counts)
+    turns_left_out: int = 0  # earlier user turns not embedded on their own (past MAX_EMBEDDED_TURNS)
 
 
 def focus(query: str) -> QueryFocus:
@@ -38,4 +43,7 @@ def focus(query: str) -> QueryFocus:
     users = [said for said in users if said]
     if not users:
         return QueryFocus(query)
-    return QueryFocus("\n".join(users), tuple(users) if len(users) > 1 else ())
+    if len(users) == 1:
+        return QueryFocus(users[0])
+    kept = users[-MAX_EMBEDDED_TURNS:]
+    return QueryFocus("\n".join(users), tuple(kept), len(users) - len(kept))

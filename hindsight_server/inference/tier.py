@@ -163,12 +163,16 @@ class InferenceTier:
         return DocumentEmbeddings(result.vectors, [bool(flag) for flag in result.truncated])
 
     async def embed_query(
-        self, text: str, timeout_s: float, space: VectorSpace = VectorSpace.MULTILINGUAL
+        self,
+        text: str,
+        timeout_s: float,
+        space: VectorSpace = VectorSpace.MULTILINGUAL,
+        tenant_id: str = "",
     ) -> QueryVector:
         model = self._model(space)
         twin = self._query_twins.get(space) if space in self._twins_ready else None
         try:
-            result = await (twin or model).embed_query(text, timeout_s=timeout_s)
+            result = await (twin or model).embed_query(text, timeout_s=timeout_s, tenant_id=tenant_id)
         except InferenceError as exc:
             if twin is None:
                 raise self._failed(exc, space) from exc
@@ -205,12 +209,12 @@ class InferenceTier:
             self._mark(False, str(error))
         return InferenceUnavailable(f"inference tier: {error}")
 
-    def forget_queries(self) -> None:
-        """Every model's cached query vectors dropped (after an erasure)."""
+    def forget_queries(self, tenant_id: str | None = None) -> None:
+        """Every model's cached query vectors of the tenant (None: of all) dropped, after an erasure."""
         embedders = [self._embedder, self._english, *self._query_twins.values()]
         for embedder in embedders:
             if embedder is not None:
-                embedder.forget_queries()
+                embedder.forget_queries(tenant_id)
 
     def query_cache_stats(self) -> dict[VectorSpace, CacheStats]:
         """Each space's query cache (its twin's, when it has one): hits, misses, entries."""

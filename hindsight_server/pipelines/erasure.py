@@ -4,8 +4,9 @@ goes), an audit record left that holds no content.
 The call runs the removal batch by batch and returns once nothing of the scope can be read. Each batch
 moves the record's heartbeat on; a record left running by a server that died is finished by the
 `erasures` job on any server (`resume_stale`), and calling Erase again does the rest at once. Once an
-erasure is done, every server drops its cached query vectors (the queries may have named what was
-erased): this one at once, the others when their watch sees a newer finished erasure.
+erasure is done, every server drops the tenant's cached query vectors and scope sizes (the queries may
+have named what was erased): this one at once, the others when their watch sees the finished erasure.
+Other tenants' caches stay as they are, so erasures in one tenant cannot keep everyone's caches cold.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class ErasurePipeline:
         store: ErasureStore,
         settings: ErasureSettings,
         clock: Clock,
-        forget_caches: Callable[[], None] = lambda: None,
+        forget_caches: Callable[[str], None] = lambda _tenant: None,
     ) -> None:
         self._store = store
         self._settings = settings
@@ -67,25 +68,25 @@ class ErasurePipeline:
         return finished
 
     async def watch_forever(self, interval_s: float) -> None:
-        """Drops this server's caches whenever an erasure finished anywhere since the last look."""
+        """Drops this server's caches of each tenant an erasure finished in anywhere since the last
+        look (the first look only notes where to start)."""
         while True:
             try:
-                finished = await self._store.last_finished()
+                latest, tenants = await self._store.finished_since(self._last_seen)
             except HindsightError as exc:
                 log.warning("could not look for finished erasures: %s", exc)
             else:
-                if finished is not None and finished != self._last_seen:
-                    if self._last_seen is not None:
-                        self._forget_caches()
-                    self._last_seen = finished
+                if self._last_seen is not None:
+                    for tenant_id in tenants:
+                        self._forget_caches(tenant_id)
+                self._last_seen = latest or self._last_seen
             await asyncio.sleep(interval_s)
 
     async def _finish(self, record: ErasureRecord) -> ErasureRecord:
         while not (await self._store.remove_batch(record, self._settings.batch_size, self._clock())).finished:
             pass
-        self._forget_caches()
+        self._forget_caches(record.scope.tenant_id)
         done = await self._store.get(record.scope.tenant_id, record.id)
-        self._last_seen = max(filter(None, (self._last_seen, done.finished_at)), default=None)
         log.info(
             "erasure %s of %s done: %d memories, %d sessions, %d turns, %d kept answers",
             done.id,

@@ -162,7 +162,7 @@ class RecallPipeline:
         # Usually cached; counted on a scope's first recall on this server.
         size = await self._scope_sizes.of(scope.tenant_id, scope.subject) if self._inference else None
         spaces = self._spaces_for(query.text, size)
-        query_vector = self._start_query_embedding(focused, spaces)
+        query_vector = self._start_query_embedding(query.tenant_id, focused, spaces)
 
         async def search(store: RecallStore) -> tuple[list[ChannelResult], list[RankedMemory]]:
             """What reads the database, on the replica or primary the route chose (it runs again on
@@ -204,7 +204,7 @@ class RecallPipeline:
             channel_results=results,
             weights=query.weights,
             profile=query.profile,
-            query_truncated=embedded is not None and embedded.truncated,
+            query_truncated=(embedded is not None and embedded.truncated) or focused.turns_left_out > 0,
             reranked=was_reranked,
         )
 
@@ -245,22 +245,26 @@ class RecallPipeline:
         return (VectorSpace.ENGLISH, VectorSpace.MULTILINGUAL)
 
     def _start_query_embedding(
-        self, focused: QueryFocus, spaces: tuple[VectorSpace, ...]
+        self, tenant_id: str, focused: QueryFocus, spaces: tuple[VectorSpace, ...]
     ) -> asyncio.Task[QueryVectors] | None:
         """Starts embedding the query (and a dialogue's user turns) at once, so it overlaps the
         database channels."""
         if self._inference is None:
             return None
-        return asyncio.ensure_future(self._embed(self._inference, focused, spaces))
+        return asyncio.ensure_future(self._embed(self._inference, tenant_id, focused, spaces))
 
     async def _embed(
-        self, inference: InferenceTier, focused: QueryFocus, spaces: tuple[VectorSpace, ...]
+        self, inference: InferenceTier, tenant_id: str, focused: QueryFocus, spaces: tuple[VectorSpace, ...]
     ) -> QueryVectors:
         timeout_s = self._settings.query_timeout_s
         texts = (focused.text, *focused.turns)
         with stage("recall.embed", **{"hindsight.texts": len(texts) * len(spaces)}) as span:
             embedded = await asyncio.gather(
-                *(inference.embed_query(t, timeout_s, space) for space in spaces for t in texts)
+                *(
+                    inference.embed_query(t, timeout_s, space, tenant_id)
+                    for space in spaces
+                    for t in texts
+                )
             )
             span.set_attribute("hindsight.cache_hit", all(e.cached for e in embedded))
         by_space = {}

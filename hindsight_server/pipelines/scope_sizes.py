@@ -31,9 +31,11 @@ class ScopeSizes:
         self._sizes: OrderedDict[Key, tuple[float, ScopeSize]] = OrderedDict()
         self._counting: dict[Key, asyncio.Task[ScopeSize]] = {}
 
-    def forget(self) -> None:
-        """Every count dropped (an erasure changed them); each is counted again on its next recall."""
-        self._sizes.clear()
+    def forget(self, tenant_id: str) -> None:
+        """The tenant's counts dropped (an erasure changed them); each is counted again on its next
+        recall. Other tenants' counts stay: an erasure in one tenant cannot cool everyone's."""
+        for key in [key for key in self._sizes if key[0] == tenant_id]:
+            del self._sizes[key]
 
     async def of(self, tenant_id: str, subject: str) -> ScopeSize:
         """The scope's size: counted now the first time, else the last count (recounted in the

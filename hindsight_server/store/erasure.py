@@ -81,13 +81,17 @@ class ErasureStore:
             )
         return [_record(row) for row in rows]
 
-    async def last_finished(self) -> datetime | None:
-        """When the latest erasure finished (servers drop their caches when this moves)."""
+    async def finished_since(self, after: datetime | None) -> tuple[datetime | None, list[str]]:
+        """When the latest erasure finished, and the tenants with one finished after `after` (servers
+        drop those tenants' caches); with no `after`, only the time."""
         async with translate_errors():
-            finished: datetime | None = await self._pool.fetchval(
-                "SELECT max(finished_at) FROM erasures WHERE state = 'done'"
+            row = await self._pool.fetchrow(
+                """SELECT max(finished_at) AS latest,
+                          array_agg(DISTINCT tenant_id) FILTER (WHERE finished_at > $1) AS tenants
+                   FROM erasures WHERE state = 'done' AND ($1::timestamptz IS NULL OR finished_at > $1)""",
+                after,
             )
-        return finished
+        return row["latest"], list(row["tenants"] or ())
 
     async def remove_batch(self, erasure: ErasureRecord, limit: int, now: datetime) -> BatchRemoved:
         # A concurrent write of the tenant may take its BM25 rows first: the batch runs again.

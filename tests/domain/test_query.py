@@ -40,3 +40,11 @@ DIALOGUE = (
 )
 def test_focus(query: str, expected: QueryFocus) -> None:
     assert focus(query) == expected
+
+
+def test_a_long_dialogue_embeds_only_its_latest_user_turns() -> None:
+    query = "\n".join(f"U: turn {index}\nAssistant: ok" for index in range(700))
+    focused = focus(query)
+    assert focused.turns == tuple(f"turn {index}" for index in range(692, 700))
+    assert focused.turns_left_out == 692
+    assert focused.text.startswith("turn 0\nturn 1\n")  # the whole text still holds every user turn
