@@ -33,7 +33,7 @@ _SERVICE_CONFIG = json.dumps(
                     "initialBackoff": "0.05s",
                     "maxBackoff": "0.5s",
                     "backoffMultiplier": 2,
-                    "retryableStatusCodes": ["UNAVAILABLE"],
+                    "retryableStatusCodes": ["UNAVAILABLE", "RESOURCE_EXHAUSTED"],
                 },
             }
         ],

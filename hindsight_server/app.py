@@ -21,6 +21,7 @@ from embedder.client import TritonEmbedder, TritonReranker
 from hindsight.telemetry import tracing_enabled
 from hindsight_server.app_telemetry import attach_status, install_telemetry, recorder_for, watch_backlog
 from hindsight_server.config import Settings
+from hindsight_server.domain.admission import Admission
 from hindsight_server.domain.clock import Clock, system_clock
 from hindsight_server.domain.consolidation import ConsolidationPolicy
 from hindsight_server.domain.errors import HindsightError
@@ -46,6 +47,7 @@ from hindsight_server.pipelines.sessions import SessionPipeline, SessionSettings
 from hindsight_server.pipelines.statistics import StatisticsRefresh
 from hindsight_server.pipelines.tenants import ApiKeys
 from hindsight_server.pipelines.write import WritePipeline, WriteSettings
+from hindsight_server.rpc.admission import AdmissionInterceptor
 from hindsight_server.rpc.auth import AuthInterceptor
 from hindsight_server.rpc.server import add_port, build_server, set_inference_serving, set_serving
 from hindsight_server.rpc.servicer import MemoryServicer
@@ -419,6 +421,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
             connect_timeout_s=db.connect_timeout_s,
             hnsw_ef_search=db.hnsw_ef_search,
             traced=traced,
+            acquire_timeout_s=db.pool_acquire_timeout_ms / 1000,
         )
 
     try:
@@ -503,7 +506,8 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
         required=security.require_api_keys,
         limiter=RateLimiter(security.requests_per_s_per_tenant, security.request_burst_per_tenant),
     )
-    server = build_server(servicer, health, settings.server.max_message_bytes, auth, traced=traced)
+    admission = AdmissionInterceptor(Admission(settings.admission.policy()))
+    server = build_server(servicer, health, settings.server.max_message_bytes, auth, admission, traced=traced)
     status = attach_status(server, settings, recorder, pool, inference, routing)
     address = f"{settings.server.host}:{settings.server.port}"
     port = add_port(server, address, security.tls_cert_file, security.tls_key_file)

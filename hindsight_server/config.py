@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from hindsight_server.domain.admission import AdmissionPolicy
 from hindsight_server.domain.conflicts import ConflictPolicy
 from hindsight_server.domain.policy import Limits, RecallPolicy, TtlPolicy, WritePolicy
 
@@ -53,6 +54,29 @@ class SecuritySettings(_Section):
         return self
 
 
+class AdmissionSettings(_Section):
+    """A fair share of each server per tenant (domain/admission.py): calls are weighed in cost units (one
+    unit is about a small recall; a WriteBatch costs by its items and bytes), and refused at once with
+    RESOURCE_EXHAUSTED and a retry delay past these limits. Per server: N servers admit N times this."""
+
+    cost_per_s_per_tenant: float = Field(1_000.0, ge=0)  # 0: no cost limit
+    cost_burst_per_tenant: float = Field(2_000.0, ge=1)
+    # Calls in flight at once: `max_calls` split evenly between the tenants that called within the last
+    # `share_window_s` (a lone tenant may use them all), never more than `max_calls_per_tenant`.
+    max_calls: int = Field(16, ge=0)  # 0: no limit
+    max_calls_per_tenant: int = Field(16, ge=0)  # 0: no limit
+    share_window_s: float = Field(1.0, ge=0)
+
+    def policy(self) -> AdmissionPolicy:
+        return AdmissionPolicy(
+            cost_per_s=self.cost_per_s_per_tenant,
+            burst=self.cost_burst_per_tenant,
+            max_calls_per_tenant=self.max_calls_per_tenant,
+            max_calls=self.max_calls,
+            share_window_s=self.share_window_s,
+        )
+
+
 class DatabaseSettings(_Section):
     # Empty: the embedded PostgreSQL under data_dir (`hindsight up`); otherwise any libpq URI.
     dsn: str = ""
@@ -63,6 +87,9 @@ class DatabaseSettings(_Section):
     statement_timeout_ms: int = Field(5_000, ge=100)
     max_statement_timeout_ms: int = Field(60_000, ge=100)
     connect_timeout_s: float = Field(5.0, gt=0)
+    # The longest a call waits for a free pooled connection (less when its deadline is sooner); past it
+    # RESOURCE_EXHAUSTED with a retry delay, instead of a queue that grows behind a flood.
+    pool_acquire_timeout_ms: int = Field(1_000, ge=1)
     health_interval_s: float = Field(2.0, gt=0)  # how often readiness re-checks the database
     # HNSW candidate list per vector search: recall of the index against its cost.
     hnsw_ef_search: int = Field(100, ge=1, le=1000)
@@ -260,6 +287,7 @@ class Settings(BaseSettings):
     conflicts: ConflictPolicy = ConflictPolicy()  # dedupe and supersede thresholds
     sessions: SessionConfig = SessionConfig()
     security: SecuritySettings = SecuritySettings()
+    admission: AdmissionSettings = AdmissionSettings()
     jobs: JobsSettings = JobsSettings()
     recall: RecallPolicy = RecallPolicy()
     telemetry: TelemetrySettings = TelemetrySettings()

@@ -260,11 +260,7 @@ class RecallPipeline:
         texts = (focused.text, *focused.turns)
         with stage("recall.embed", **{"hindsight.texts": len(texts) * len(spaces)}) as span:
             embedded = await asyncio.gather(
-                *(
-                    inference.embed_query(t, timeout_s, space, tenant_id)
-                    for space in spaces
-                    for t in texts
-                )
+                *(inference.embed_query(t, timeout_s, space, tenant_id) for space in spaces for t in texts)
             )
             span.set_attribute("hindsight.cache_hit", all(e.cached for e in embedded))
         by_space = {}

@@ -6,6 +6,7 @@ request id and the caller gets INTERNAL with that id, never the exception text o
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import inspect
 import logging
@@ -32,7 +33,7 @@ from hindsight_server.domain.errors import (
     Unauthenticated,
     Unavailable,
 )
-from hindsight_server.rpc.context import current_request_id
+from hindsight_server.rpc.context import REQUEST_ID_HEADER, current_request_id
 from hindsight_server.rpc.wire import Undecodable
 
 log = logging.getLogger(__name__)
@@ -118,6 +119,23 @@ def rich_status(error: HindsightError, code: grpc.StatusCode) -> status_pb2.Stat
     return status
 
 
+class _Status(collections.namedtuple("_Status", ("code", "details", "trailing_metadata")), grpc.Status):
+    pass
+
+
+# gRPC's own retries (the shared client's service config retries UNAVAILABLE and RESOURCE_EXHAUSTED)
+# wait what this trailer says instead of their backoff: a shed call comes back when there is room. A
+# longer wait is the caller's to decide (a negative pushback: no automatic retry), so a rate limit a
+# minute away answers RESOURCE_EXHAUSTED at once instead of a deadline running out.
+PUSHBACK_HEADER = "grpc-retry-pushback-ms"
+MAX_PUSHBACK_S = 1.0
+
+
+def _pushback(retry_after_s: float) -> tuple[str, str]:
+    delay_ms = str(max(int(retry_after_s * 1000), 1)) if retry_after_s <= MAX_PUSHBACK_S else "-1"
+    return PUSHBACK_HEADER, delay_ms
+
+
 Behavior = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]
 StreamBehavior = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], AsyncIterator[Any]]
 
@@ -163,10 +181,20 @@ async def _mapped_errors(request: Any, context: grpc.aio.ServicerContext[Any, An
             raise request.error
         yield
     except HindsightError as error:
-        await context.abort_with_status(rpc_status.to_status(rich_status(error, status_for(error))))
+        status = rpc_status.to_status(rich_status(error, status_for(error)))
+        trailers = [(REQUEST_ID_HEADER, current_request_id())]
+        if isinstance(error, RetryLater):
+            trailers.append(_pushback(error.retry_after_s))
+        await context.abort_with_status(
+            _Status(status.code, status.details, (*status.trailing_metadata, *trailers))
+        )
     except grpc.aio.AbortError:
         raise
     except Exception:
         request_id = current_request_id()
         log.exception("unhandled error in request %s", request_id)
-        await context.abort(grpc.StatusCode.INTERNAL, f"internal error (request id {request_id})")
+        await context.abort(
+            grpc.StatusCode.INTERNAL,
+            f"internal error (request id {request_id})",
+            trailing_metadata=((REQUEST_ID_HEADER, request_id),),
+        )

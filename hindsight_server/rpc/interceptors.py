@@ -52,15 +52,21 @@ class UnaryInterceptor(grpc.aio.ServerInterceptor):
 
 
 class RequestIdInterceptor(UnaryInterceptor):
-    """Takes `x-request-id` from the caller (or makes one), binds it for logs, echoes it back; and binds
-    the call's remaining deadline for the store, whose statements get that long (store/budget.py)."""
+    """Takes `x-request-id` from the caller (or makes one), binds it for logs, echoes it back in the
+    trailing metadata (an error's status carries it too: rpc/errors.py); and binds the call's remaining
+    deadline for the store, whose statements get that long (store/budget.py).
+
+    Nothing is sent before the answer: a call refused before any header went out (shed, a server away)
+    is one that gRPC's own retries may run again, waiting the server's pushback."""
 
     def wrap(self, behavior: Behavior, details: grpc.HandlerCallDetails) -> Behavior:
         request_id = request_id_from(dict(details.invocation_metadata or ()))
 
         async def with_request_id(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            await _bind(request_id, context)
-            return await behavior(request, context)
+            _bind(request_id, context)
+            response = await behavior(request, context)
+            _echo(request_id, context)
+            return response
 
         return with_request_id
 
@@ -70,17 +76,22 @@ class RequestIdInterceptor(UnaryInterceptor):
         async def with_request_id(
             request: Any, context: grpc.aio.ServicerContext[Any, Any]
         ) -> AsyncIterator[Any]:
-            await _bind(request_id, context)
+            _bind(request_id, context)
             async for item in stream_items(behavior, request, context):
                 yield item
+            _echo(request_id, context)
 
         return with_request_id
 
 
-async def _bind(request_id: str, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+def _bind(request_id: str, context: grpc.aio.ServicerContext[Any, Any]) -> None:
     bind_request_id(request_id)
     bind_call_deadline(context.time_remaining())
-    await context.send_initial_metadata(((REQUEST_ID_HEADER, request_id),))
+
+
+def _echo(request_id: str, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+    """The request id beside what the method put in the trailers (a consistency token)."""
+    context.set_trailing_metadata((*(context.trailing_metadata() or ()), (REQUEST_ID_HEADER, request_id)))
 
 
 class ErrorMappingInterceptor(UnaryInterceptor):

@@ -9,6 +9,7 @@ from grpc_reflection.v1alpha import reflection
 
 from hindsight.v1 import memory_pb2 as pb
 from hindsight.v1 import memory_pb2_grpc as pb_grpc
+from hindsight_server.rpc.admission import AdmissionInterceptor
 from hindsight_server.rpc.auth import AuthInterceptor
 from hindsight_server.rpc.interceptors import ErrorMappingInterceptor, RequestIdInterceptor
 from hindsight_server.rpc.servicer import MemoryServicer
@@ -33,14 +34,16 @@ def build_server(
     health: HealthServicer,
     max_message_bytes: int,
     auth: AuthInterceptor,
+    admission: AdmissionInterceptor,
     *,
     traced: bool = False,
 ) -> grpc.aio.Server:
     # `traced` (tracing is on): a server span per call, outermost so that it times the others too.
     tracing = [TracingInterceptor()] if traced else []
     server = grpc.aio.server(
-        # Outermost first: the request id, then the error table around everything else (auth included).
-        interceptors=[*tracing, RequestIdInterceptor(), ErrorMappingInterceptor(), auth],
+        # Outermost first: the request id, then the error table around everything else (auth included),
+        # then admission, which weighs only the calls auth let in, by the key's tenant.
+        interceptors=[*tracing, RequestIdInterceptor(), ErrorMappingInterceptor(), auth, admission],
         options=[
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max(max_message_bytes, 16 * _MiB)),

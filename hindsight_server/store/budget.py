@@ -31,6 +31,23 @@ def bind_call_deadline(time_remaining_s: float | None) -> None:
     _CALL_DEADLINE.set(None if time_remaining_s is None else time.monotonic() + time_remaining_s)
 
 
+def acquire_budget_s(limit_s: float) -> float:
+    """How long a wait for a pooled connection may last: `limit_s`, or less when the call has less
+    left (a caller that allows 200 ms is not kept waiting a second for a connection)."""
+    deadline = _CALL_DEADLINE.get()
+    if deadline is None:
+        return limit_s
+    return max(min(limit_s, deadline - time.monotonic() - ANSWER_MARGIN_S), MIN_BUDGET_S)
+
+
+class PoolExhausted(Exception):
+    """No pooled connection came free within the wait's budget (store/errors.py: ResourceExhausted)."""
+
+    def __init__(self, waited_s: float) -> None:
+        super().__init__(f"no database connection came free within {waited_s * 1000:.0f} ms")
+        self.waited_s = waited_s
+
+
 class StatementTimedOut(Exception):
     """A statement ran past its budget and was cancelled (store/errors.py: DeadlineExceeded)."""
 

@@ -8,8 +8,8 @@ from contextlib import asynccontextmanager
 
 import asyncpg
 
-from hindsight_server.domain.errors import DeadlineExceeded, InvalidArgument, Unavailable
-from hindsight_server.store.budget import StatementTimedOut
+from hindsight_server.domain.errors import DeadlineExceeded, InvalidArgument, ResourceExhausted, Unavailable
+from hindsight_server.store.budget import PoolExhausted, StatementTimedOut
 
 # Constraint name -> the request field it guards.
 _CONSTRAINT_FIELDS = {
@@ -37,6 +37,8 @@ async def translate_errors() -> AsyncIterator[None]:
         raise DeadlineExceeded("the database did not answer within the statement timeout") from exc
     except StatementTimedOut as exc:  # its budget (store/budget.py): the call's deadline, or the default
         raise DeadlineExceeded(str(exc)) from exc
+    except PoolExhausted as exc:  # every connection busy: this server is loaded, another may not be
+        raise ResourceExhausted(f"{exc}; retry later", retry_after_s=max(exc.waited_s, 0.05)) from exc
     except asyncpg.CheckViolationError as exc:
         field = _CONSTRAINT_FIELDS.get(exc.constraint_name or "", "memory")
         raise InvalidArgument(field, "violates a constraint of the memory record") from exc

@@ -7,8 +7,23 @@ from typing import Any
 import asyncpg
 from pgvector.asyncpg import register_vector
 
-from hindsight_server.store.budget import connection_class
+from hindsight_server.store.budget import PoolExhausted, acquire_budget_s, connection_class
 from hindsight_server.store.errors import translate_errors
+
+
+class BoundedPool(asyncpg.Pool):  # type: ignore[misc]  # asyncpg has no type information
+    """A pool whose every wait for a connection is bounded: by the caller's own timeout, else by
+    `acquire_timeout_s` or the call's deadline, whichever is sooner. Without it a full pool queues calls
+    without end, and a flood of one tenant's slow calls makes every other call wait behind them."""
+
+    acquire_timeout_s: float = 1.0
+
+    async def _acquire(self, timeout: float | None) -> Any:  # noqa: ASYNC109  # asyncpg's own signature
+        budget = acquire_budget_s(self.acquire_timeout_s) if timeout is None else timeout
+        try:
+            return await super()._acquire(budget)
+        except TimeoutError as exc:
+            raise PoolExhausted(budget) from exc
 
 
 async def _init_connection(connection: asyncpg.Connection) -> None:
@@ -34,6 +49,7 @@ async def create_pool(
     max_statement_timeout_ms: int,
     hnsw_ef_search: int = 100,
     traced: bool = False,
+    acquire_timeout_s: float = 1.0,
 ) -> asyncpg.Pool:
     """Opens the pool; Unavailable when the database cannot be reached. `traced`: a span per statement
     (store/tracing.py), when tracing is on."""
@@ -54,8 +70,10 @@ async def create_pool(
         # memories at 100k). A custom plan per call costs ~0.8 ms of planning and is right for each.
         "plan_cache_mode": "force_custom_plan",
     }
+    # A class per pool: asyncpg builds the pool in its constructor, which takes no extra arguments.
+    pool_class = type("BoundedPool", (BoundedPool,), {"acquire_timeout_s": acquire_timeout_s})
     async with translate_errors():
-        pool: asyncpg.Pool = await asyncpg.create_pool(
+        pool: asyncpg.Pool = await pool_class(
             dsn,
             min_size=min_size,
             max_size=max_size,
@@ -67,5 +85,10 @@ async def create_pool(
             connection_class=connection_class(
                 statement_timeout_ms / 1000, max_statement_timeout_ms / 1000, traced
             ),
+            # asyncpg.create_pool's defaults, which the class itself does not have.
+            max_queries=50_000,
+            max_inactive_connection_lifetime=300.0,
+            loop=None,
+            record_class=asyncpg.Record,
         )
     return pool

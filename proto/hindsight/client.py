@@ -57,7 +57,9 @@ _SERVICE = "hindsight.v1.MemoryService"
 # a token, each success gives back 0.1; retries pause below half of 10. In every channel's service config.
 RETRY_THROTTLING = {"maxTokens": 10, "tokenRatio": 0.1}
 # Reads are idempotent and mutating calls carry idempotency keys: gRPC retries them all itself when a
-# server is briefly unreachable (UNAVAILABLE: the call did not run, or its key makes a rerun harmless).
+# server is briefly unreachable (UNAVAILABLE: the call did not run, or its key makes a rerun harmless) or
+# sheds the call (RESOURCE_EXHAUSTED: over the tenant's share). A server's grpc-retry-pushback-ms says
+# when; the throttling below stops the retries of a caller whose calls are mostly refused.
 _SERVICE_CONFIG = json.dumps(
     {
         "methodConfig": [
@@ -68,7 +70,7 @@ _SERVICE_CONFIG = json.dumps(
                     "initialBackoff": "0.05s",
                     "maxBackoff": "1s",
                     "backoffMultiplier": 2,
-                    "retryableStatusCodes": ["UNAVAILABLE"],
+                    "retryableStatusCodes": ["UNAVAILABLE", "RESOURCE_EXHAUSTED"],
                 },
             }
         ],

@@ -27,4 +27,4 @@ def test_retries_are_throttled_and_only_for_calls_that_did_not_run(name: str) ->
     config = json.loads(str(dict(CHANNELS[name])["grpc.service_config"]))
     assert config["retryThrottling"] == {"maxTokens": 10, "tokenRatio": 0.1}
     for method in config["methodConfig"]:
-        assert method["retryPolicy"]["retryableStatusCodes"] == ["UNAVAILABLE"]
+        assert method["retryPolicy"]["retryableStatusCodes"] == ["UNAVAILABLE", "RESOURCE_EXHAUSTED"]

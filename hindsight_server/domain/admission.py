@@ -1,0 +1,195 @@
+"""Admission control: a fair share of one server for each tenant, by the work its calls cause.
+
+Each call has a cost in units (one unit: about one small recall's work on a server; `call_cost`), from
+what the request asks for: items, bytes, results. A tenant is admitted while
+- its cost bucket holds the call's cost (`cost_per_s` on average, bursts up to `burst`; a call dearer
+  than the whole burst waits for a full bucket and then takes it all);
+- it has fewer calls in flight on this server than its share: `max_calls` split evenly between the
+  tenants that called in the last `share_window_s` (a lone tenant may use all of them), and never more
+  than `max_calls_per_tenant`. A quiet tenant's one call always finds room, and a busy one is held to
+  its share even between the quiet one's calls, so the server never fills with one tenant's work.
+Otherwise the call is refused at once with a retry delay (RESOURCE_EXHAUSTED + RetryInfo): work is shed
+before it queues. Pure: the caller passes the time.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from hindsight_server.domain.errors import InvalidArgument
+
+__all__ = ["Admission", "AdmissionPolicy", "CallShape", "Refusal", "call_cost"]
+
+_KIB = 1024
+# A call in flight ends within tens of milliseconds: a retry that soon finds room, and the client's
+# backoff grows the wait if not.
+BUSY_RETRY_S = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class CallShape:
+    """What a request asks of the server, as far as its cost goes."""
+
+    method: str  # the RPC's name: "Recall", "WriteBatch", ...
+    items: int = 1  # memories written or imported, results asked for (top_k, page size)
+    request_bytes: int = 0
+
+
+# Units per call, then per item and per KiB of request. Measured on these servers' CPU profiles: a
+# recall of top 10 is ~1 unit; writing one memory (analysis, peers, conflict rules, insert) about the
+# same; its text costs in proportion to its size (the lexical analysis and the rules read every char).
+_BASE = {
+    "Recall": 1.0,
+    "Write": 1.0,
+    "WriteBatch": 1.0,
+    "AppendTurn": 2.0,  # a working memory, remember-or-not, the summary: two writes' work
+    "Import": 1.0,
+    "Export": 20.0,  # a stream of pages
+    "Erase": 20.0,
+    "History": 1.0,
+    "EndSession": 2.0,
+}
+_PER_ITEM = {"Recall": 0.02, "List": 0.005, "WriteBatch": 0.5, "Import": 0.5}
+_PER_KIB = 0.05
+
+
+def call_cost(shape: CallShape) -> float:
+    """The call's cost in units (at least 1)."""
+    cost = _BASE.get(shape.method, 1.0)
+    cost += _PER_ITEM.get(shape.method, 0.0) * max(shape.items, 0)
+    cost += _PER_KIB * shape.request_bytes / _KIB
+    return max(cost, 1.0)
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionPolicy:
+    cost_per_s: float = 1_000.0  # per tenant per server; 0: no cost limit
+    burst: float = 2_000.0
+    max_calls_per_tenant: int = 16  # in flight per tenant per server, whatever its share; 0: no limit
+    max_calls: int = 16  # in flight per server, shared evenly by the tenants calling; 0: no limit
+    share_window_s: float = 1.0  # a tenant that called this recently counts as one of those sharing
+
+    def __post_init__(self) -> None:
+        if (
+            self.cost_per_s < 0
+            or self.max_calls_per_tenant < 0
+            or self.max_calls < 0
+            or self.share_window_s < 0
+        ):
+            raise InvalidArgument("admission", "limits must not be negative")
+        if self.cost_per_s and self.burst < 1:
+            raise InvalidArgument("admission.burst", "must be at least 1")
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    reason: str  # for the caller: what limit, in words
+    retry_after_s: float
+    limit: str  # which limit: "rate", "tenant_calls", "server_calls" (a metric attribute)
+
+
+@dataclass
+class _Tenant:
+    tokens: float
+    at: float  # monotonic seconds of its last call or release (and of the bucket's last refill)
+    in_flight: int = 0
+
+
+@dataclass
+class Admission:
+    """One server's admission state; `admit` then, for each admitted call, `release` when it ends."""
+
+    policy: AdmissionPolicy
+    # Past this many tenants, idle ones with full buckets are forgotten (a new one starts full), so
+    # callers naming ever new tenants cannot grow the map.
+    max_tenants: int = 10_000
+    # Least recently active first, so the tenants sharing the server now are counted from the end.
+    _tenants: OrderedDict[str, _Tenant] = field(default_factory=OrderedDict)
+    _busy: set[str] = field(default_factory=set)  # with calls in flight, however long ago they began
+    _in_flight: int = 0
+
+    def admit(self, tenant: str, cost: float, now: float) -> Refusal | None:
+        """None: admitted (release it later); else why not and when to retry."""
+        policy = self.policy
+        state = self._touch(tenant, now)
+        allowed = self.share(now)
+        if allowed and state.in_flight >= allowed:
+            return Refusal(
+                f"tenant {tenant!r} has {state.in_flight} calls in flight on this server, its share now",
+                BUSY_RETRY_S,
+                "calls",
+            )
+        if policy.cost_per_s:
+            needed = min(cost, policy.burst)
+            if state.tokens < needed:
+                wait_s = (needed - state.tokens) / policy.cost_per_s
+                return Refusal(
+                    f"tenant {tenant!r} is over its rate of {policy.cost_per_s:g} cost units a second "
+                    f"(this call costs {cost:.1f})",
+                    wait_s,
+                    "rate",
+                )
+            state.tokens -= needed
+        state.in_flight += 1
+        self._busy.add(tenant)
+        self._in_flight += 1
+        return None
+
+    def release(self, tenant: str, now: float) -> None:
+        state = self._tenants.get(tenant)
+        if state is None or state.in_flight <= 0:
+            return
+        state.in_flight -= 1
+        self._in_flight -= 1
+        if not state.in_flight:
+            self._busy.discard(tenant)
+        self._touch(tenant, now)
+
+    def share(self, now: float) -> int:
+        """How many calls in flight each tenant may have now (0: no limit)."""
+        policy = self.policy
+        if not policy.max_calls:
+            return policy.max_calls_per_tenant
+        even = max(1, policy.max_calls // max(self._sharing(now), 1))
+        return min(even, policy.max_calls_per_tenant) if policy.max_calls_per_tenant else even
+
+    def in_flight(self, tenant: str | None = None) -> int:
+        if tenant is None:
+            return self._in_flight
+        state = self._tenants.get(tenant)
+        return 0 if state is None else state.in_flight
+
+    def _sharing(self, now: float) -> int:
+        """The tenants with calls in flight or active within the share window: walks only those."""
+        since = now - self.policy.share_window_s
+        recent = 0
+        for name in reversed(self._tenants):
+            if self._tenants[name].at < since:
+                break
+            recent += name not in self._busy
+        return recent + len(self._busy)
+
+    def _touch(self, tenant: str, now: float) -> _Tenant:
+        """The tenant's state, its bucket refilled to `now`, as the most recently active."""
+        state = self._tenants.get(tenant)
+        if state is None:
+            if len(self._tenants) >= self.max_tenants:
+                self._forget_idle(now)
+            state = self._tenants[tenant] = _Tenant(self.policy.burst, now)
+        elif self.policy.cost_per_s:
+            refill = (now - state.at) * self.policy.cost_per_s
+            state.tokens = min(self.policy.burst, state.tokens + max(refill, 0.0))
+        state.at = max(state.at, now)
+        self._tenants.move_to_end(tenant)
+        return state
+
+    def _forget_idle(self, now: float) -> None:
+        rate, burst = self.policy.cost_per_s, self.policy.burst
+        idle = [
+            name
+            for name, state in self._tenants.items()
+            if not state.in_flight and (not rate or state.tokens + (now - state.at) * rate >= burst)
+        ]
+        for name in idle:
+            del self._tenants[name]
