@@ -161,6 +161,8 @@ class MemoryWrites(MemoryReads):
             assignments.append(
                 f"embedding_state = {sql.param(embedding_state.value)}, embedding = NULL, embedding_en = NULL"
             )
+            # New text: the worker may take it at once, whatever lease or backoff the old text had.
+            assignments.append("embedding_retry_at = NULL, embedding_attempts = 0")
         version_check = ""
         if patch.expected_version is not None:
             version_check = f"AND m.version = {sql.param(patch.expected_version)}"

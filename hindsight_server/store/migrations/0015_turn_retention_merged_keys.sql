@@ -21,3 +21,11 @@ CREATE TABLE merged_write_keys (
     FOREIGN KEY (tenant_id, memory_id) REFERENCES memories (tenant_id, id) ON DELETE CASCADE
 );
 CREATE INDEX merged_write_keys_memory ON merged_write_keys (tenant_id, memory_id);
+
+-- The embedding worker claims pending rows with a lease instead of holding their locks through the
+-- inference calls (an Update or Delete of a claimed row no longer waits for Triton): a claimed row is
+-- not offered again before embedding_retry_at. A row whose embedding failed waits there too, longer
+-- after each attempt, so one that always fails does not hold back the rest of the backlog.
+ALTER TABLE memories
+    ADD COLUMN embedding_retry_at timestamptz,
+    ADD COLUMN embedding_attempts integer NOT NULL DEFAULT 0;
