@@ -252,7 +252,7 @@ async def _purge_turns(connection: asyncpg.Connection, stored_before: datetime, 
                  AND t.turn_index = due.turn_index
                RETURNING t.tenant_id, t.session_id, t.turn_index)
            SELECT tenant_id, session_id, max(turn_index) AS last, count(*) AS turns
-           FROM gone GROUP BY tenant_id, session_id ORDER BY tenant_id, session_id""",
+           FROM gone GROUP BY tenant_id, session_id""",
         stored_before,
         limit,
     )
@@ -260,12 +260,12 @@ async def _purge_turns(connection: asyncpg.Connection, stored_before: datetime, 
         return 0
     tenants = [row["tenant_id"] for row in purged]
     sessions = [row["session_id"] for row in purged]
-    # The sessions' rows are locked in key order, as an append takes one; an append that holds one is
-    # waited for, so its new turn is seen below and its session stays.
+    # This locks the sessions' rows: an append holding one (it numbers its turn under that lock) is
+    # waited for, so its new turn is seen below and its session stays; a later append waits for the
+    # purge and, if the session went, starts it afresh. A deadlock with an erasure retries the batch.
     await connection.execute(
         """UPDATE sessions s SET consolidated_turn = greatest(s.consolidated_turn, p.last)
-           FROM (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(tenant_id, session_id, last)
-                 ORDER BY tenant_id, session_id) AS p
+           FROM unnest($1::text[], $2::text[], $3::bigint[]) AS p(tenant_id, session_id, last)
            WHERE s.tenant_id = p.tenant_id AND s.session_id = p.session_id""",
         tenants,
         sessions,
