@@ -42,6 +42,11 @@ class TtlPolicy:
     # it (with an audit row); None or zero: superseded versions are kept for good.
     superseded: timedelta | None = timedelta(days=90)
 
+    def __post_init__(self) -> None:
+        if self.superseded is not None and self.superseded < timedelta(0):
+            # A ValueError: the configuration reports it as a validation error of this field.
+            raise ValueError("ttl.superseded must not be negative (zero keeps every version)")
+
     def for_tier(self, tier: Tier) -> timedelta | None:
         return {Tier.WORKING: self.working, Tier.EPISODIC: self.episodic, Tier.SEMANTIC: self.semantic}[tier]
 
