@@ -199,5 +199,5 @@ def test_ttl_cutoffs_for_superseded_versions_and_session_turns() -> None:
     assert TtlPolicy(superseded=None).superseded_cutoff(now) is None
     assert TtlPolicy(superseded=timedelta(0)).superseded_cutoff(now) is None  # zero keeps every version
     assert TtlPolicy(working=None).turns_cutoff(now, timedelta(days=7)) is None
-    with pytest.raises(ValueError, match="ttl.superseded"):
+    with pytest.raises(ValueError, match=r"ttl\.superseded"):
         TtlPolicy(superseded=timedelta(days=-1))
