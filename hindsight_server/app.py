@@ -41,7 +41,7 @@ from hindsight_server.pipelines.lifecycle import LifecycleJobs, LifecycleSetting
 from hindsight_server.pipelines.portability import PortabilityPipeline
 from hindsight_server.pipelines.read import ReadPipeline
 from hindsight_server.pipelines.recall import RecallPipeline, RecallSettings
-from hindsight_server.pipelines.replies import IdempotentReplies
+from hindsight_server.pipelines.replies import IdempotentReplies, ReplySettings
 from hindsight_server.pipelines.scope_sizes import ScopeSizes
 from hindsight_server.pipelines.sessions import SessionPipeline, SessionSettings
 from hindsight_server.pipelines.statistics import StatisticsRefresh
@@ -300,8 +300,13 @@ def _routing_settings(settings: Settings) -> RoutingSettings:
 
 
 def _replies(settings: Settings, pool: asyncpg.Pool, clock: Clock) -> IdempotentReplies:
-    window = timedelta(seconds=settings.server.idempotency_window_s)
-    return IdempotentReplies(ReplyStore(pool), clock, window)
+    server = settings.server
+    kept = ReplySettings(
+        keep=timedelta(seconds=server.idempotency_window_s),
+        abandoned_after=timedelta(seconds=server.idempotency_claim_timeout_s),
+        forget_budget=timedelta(seconds=settings.jobs.replies_budget_s),
+    )
+    return IdempotentReplies(ReplyStore(pool), clock, kept)
 
 
 def build_jobs(
@@ -334,8 +339,7 @@ def build_jobs(
         registry.add(name, body)
     registry.add("consolidate", sessions.consolidate_idle)  # idle sessions: working -> episodic
     registry.add("erasures", erasures.resume_stale)  # what a server that died left half erased
-    # Answers kept for retries, past their window.
-    registry.add("replies", _replies(settings, pool, clock).forget_expired, interval=timedelta(hours=1))
+    registry.add("replies", _replies(settings, pool, clock).forget_expired)  # answers past their window
     return JobRunner(registry, JobStore(pool), clock, server)
 
 

@@ -33,6 +33,10 @@ class ServerSettings(_Section):
     max_message_bytes: int = Field(8 * 1024 * 1024, ge=64 * 1024)
     # How long the answer to a mutating call with an idempotency key is kept for its retries.
     idempotency_window_s: float = Field(86_400.0, gt=0)
+    # A first call with a key that has not answered this long after it began is taken as abandoned (its
+    # server died) and a retry runs it again: longer than the longest deadline a client gives a call
+    # (the shared client's Import and Erase: 300 s), so a retry never starts a second, concurrent run.
+    idempotency_claim_timeout_s: float = Field(600.0, gt=0)
 
 
 class SecuritySettings(_Section):
@@ -186,6 +190,10 @@ class JobsSettings(_Section):
     patterns_interval_s: float = Field(600.0, gt=0)  # episodic -> semantic habits
     consolidate_interval_s: float = Field(30.0, gt=0)  # idle sessions -> episodes (DESIGN: 120 s idle)
     erasures_interval_s: float = Field(60.0, gt=0)  # finish the erasures a dead server left running
+    # Answers kept for retries, past server.idempotency_window_s: each run deletes until none is left
+    # or replies_budget_s has passed (5,000 rows a transaction), so the cleanup keeps up at any rate.
+    replies_interval_s: float = Field(300.0, gt=0)
+    replies_budget_s: float = Field(120.0, gt=0)
     # An erasure whose last batch is older than this is taken as left by a dead server and finished.
     erasure_stale_s: float = Field(120.0, gt=0)
     purge_grace_days: float = Field(7.0, ge=0)  # expired or deleted this long before the purge
@@ -208,6 +216,7 @@ class JobsSettings(_Section):
             "patterns": timedelta(seconds=self.patterns_interval_s),
             "consolidate": timedelta(seconds=self.consolidate_interval_s),
             "erasures": timedelta(seconds=self.erasures_interval_s),
+            "replies": timedelta(seconds=self.replies_interval_s),
         }
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from hindsight_server.domain.errors import InvalidArgument
 from hindsight_server.domain.model import Kind, ScoreWeights, Tier
@@ -38,8 +38,26 @@ class TtlPolicy:
         default_factory=lambda: {Kind.EVENT: timedelta(days=90), Kind.PREFERENCE: None}
     )
 
+    # A replaced version stays in History this long after it was superseded, then the purge deletes
+    # it (with an audit row); None or zero: superseded versions are kept for good.
+    superseded: timedelta | None = timedelta(days=90)
+
+    def __post_init__(self) -> None:
+        if self.superseded is not None and self.superseded < timedelta(0):
+            # A ValueError: the configuration reports it as a validation error of this field.
+            raise ValueError("ttl.superseded must not be negative (zero keeps every version)")
+
     def for_tier(self, tier: Tier) -> timedelta | None:
         return {Tier.WORKING: self.working, Tier.EPISODIC: self.episodic, Tier.SEMANTIC: self.semantic}[tier]
+
+    def superseded_cutoff(self, now: datetime) -> datetime | None:
+        """Versions superseded at or before this are purged; None: none are."""
+        return None if not self.superseded else now - self.superseded
+
+    def turns_cutoff(self, now: datetime, grace: timedelta) -> datetime | None:
+        """Session turns stored at or before this are purged: a turn lives as long as its working
+        memory does, the purge grace included. None (working memory never expires): none are."""
+        return None if self.working is None else now - self.working - grace
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,26 +1,34 @@
 """The background embedding worker: fills pending embeddings in batches whenever the tier answers.
 
-Every server runs one; rows are claimed with FOR UPDATE SKIP LOCKED, so several workers share the
-backlog without embedding a row twice, and a worker that dies releases its claim with its transaction.
+Every server runs one. Rows are leased (store/embeddings.py), not locked, while their vectors are
+computed, so several workers share the backlog without embedding a row twice, a worker that dies leaves
+its rows to the others once their lease ends, and a write to a claimed row never waits for inference.
+A chunk that fails costs its rows a backoff (growing with their attempts; a row that failed before is
+embedded alone, so one text the model cannot take fails only itself); the rest of the backlog goes on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
-from hindsight_server.domain.errors import HindsightError, InferenceUnavailable
+from hindsight_server.domain.errors import InferenceUnavailable
 from hindsight_server.domain.model import VectorSpace
 from hindsight_server.inference.tier import InferenceTier
 from hindsight_server.pipelines.activity import WriteActivity
 from hindsight_server.pipelines.scope_sizes import ScopeSizes
 from hindsight_server.store.embeddings import EmbeddingQueue, PendingEmbedding
 from hindsight_server.store.sql import FloatVector
+from hindsight_server.telemetry.failures import count_failure
 
 log = logging.getLogger(__name__)
+
+WORKER = "embedding-backfill"
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +43,19 @@ class BackfillSettings:
     # max_give_way_s: bulk ingestion keeps the cores, the backlog still moves (one chunk per bound).
     give_way_s: float = 0.2
     max_give_way_s: float = 2.0
+    # A failed row waits retry_s, doubled for each earlier failure, at most max_retry_s.
+    retry_s: float = 10.0
+    max_retry_s: float = 3_600.0
+
+    @property
+    def lease(self) -> timedelta:
+        """Longer than a round can take (every chunk of both spaces at its deadline and give-way), so
+        a live worker's rows are never offered to another; a dead worker's wait this long."""
+        chunks = math.ceil(self.batch / self.chunk) * len(VectorSpace)
+        return timedelta(seconds=max(60.0, 2 * chunks * (self.timeout_s + self.max_give_way_s)))
+
+    def backoff(self, attempts: int) -> timedelta:
+        return timedelta(seconds=min(self.max_retry_s, self.retry_s * 2.0 ** min(attempts, 30)))
 
 
 class EmbeddingBackfill:
@@ -53,27 +74,31 @@ class EmbeddingBackfill:
         self._scope_sizes = scope_sizes
 
     async def run_once(self) -> int:
-        """Embeds up to one batch of pending memories; returns how many (0 when the tier is away)."""
+        """Embeds up to one batch of pending memories; returns how many were claimed (0 when the tier
+        is away)."""
         inference = self._inference
         if not inference.available:
             return 0
         # While a configured English model is away, English rows get their multilingual vector and wait
         # for the English one; a server without an English model never asks for English vectors.
         english_now = inference.serves(VectorSpace.ENGLISH)
-        async with self._store.claim_pending_embeddings(
-            self._settings.batch, english=inference.english_configured, english_now=english_now
-        ) as claim:
-            if not claim.rows:
-                return 0
-            vectors: dict[VectorSpace, dict[str, FloatVector]] = {}
-            for space in VectorSpace:
-                rows = [row for row in claim.rows if space in row.missing]
-                if rows and inference.serves(space):
-                    # InferenceUnavailable rolls the claim back: the rows stay pending for the next round.
-                    vectors[space] = await self._embed(inference, rows, space)
-            await claim.complete(vectors)
-        self._note_embedded(claim.rows, vectors)
-        return len(claim.rows)
+        rows = await self._store.claim_pending_embeddings(
+            self._settings.batch,
+            self._settings.lease,
+            english=inference.english_configured,
+            english_now=english_now,
+        )
+        if not rows:
+            return 0
+        vectors: dict[VectorSpace, dict[str, FloatVector]] = {}
+        failed: dict[str, timedelta] = {}
+        for space in VectorSpace:
+            todo = [row for row in rows if space in row.missing and row.memory_id not in failed]
+            if todo and inference.serves(space):
+                vectors[space] = await self._embed(inference, todo, space, failed)
+        await self._store.complete(rows, vectors, failed)
+        self._note_embedded(rows, vectors)
+        return len(rows)
 
     def _note_embedded(
         self, rows: Sequence[PendingEmbedding], vectors: Mapping[VectorSpace, Mapping[str, FloatVector]]
@@ -98,18 +123,53 @@ class EmbeddingBackfill:
             self._scope_sizes.note_written(tenant_id, subject, added, without_english[(tenant_id, subject)])
 
     async def _embed(
-        self, inference: InferenceTier, rows: list[PendingEmbedding], space: VectorSpace
+        self,
+        inference: InferenceTier,
+        rows: list[PendingEmbedding],
+        space: VectorSpace,
+        failed: dict[str, timedelta],
     ) -> dict[str, FloatVector]:
+        """The vectors of those rows the tier embedded; a chunk that failed adds its rows to `failed`
+        with their backoff. Once the tier is taken for down, the rows left wait for the next round."""
         vectors: dict[str, FloatVector] = {}
-        size = self._settings.chunk
-        for start in range(0, len(rows), size):
+        for chunk in self._chunks(rows):
+            if not inference.serves(space):
+                break
             await self._give_way()
-            chunk = rows[start : start + size]
-            embedded = await inference.embed_documents(
-                [row.content for row in chunk], timeout_s=self._settings.timeout_s, space=space
-            )
+            try:
+                embedded = await inference.embed_documents(
+                    [row.content for row in chunk], timeout_s=self._settings.timeout_s, space=space
+                )
+            except Exception as exc:  # whatever one chunk meets (a model error, a deadline) stays with it
+                self._note_failed(chunk, exc, failed)
+                continue
             vectors.update((row.memory_id, v) for row, v in zip(chunk, embedded.vectors, strict=True))
         return vectors
+
+    def _chunks(self, rows: Sequence[PendingEmbedding]) -> list[list[PendingEmbedding]]:
+        """Rows never failed in chunks of `chunk`; each row that failed before on its own."""
+        fresh = [row for row in rows if row.attempts == 0]
+        size = self._settings.chunk
+        return [fresh[start : start + size] for start in range(0, len(fresh), size)] + [
+            [row] for row in rows if row.attempts > 0
+        ]
+
+    def _note_failed(
+        self, chunk: Sequence[PendingEmbedding], error: Exception, failed: dict[str, timedelta]
+    ) -> None:
+        for row in chunk:
+            failed[row.memory_id] = self._settings.backoff(row.attempts)
+        count_failure(WORKER, error, len(chunk))
+        if not isinstance(error, InferenceUnavailable):  # the tier being away or busy is logged by its watch
+            first = chunk[0]
+            log.warning(
+                "embedding failed for %d memories (first: tenant %s, memory %s, attempt %d): %s",
+                len(chunk),
+                first.tenant_id,
+                first.memory_id,
+                first.attempts + 1,
+                type(error).__name__,
+            )
 
     async def _give_way(self) -> None:
         if self._activity is None:
@@ -120,13 +180,14 @@ class EmbeddingBackfill:
             waited += step
 
     async def run_forever(self) -> None:
+        """Rounds until cancelled. Nothing a round raises ends the worker: it is logged (its class; no
+        content), counted, and the next round comes after the idle pause."""
         while True:
             try:
                 done = await self.run_once()
-            except InferenceUnavailable:
-                done = 0  # the claim rolled back; the rows stay pending for the next round
-            except HindsightError as exc:
-                log.warning("embedding backfill paused: %s", exc)
+            except Exception as exc:  # the database away, or anything unforeseen: the worker carries on
+                count_failure(WORKER, exc)
+                log.warning("embedding backfill round failed: %s", type(exc).__name__)
                 done = 0
             if done < self._settings.batch:
                 await asyncio.sleep(self._settings.idle_s)

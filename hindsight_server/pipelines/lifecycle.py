@@ -76,8 +76,16 @@ class LifecycleJobs:
         return await _in_batches(lambda: self._store.expire_batch(now, size), size)
 
     async def purge(self, now: datetime) -> int:
-        size, cutoff = self._settings.batch_size, now - self._settings.purge_grace
-        return await _in_batches(lambda: self._store.purge_batch(cutoff, now, size), size)
+        """Memories past their grace (expired, deleted) or superseded longer than ttl.superseded, then
+        the session turns older than the working TTL plus the grace: the raw conversation lasts as long
+        as the working memory made of it. Returns memories and turns purged."""
+        size, grace = self._settings.batch_size, self._settings.purge_grace
+        cutoff, superseded = now - grace, self._ttl.superseded_cutoff(now)
+        purged = await _in_batches(lambda: self._store.purge_batch(cutoff, superseded, now, size), size)
+        turns_cutoff = self._ttl.turns_cutoff(now, grace)
+        if turns_cutoff is None:
+            return purged
+        return purged + await _in_batches(lambda: self._store.purge_turns_batch(turns_cutoff, size), size)
 
     async def demote(self, now: datetime) -> int:
         """Semantic memories nobody used for `demote_after` become episodes, which expire after the

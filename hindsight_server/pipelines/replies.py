@@ -9,25 +9,42 @@ different request is refused: it would otherwise silently answer a question that
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from hindsight_server.domain.clock import Clock
 from hindsight_server.domain.errors import Aborted, FailedPrecondition
 from hindsight_server.store.replies import ReplyStore
 
-__all__ = ["IdempotentReplies"]
+__all__ = ["IdempotentReplies", "ReplySettings"]
 
-_FORGET_BATCH = 5_000
-# A claim with no answer this long after it was made is abandoned (longer than any call's deadline).
-_ABANDONED_AFTER = timedelta(minutes=2)
+
+@dataclass(frozen=True, slots=True)
+class ReplySettings:
+    keep: timedelta  # how long an answer is kept for retries
+    # A claim with no answer this long after it was made is abandoned (its server died): longer than
+    # the longest deadline a client gives a call, so a retry never starts a second run of a live one.
+    abandoned_after: timedelta
+    forget_batch: int = 5_000  # rows per cleanup transaction
+    # One cleanup run deletes batch after batch until nothing expired is left, or this long has passed
+    # (the next run goes on), so it keeps up with any write rate without holding its job forever.
+    forget_budget: timedelta = timedelta(minutes=2)
 
 
 class IdempotentReplies:
-    def __init__(self, store: ReplyStore, clock: Clock, keep: timedelta) -> None:
+    def __init__(
+        self,
+        store: ReplyStore,
+        clock: Clock,
+        settings: ReplySettings,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._store = store
         self._clock = clock
-        self._keep = keep
+        self._settings = settings
+        self._monotonic = monotonic
 
     async def once(
         self, tenant_id: str, method: str, key: str, request: bytes, run: Callable[[], Awaitable[bytes]]
@@ -38,7 +55,7 @@ class IdempotentReplies:
             return await run()
         fingerprint = hashlib.sha256(request).digest()
         claimed, answer, first = await self._store.claim(
-            tenant_id, method, key, fingerprint, self._clock(), _ABANDONED_AFTER
+            tenant_id, method, key, fingerprint, self._clock(), self._settings.abandoned_after
         )
         if not claimed:
             if first != fingerprint:
@@ -58,5 +75,13 @@ class IdempotentReplies:
         return answer
 
     async def forget_expired(self, now: datetime) -> int:
-        """The `replies` job: answers older than the retry window go (a batch per run)."""
-        return await self._store.forget_older_than(now - self._keep, _FORGET_BATCH)
+        """The `replies` job: answers older than the retry window go, a batch per transaction, until
+        none is left or the run's time budget is spent. Returns how many went."""
+        before, size = now - self._settings.keep, self._settings.forget_batch
+        deadline = self._monotonic() + self._settings.forget_budget.total_seconds()
+        total = 0
+        while True:
+            done = await self._store.forget_older_than(before, size)
+            total += done
+            if done < size or self._monotonic() >= deadline:
+                return total

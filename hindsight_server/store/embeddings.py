@@ -1,65 +1,27 @@
-"""The embedding queue: memories waiting for a vector, claimed by the background workers (FOR UPDATE
-SKIP LOCKED) and completed in their claiming transaction."""
+"""The embedding queue: memories waiting for a vector, leased to the background workers.
+
+A claim is one short transaction (FOR UPDATE SKIP LOCKED, then a lease written on each row): no row
+lock is held while the vectors are computed, so an Update, Delete or erasure of a claimed row never
+waits for the inference tier. Completing checks that the row still holds the content that was
+embedded (an Update in between makes it pending again, for its new text). A failed row waits out a
+backoff that grows with its attempts; a row that failed before is embedded on its own, so it cannot
+take the rows batched with it down again.
+"""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
-import asyncpg
 from pgvector import Vector
 
 from hindsight_server.domain.language import ENGLISH
-from hindsight_server.domain.model import (
-    VectorSpace,
-)
+from hindsight_server.domain.model import VectorSpace
 from hindsight_server.store.errors import translate_errors
 from hindsight_server.store.sql import FloatVector, OnPool
 
-
-class EmbeddingQueue(OnPool):
-    @contextlib.asynccontextmanager
-    async def claim_pending_embeddings(
-        self, limit: int, *, english: bool, english_now: bool
-    ) -> AsyncIterator[EmbeddingClaim]:
-        """Oldest pending rows across tenants (a maintenance path, not a tenant request), with the
-        vectors each lacks. `english`: this server computes English vectors (else none is asked for);
-        `english_now`: it can right now (else rows lacking only that one are left for later, so they
-        do not hold back the rest)."""
-        async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
-            rows = await connection.fetch(
-                """SELECT id, tenant_id, subject, content, embedding IS NULL AS needs_multilingual,
-                          ($2 AND language = $3 AND embedding_en IS NULL) AS needs_english,
-                          embedding_en IS NOT NULL AS has_english
-                   FROM memories
-                   WHERE embedding_state = 'pending'
-                     AND ($4 OR embedding IS NULL OR NOT ($2 AND language = $3 AND embedding_en IS NULL))
-                   ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED""",
-                limit,
-                english,
-                ENGLISH,
-                english_now,
-            )
-            pending = [
-                PendingEmbedding(
-                    str(r["id"]),
-                    r["tenant_id"],
-                    r["subject"],
-                    r["content"],
-                    r["has_english"],
-                    frozenset(
-                        space
-                        for space, needed in (
-                            (VectorSpace.MULTILINGUAL, r["needs_multilingual"]),
-                            (VectorSpace.ENGLISH, r["needs_english"]),
-                        )
-                        if needed
-                    ),
-                )
-                for r in rows
-            ]
-            yield EmbeddingClaim(connection, pending)
+__all__ = ["EmbeddingQueue", "PendingEmbedding"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,37 +32,97 @@ class PendingEmbedding:
     content: str
     has_english: bool  # before this claim (a Chinese memory never gets one)
     missing: frozenset[VectorSpace]  # the spaces whose vector this memory still lacks and can get
+    attempts: int = 0  # earlier embeddings of it that failed
+    digest: str = ""  # md5 of the content claimed: completion checks the row still holds it
 
 
-class EmbeddingClaim:
-    """Rows claimed for embedding, locked (FOR UPDATE SKIP LOCKED) until complete() or the claim ends,
-    so several servers' workers never embed the same row twice."""
+class EmbeddingQueue(OnPool):
+    async def claim_pending_embeddings(
+        self, limit: int, lease: timedelta, *, english: bool, english_now: bool
+    ) -> list[PendingEmbedding]:
+        """Leases up to `limit` of the oldest pending rows across tenants (a maintenance path, not a
+        tenant request) that are not leased or backing off, for `lease`, with the vectors each lacks.
+        `english`: this server computes English vectors (else none is asked for); `english_now`: it can
+        right now (else rows lacking only that one are left for later, so they do not hold back the
+        rest)."""
+        async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
+            rows = await connection.fetch(
+                """WITH due AS (
+                       SELECT tenant_id, id FROM memories
+                       WHERE embedding_state = 'pending'
+                         AND (embedding_retry_at IS NULL OR embedding_retry_at <= now())
+                         AND ($4 OR embedding IS NULL OR NOT ($2 AND language = $3 AND embedding_en IS NULL))
+                       ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+                   UPDATE memories m SET embedding_retry_at = now() + $5::interval
+                   FROM due WHERE m.tenant_id = due.tenant_id AND m.id = due.id
+                   RETURNING m.id, m.tenant_id, m.subject, m.content, m.created_at, m.embedding_attempts,
+                             md5(m.content) AS digest,
+                             m.embedding IS NULL AS needs_multilingual,
+                             ($2 AND m.language = $3 AND m.embedding_en IS NULL) AS needs_english,
+                             m.embedding_en IS NOT NULL AS has_english""",
+                limit,
+                english,
+                ENGLISH,
+                english_now,
+                lease,
+            )
+        rows = sorted(rows, key=lambda r: (r["created_at"], str(r["id"])))  # RETURNING keeps no order
+        return [
+            PendingEmbedding(
+                str(r["id"]),
+                r["tenant_id"],
+                r["subject"],
+                r["content"],
+                r["has_english"],
+                frozenset(
+                    space
+                    for space, needed in (
+                        (VectorSpace.MULTILINGUAL, r["needs_multilingual"]),
+                        (VectorSpace.ENGLISH, r["needs_english"]),
+                    )
+                    if needed
+                ),
+                r["embedding_attempts"],
+                r["digest"],
+            )
+            for r in rows
+        ]
 
-    def __init__(self, connection: asyncpg.Connection, rows: Sequence[PendingEmbedding]) -> None:
-        self._connection = connection
-        self.rows = rows
-
-    async def complete(self, vectors: Mapping[VectorSpace, Mapping[str, FloatVector]]) -> None:
-        """Stores the vectors computed (per space, by memory id); a row that now has every vector it
-        lacked becomes ready, the others stay pending with what they got."""
+    async def complete(
+        self,
+        rows: Sequence[PendingEmbedding],
+        vectors: Mapping[VectorSpace, Mapping[str, FloatVector]],
+        failed: Mapping[str, timedelta],
+    ) -> None:
+        """Stores the vectors computed (per space, by memory id) where the row still holds the content
+        embedded; a row that now has every vector it lacked becomes ready, the others stay pending with
+        what they got and may be claimed again at once. A row in `failed` waits its backoff first and
+        counts one more attempt."""
 
         def column(space: VectorSpace) -> list[Vector | None]:
             computed = vectors.get(space, {})
-            return [None if (v := computed.get(row.memory_id)) is None else Vector(v) for row in self.rows]
+            return [None if (v := computed.get(row.memory_id)) is None else Vector(v) for row in rows]
 
-        ready = [all(row.memory_id in vectors.get(space, {}) for space in row.missing) for row in self.rows]
+        ready = [all(row.memory_id in vectors.get(space, {}) for space in row.missing) for row in rows]
         async with translate_errors():
-            await self._connection.execute(
+            await self._pool.execute(
                 """UPDATE memories AS m
                    SET embedding = coalesce(u.embedding, m.embedding),
                        embedding_en = coalesce(u.embedding_en, m.embedding_en),
-                       embedding_state = CASE WHEN u.ready THEN 'ready' ELSE m.embedding_state END
-                   FROM unnest($1::text[], $2::uuid[], $3::vector[], $4::vector[], $5::bool[])
-                        AS u(tenant_id, id, embedding, embedding_en, ready)
-                   WHERE m.tenant_id = u.tenant_id AND m.id = u.id""",
-                [row.tenant_id for row in self.rows],
-                [row.memory_id for row in self.rows],
+                       embedding_state = CASE WHEN u.ready THEN 'ready' ELSE m.embedding_state END,
+                       embedding_retry_at = CASE WHEN u.backoff IS NULL THEN NULL ELSE now() + u.backoff END,
+                       embedding_attempts = CASE WHEN u.backoff IS NULL THEN 0
+                                                 ELSE m.embedding_attempts + 1 END
+                   FROM unnest($1::text[], $2::uuid[], $3::vector[], $4::vector[], $5::bool[], $6::text[],
+                               $7::interval[])
+                        AS u(tenant_id, id, embedding, embedding_en, ready, digest, backoff)
+                   WHERE m.tenant_id = u.tenant_id AND m.id = u.id
+                     AND m.embedding_state = 'pending' AND md5(m.content) = u.digest""",
+                [row.tenant_id for row in rows],
+                [row.memory_id for row in rows],
                 column(VectorSpace.MULTILINGUAL),
                 column(VectorSpace.ENGLISH),
                 ready,
+                [row.digest for row in rows],
+                [failed.get(row.memory_id) for row in rows],
             )

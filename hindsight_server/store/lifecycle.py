@@ -34,8 +34,10 @@ T = TypeVar("T")
 EVICTED_BY_QUOTA = "quota"
 
 # Memories that have stopped being believed or wanted, by status: what their purge grace counts from.
+# A superseded version also goes once it was replaced at or before $3 (NULL: never for that reason).
 _PURGEABLE = """(status IN ('expired', 'superseded') AND expires_at <= $1)
-                OR (status = 'deleted' AND updated_at <= $1)"""
+                OR (status = 'deleted' AND updated_at <= $1)
+                OR (status = 'superseded' AND updated_at <= $3)"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,12 +86,26 @@ class LifecycleStore:
 
     # ------------------------------------------------------------------------------------------- purge
 
-    async def purge_batch(self, cutoff: datetime, now: datetime, limit: int) -> int:
+    async def purge_batch(
+        self, cutoff: datetime, superseded_before: datetime | None, now: datetime, limit: int
+    ) -> int:
         """Hard-deletes up to `limit` memories that expired (or were superseded and expired, or were
-        deleted) at or before `cutoff`, in one transaction with one purge_audit row each. Version links
-        pointing at a purged memory are cleared; the tenants' BM25 statistics lose its terms."""
+        deleted) at or before `cutoff`, or were superseded at or before `superseded_before` (None: not
+        for that), in one transaction with one purge_audit row each. Version links pointing at a purged
+        memory are cleared; the tenants' BM25 statistics lose its terms."""
         return await retried_on_conflict(
-            self._pool, lambda connection: _purge(connection, cutoff, now, limit), "purge"
+            self._pool,
+            lambda connection: _purge(connection, cutoff, superseded_before, now, limit),
+            "purge",
+        )
+
+    async def purge_turns_batch(self, stored_before: datetime, limit: int) -> int:
+        """Deletes up to `limit` session turns stored at or before `stored_before`, in one transaction;
+        returns how many. A session left with no turn goes too, its stored summary with it. A session
+        whose turns went before it was consolidated counts them as consolidated, so the idle job stops
+        waiting for them (what is left of it is consolidated as usual)."""
+        return await retried_on_conflict(
+            self._pool, lambda connection: _purge_turns(connection, stored_before, limit), "purge"
         )
 
     # ------------------------------------------------------------------------------------------ demote
@@ -223,7 +239,56 @@ def _live_episode(*, now: str) -> str:
         AND coalesce(provenance->>'job', '') <> 'patterns'"""
 
 
-async def _purge(connection: asyncpg.Connection, cutoff: datetime, now: datetime, limit: int) -> int:
+async def _purge_turns(connection: asyncpg.Connection, stored_before: datetime, limit: int) -> int:
+    # Turns stored before migration 0015 have no recorded_at: their age counts from occurred_at.
+    purged = await connection.fetch(
+        """WITH due AS (
+               SELECT tenant_id, session_id, turn_index FROM session_turns
+               WHERE coalesce(recorded_at, occurred_at) <= $1
+               LIMIT $2 FOR UPDATE SKIP LOCKED),
+           gone AS (
+               DELETE FROM session_turns t USING due
+               WHERE t.tenant_id = due.tenant_id AND t.session_id = due.session_id
+                 AND t.turn_index = due.turn_index
+               RETURNING t.tenant_id, t.session_id, t.turn_index)
+           SELECT tenant_id, session_id, max(turn_index) AS last, count(*) AS turns
+           FROM gone GROUP BY tenant_id, session_id""",
+        stored_before,
+        limit,
+    )
+    if not purged:
+        return 0
+    tenants = [row["tenant_id"] for row in purged]
+    sessions = [row["session_id"] for row in purged]
+    # This locks the sessions' rows: an append holding one (it numbers its turn under that lock) is
+    # waited for, so its new turn is seen below and its session stays; a later append waits for the
+    # purge and, if the session went, starts it afresh. A deadlock with an erasure retries the batch.
+    await connection.execute(
+        """UPDATE sessions s SET consolidated_turn = greatest(s.consolidated_turn, p.last)
+           FROM unnest($1::text[], $2::text[], $3::bigint[]) AS p(tenant_id, session_id, last)
+           WHERE s.tenant_id = p.tenant_id AND s.session_id = p.session_id""",
+        tenants,
+        sessions,
+        [row["last"] for row in purged],
+    )
+    await connection.execute(
+        """DELETE FROM sessions s USING unnest($1::text[], $2::text[]) AS p(tenant_id, session_id)
+           WHERE s.tenant_id = p.tenant_id AND s.session_id = p.session_id
+             AND NOT EXISTS (SELECT FROM session_turns t
+                             WHERE t.tenant_id = s.tenant_id AND t.session_id = s.session_id)""",
+        tenants,
+        sessions,
+    )
+    return sum(row["turns"] for row in purged)
+
+
+async def _purge(
+    connection: asyncpg.Connection,
+    cutoff: datetime,
+    superseded_before: datetime | None,
+    now: datetime,
+    limit: int,
+) -> int:
     rows = await connection.fetch(
         f"""SELECT id, tenant_id, tier, kind, status, created_at, lexical_terms,
                    tsvector_to_array(lexical) AS lexemes, provenance->>'deleted_by' AS deleted_by
@@ -231,6 +296,7 @@ async def _purge(connection: asyncpg.Connection, cutoff: datetime, now: datetime
             LIMIT $2 FOR UPDATE SKIP LOCKED""",
         cutoff,
         limit,
+        superseded_before,
     )
     if not rows:
         return 0

@@ -78,11 +78,12 @@ class ReplyStore:
             )
 
     async def forget_older_than(self, before: datetime, limit: int) -> int:
-        """Drops answers kept past their retry window (a job); returns how many."""
+        """Drops up to `limit` answers kept past their retry window (a job); returns how many. Rows a
+        claim holds are left for the next batch rather than waited for."""
         async with translate_errors():
             deleted = await self._pool.fetchval(
                 """WITH old AS (SELECT tenant_id, method, key FROM request_replies
-                                WHERE created_at < $1 LIMIT $2)
+                                WHERE created_at < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)
                    , gone AS (DELETE FROM request_replies r USING old
                               WHERE (r.tenant_id, r.method, r.key) = (old.tenant_id, old.method, old.key)
                               RETURNING 1)

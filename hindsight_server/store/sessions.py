@@ -122,8 +122,8 @@ class SessionStore:
             session = _record(row)
             await connection.execute(
                 """INSERT INTO session_turns (tenant_id, session_id, turn_index, role, text, entities,
-                                              occurred_at, idempotency_key)
-                   VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8)""",
+                                              occurred_at, idempotency_key, recorded_at)
+                   VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9)""",
                 turn.tenant_id,
                 turn.session_id,
                 session.turn_count,
@@ -132,6 +132,7 @@ class SessionStore:
                 json.dumps(turn.entities, ensure_ascii=False),
                 turn.occurred_at,
                 turn.idempotency_key or None,
+                now,
             )
         appended = Turn(session.turn_count, turn.role, turn.text, turn.occurred_at, dict(turn.entities))
         return AppendedTurn(appended, session, replayed=False)

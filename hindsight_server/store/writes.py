@@ -93,7 +93,11 @@ class MemoryWrites(MemoryReads):
         one (seen again), supersedes one (a new version), or is new.
 
         Peers are serialised per (tenant, subject, kind, tier) by transaction-scoped advisory locks,
-        taken in one order, so two servers writing the same fact at once cannot both insert it.
+        taken in one order, so two servers writing the same fact at once cannot both insert it. Delete,
+        Reject and the expire job do not take those locks; they change a memory under its row lock. So
+        the chosen target is re-checked under that row lock (still active, not past its expiry) before
+        it is merged into or superseded: one that was deleted or expired since the peers were read
+        leaves the new memory stored as created, and a Delete is never overwritten by `superseded`.
         `graph_subjects`: the subjects whose nearest peers are found through HNSW (large ones, chosen by
         the caller as for recall: domain/search_plan.py); the others' are found by an exact scan."""
         groups = sorted({_peer_group(m) for m in memories})
@@ -112,18 +116,26 @@ class MemoryWrites(MemoryReads):
                     outcomes.append(replayed)
                     continue
                 by_graph = vector is not None and memory.subject in graph_subjects
-                peers = await _peers(connection, memory, vector, by_graph=by_graph)
+                peers = await _peers(connection, memory, vector, now, by_graph=by_graph)
                 resolution = decide(memory, peers)
                 if resolution.action is Action.MERGE and resolution.target_id is not None:
-                    outcomes.append(await _seen_again(connection, memory, resolution, now))
-                    continue
+                    merged = await _seen_again(connection, memory, resolution, now)
+                    if merged is not None:
+                        outcomes.append(merged)
+                        continue
+                    resolution = _TARGET_GONE
                 if resolution.action is Action.SUPERSEDE and resolution.target_id is not None:
-                    memory = replace(memory, supersedes=resolution.target_id)
+                    if await _lock_live(connection, memory.tenant_id, resolution.target_id, now):
+                        memory = replace(memory, supersedes=resolution.target_id)
+                    else:
+                        resolution = _TARGET_GONE
                 vectors = {VectorSpace.MULTILINGUAL: [vector], VectorSpace.ENGLISH: [english[index]]}
                 (outcome,) = await _insert_rows(connection, [memory], vectors)
                 if memory.supersedes is not None:
                     await _mark_superseded(connection, memory, now)
                     outcome = replace(outcome, resolution=Resolution.SUPERSEDED, reason=resolution.reason)
+                elif resolution is _TARGET_GONE:
+                    outcome = replace(outcome, reason=resolution.reason)
                 outcomes.append(outcome)
         return outcomes
 
@@ -150,6 +162,8 @@ class MemoryWrites(MemoryReads):
             assignments.append(
                 f"embedding_state = {sql.param(embedding_state.value)}, embedding = NULL, embedding_en = NULL"
             )
+            # New text: the worker may take it at once, whatever lease or backoff the old text had.
+            assignments.append("embedding_retry_at = NULL, embedding_attempts = 0")
         version_check = ""
         if patch.expected_version is not None:
             version_check = f"AND m.version = {sql.param(patch.expected_version)}"
@@ -265,6 +279,13 @@ _INSERT_COLUMNS = (
 # is here already, by id or by key.
 _ON_KEY = "ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING"
 _ON_ANY = "ON CONFLICT DO NOTHING"
+
+# A memory that may still be merged into or superseded; `now` names the statement's time parameter.
+_LIVE = "status = 'active' AND (expires_at IS NULL OR expires_at > {now})"
+# What a write that would have merged or superseded says when its target went meanwhile.
+_TARGET_GONE = ConflictResolution(
+    Action.NEW, None, "the matching memory was deleted or expired meanwhile; stored as new"
+)
 
 
 async def _insert(
@@ -399,10 +420,15 @@ def _peer_group(memory: Memory) -> str:
 
 
 async def _replayed(connection: asyncpg.Connection, memory: Memory) -> WriteOutcome | None:
+    """The memory an earlier write with this idempotency key created, or merged into."""
     if not memory.idempotency_key:
         return None
     row = await connection.fetchrow(
-        f"SELECT {MEMORY_COLUMNS} FROM memories WHERE tenant_id = $1 AND idempotency_key = $2",
+        f"""SELECT {MEMORY_COLUMNS} FROM memories WHERE tenant_id = $1 AND idempotency_key = $2
+            UNION ALL
+            SELECT {MEMORY_COLUMNS} FROM memories WHERE tenant_id = $1 AND id = (
+                SELECT memory_id FROM merged_write_keys WHERE tenant_id = $1 AND idempotency_key = $2)
+            LIMIT 1""",
         memory.tenant_id,
         memory.idempotency_key,
     )
@@ -412,14 +438,21 @@ async def _replayed(connection: asyncpg.Connection, memory: Memory) -> WriteOutc
 
 
 async def _peers(
-    connection: asyncpg.Connection, memory: Memory, vector: FloatVector | None, *, by_graph: bool
+    connection: asyncpg.Connection,
+    memory: Memory,
+    vector: FloatVector | None,
+    now: datetime,
+    *,
+    by_graph: bool,
 ) -> list[Existing]:
-    """The memory's active peers that could be the same thing: the same normalised content, the same
-    intent, or among the 5 nearest by meaning (`by_graph`: through HNSW, else by an exact scan)."""
+    """The memory's live peers that could be the same thing: the same normalised content, the same
+    intent, or among the 5 nearest by meaning (`by_graph`: through HNSW, else by an exact scan). Live:
+    active and not past its expiry (the expire job marks such a memory only later; recall already
+    hides it)."""
     # Two look-ups, each by its index: the nearest by meaning through HNSW (a user's peers can be
     # thousands: reading them all to sort by distance cost 11 ms a Write at 10,000, and grew with them),
     # the same content or intent through the peers and episodes indexes.
-    peer = f"""tenant_id = $1 AND subject = $2 AND kind = $3 AND tier = $4 AND status = 'active'
+    peer = f"""tenant_id = $1 AND subject = $2 AND kind = $3 AND tier = $4 AND {_LIVE.format(now="$10")}
                AND visibility = $8 AND {SEEN_BY.format(agent="$9")}"""
     nearest_order = "embedding <=> $7::vector" if by_graph else "(embedding <=> $7::vector) + 0"
     async with graph_plans(connection, by_graph):
@@ -449,6 +482,7 @@ async def _peers(
             None if vector is None else Vector(vector),
             memory.visibility.value,
             memory.agent_id,
+            now,
         )
     return [
         Existing(
@@ -467,33 +501,65 @@ async def _peers(
 
 async def _seen_again(
     connection: asyncpg.Connection, memory: Memory, resolution: ConflictResolution, now: datetime
-) -> WriteOutcome:
-    """A merge: the existing memory was said again. Its confidence keeps the stronger of the two."""
+) -> WriteOutcome | None:
+    """A merge: the existing memory was said again. Its confidence keeps the stronger of the two, and
+    it lives at least as long as the new one would have. None when the target is no longer live (the
+    UPDATE waits for a concurrent Delete or expiry and re-reads the row): nothing was merged. The new
+    memory's idempotency key is kept, so its retry is answered with this memory, not merged again."""
     row = await connection.fetchrow(
         f"""UPDATE memories
             SET seen_count = seen_count + 1, last_seen_at = $3, updated_at = $3, version = version + 1,
-                confidence = greatest(confidence, $4)
-            WHERE tenant_id = $1 AND id = $2
+                confidence = greatest(confidence, $4),
+                expires_at = CASE WHEN expires_at IS NULL OR $5::timestamptz IS NULL THEN NULL
+                                  ELSE greatest(expires_at, $5::timestamptz) END
+            WHERE tenant_id = $1 AND id = $2 AND {_LIVE.format(now="$3")}
             RETURNING {MEMORY_COLUMNS}""",
         memory.tenant_id,
         resolution.target_id,
         now,
         memory.confidence,
+        memory.expires_at,
     )
+    if row is None:
+        return None
+    if memory.idempotency_key:
+        await connection.execute(
+            """INSERT INTO merged_write_keys (tenant_id, idempotency_key, memory_id, created_at)
+               VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING""",
+            memory.tenant_id,
+            memory.idempotency_key,
+            resolution.target_id,
+            now,
+        )
     return WriteOutcome(
         memory_from_row(row), created=False, resolution=Resolution.MERGED, reason=resolution.reason
     )
 
 
+async def _lock_live(connection: asyncpg.Connection, tenant_id: str, memory_id: str, now: datetime) -> bool:
+    """Locks a supersede target until the transaction ends, if it is still live; False when it is not
+    (deleted, expired or superseded since the peers were read). Holding the row lock from here to
+    _mark_superseded makes a concurrent Delete wait, and then apply to the superseded version."""
+    live = await connection.fetchval(
+        f"""SELECT true FROM memories WHERE tenant_id = $1 AND id = $2 AND {_LIVE.format(now="$3")}
+            FOR UPDATE""",
+        tenant_id,
+        memory_id,
+        now,
+    )
+    return bool(live)
+
+
 async def _mark_superseded(connection: asyncpg.Connection, memory: Memory, now: datetime) -> None:
-    """The replaced version: superseded from now on (recorded time; as_of reads updated_at), and no
-    longer true in the world from when the new version is (valid time), unless it says otherwise."""
+    """The replaced version (locked live by _lock_live): superseded from now on (recorded time; as_of
+    reads updated_at), and no longer true in the world from when the new version is (valid time),
+    unless it says otherwise."""
     await connection.execute(
         """UPDATE memories
            SET status = 'superseded', superseded_by = $3, updated_at = $4, version = version + 1,
                valid_to = CASE WHEN valid_to IS NULL AND (valid_from IS NULL OR valid_from < $5)
                                THEN $5 ELSE valid_to END
-           WHERE tenant_id = $1 AND id = $2""",
+           WHERE tenant_id = $1 AND id = $2 AND status = 'active'""",
         memory.tenant_id,
         memory.supersedes,
         memory.id,

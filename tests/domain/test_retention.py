@@ -5,6 +5,7 @@ import pytest
 
 from hindsight_server.domain.errors import InvalidArgument
 from hindsight_server.domain.model import Kind, Status, Tier
+from hindsight_server.domain.policy import TtlPolicy
 from hindsight_server.domain.retention import (
     DEMOTE_UNUSED_AFTER,
     RetentionItem,
@@ -188,3 +189,15 @@ def test_the_demotion_window_is_a_parameter() -> None:
     assert demotion_cutoff(NOW) == NOW - DEMOTE_UNUSED_AFTER
     with pytest.raises(InvalidArgument, match="unused_for"):
         demotion_cutoff(NOW, timedelta(0))
+
+
+def test_ttl_cutoffs_for_superseded_versions_and_session_turns() -> None:
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    default = TtlPolicy()
+    assert default.superseded_cutoff(now) == now - timedelta(days=90)
+    assert default.turns_cutoff(now, timedelta(days=7)) == now - timedelta(days=8)
+    assert TtlPolicy(superseded=None).superseded_cutoff(now) is None
+    assert TtlPolicy(superseded=timedelta(0)).superseded_cutoff(now) is None  # zero keeps every version
+    assert TtlPolicy(working=None).turns_cutoff(now, timedelta(days=7)) is None
+    with pytest.raises(ValueError, match=r"ttl\.superseded"):
+        TtlPolicy(superseded=timedelta(days=-1))

@@ -193,8 +193,10 @@ class StopsAfterFirstBatch(LifecycleStore):
         super().__init__(pool)
         self.first_batch_done = asyncio.Event()
 
-    async def purge_batch(self, cutoff: datetime, now: datetime, limit: int) -> int:
-        purged = await super().purge_batch(cutoff, now, limit)
+    async def purge_batch(
+        self, cutoff: datetime, superseded_before: datetime | None, now: datetime, limit: int
+    ) -> int:
+        purged = await super().purge_batch(cutoff, superseded_before, now, limit)
         self.first_batch_done.set()
         await asyncio.Event().wait()  # never set: the kill comes here
         return purged

@@ -16,7 +16,7 @@ import pytest
 from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from hindsight.client import HindsightClient
+from hindsight.client import LONG_CALL_S, HindsightClient
 from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.app import RunningServer, start_server
 from hindsight_server.config import Settings
@@ -274,7 +274,9 @@ async def test_an_abandoned_claim_does_not_block_its_key(
     client: HindsightClient, postgres_dsn: str, tenant: str
 ) -> None:
     """A server that died (or lost the database) after claiming a key leaves it unanswered: past the
-    claim's lease a retry runs instead of being told forever that the first call is still running."""
+    claim's lease (server.idempotency_claim_timeout_s, 10 min) a retry runs instead of being told
+    forever that the first call is still running. Within it, even past the longest deadline the shared
+    client gives a call (Erase's), a retry is told to wait: it never starts a second run of a live one."""
     written = await client.write(tenant, "v1", tier="semantic", kind="fact")
     # The request's fingerprint, as the server takes it: the request without its key.
     same_update = pb.UpdateRequest(
@@ -283,7 +285,12 @@ async def test_an_abandoned_claim_does_not_block_its_key(
     fingerprint = hashlib.sha256(same_update.SerializeToString(deterministic=True)).digest()
     connection = await asyncpg.connect(postgres_dsn)
     try:
-        for age, key in ((timedelta(seconds=1), "fresh"), (timedelta(minutes=10), "abandoned")):
+        claims = (
+            (timedelta(seconds=1), "fresh"),
+            (timedelta(seconds=LONG_CALL_S + 30), "running long"),
+            (timedelta(minutes=11), "abandoned"),
+        )
+        for age, key in claims:
             await connection.execute(
                 """INSERT INTO request_replies (tenant_id, method, key, fingerprint, created_at)
                    VALUES ($1, 'Update', $2, $3, now() - $4::interval)""",
@@ -294,9 +301,10 @@ async def test_an_abandoned_claim_does_not_block_its_key(
             )
     finally:
         await connection.close()
-    with pytest.raises(grpc.aio.AioRpcError) as running:
-        await client.update(tenant, written.memory.id, content="v2", idempotency_key="fresh")
-    assert running.value.code() == grpc.StatusCode.ABORTED
+    for key in ("fresh", "running long"):
+        with pytest.raises(grpc.aio.AioRpcError) as running:
+            await client.update(tenant, written.memory.id, content="v2", idempotency_key=key)
+        assert running.value.code() == grpc.StatusCode.ABORTED
     updated = await client.update(tenant, written.memory.id, content="v2", idempotency_key="abandoned")
     assert updated.content == "v2"
 
