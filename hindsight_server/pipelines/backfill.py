@@ -24,7 +24,7 @@ from hindsight_server.pipelines.activity import WriteActivity
 from hindsight_server.pipelines.scope_sizes import ScopeSizes
 from hindsight_server.store.embeddings import EmbeddingQueue, PendingEmbedding
 from hindsight_server.store.sql import FloatVector
-from hindsight_server.telemetry.failures import count_failure
+from hindsight_server.telemetry.counters import count_failure
 
 log = logging.getLogger(__name__)
 

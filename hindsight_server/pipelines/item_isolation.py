@@ -17,7 +17,7 @@ from typing import TypeVar
 
 from hindsight_server.domain.errors import DeadlineExceeded, Unavailable
 from hindsight_server.store.job_failures import JobItemFailures
-from hindsight_server.telemetry.counters import count_job_item_failure
+from hindsight_server.telemetry.counters import count_failure
 
 __all__ = ["ItemIsolation", "JobItem"]
 
@@ -46,7 +46,7 @@ class ItemIsolation:
             raise
         except Exception as exc:
             error = type(exc).__name__
-            count_job_item_failure(item.job, error)
+            count_failure(item.job, exc)
             failures = await self._failures.failed(
                 item.job, item.tenant_id, item.item, error, now, self._backoff
             )

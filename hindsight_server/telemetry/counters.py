@@ -1,5 +1,6 @@
-"""Counters of what the server refused or could not do: lifecycle items a job failed on, calls shed by
-admission control. Attributes are job names, methods and error classes, never tenants or content."""
+"""Counters of what the server refused or could not do: background work that failed (the embedding
+worker's items, a lifecycle job's items), calls shed by admission control. Attributes are worker, job
+and method names and error classes, never tenants or content."""
 
 from __future__ import annotations
 
@@ -8,33 +9,39 @@ from dataclasses import dataclass
 
 from opentelemetry import metrics
 
-__all__ = ["count_job_item_failure", "count_shed"]
+__all__ = ["count_failure", "count_shed"]
 
 
 @dataclass(frozen=True, slots=True)
 class _Counters:
-    job_item_failures: metrics.Counter
+    background_failures: metrics.Counter
     shed: metrics.Counter
 
 
 @functools.cache
 def _counters() -> _Counters:
+    # From the global meter provider's proxy: no-ops until an SDK is installed (as recorder.py's).
     meter = metrics.get_meter("hindsight_server")
     return _Counters(
-        job_item_failures=meter.create_counter(
-            "hindsight.job.item_failures",
-            description="Items a lifecycle job failed on and left for a later run (attributes: job, error)",
+        background_failures=meter.create_counter(
+            "hindsight.background.failures",
+            unit="{failure}",
+            description="Background work items that failed: the embedding worker's, a lifecycle job's",
         ),
         shed=meter.create_counter(
             "hindsight.admission.shed",
-            description="Calls refused by admission control (attributes: method, reason)",
+            unit="{call}",
+            description="Calls refused by admission control (attributes: method, limit)",
         ),
     )
 
 
-def count_job_item_failure(job: str, error: str) -> None:
-    _counters().job_item_failures.add(1, {"hindsight.job": job, "error.type": error})
+def count_failure(worker: str, error: BaseException, items: int = 1) -> None:
+    """`worker`: the embedding worker, or a lifecycle job's name."""
+    _counters().background_failures.add(
+        items, {"hindsight.worker": worker, "error.type": type(error).__name__}
+    )
 
 
-def count_shed(method: str, reason: str) -> None:
-    _counters().shed.add(1, {"rpc.method": method, "hindsight.shed_reason": reason})
+def count_shed(method: str, limit: str) -> None:
+    _counters().shed.add(1, {"rpc.method": method, "hindsight.limit": limit})
