@@ -92,6 +92,9 @@ class GatewaySettings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=0, le=65535)  # 0: any free port (tests)
     path: str = Field("/mcp", pattern=r"^/[A-Za-z0-9._~/-]*$")
+    # A request body over this is refused with 413 before it is read (gateway_mcp/body_limit.py). The
+    # largest tool call (a 16 KB memory with 8 KB of entities, JSON-escaped) takes well under 1 MiB.
+    max_body_bytes: int = Field(1024 * 1024, ge=64 * 1024, le=64 * 1024 * 1024)
     # HTTPS: both files set, the HTTP transport serves TLS only (a certificate chain and its key, PEM).
     tls_cert_file: str = ""
     tls_key_file: str = ""

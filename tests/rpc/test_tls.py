@@ -16,7 +16,7 @@ from hindsight.client import HindsightClient
 from hindsight.tls import ClientTls
 from hindsight_server.app import RunningServer, start_server
 from hindsight_server.config import Settings
-from tests.support.certs import SERVER_NAME, Pki, pki
+from tests.support.certs import SERVER_NAME, Pki, pki, server_tls
 from tests.support.processes import run_cli
 
 
@@ -27,24 +27,14 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 @pytest.fixture(scope="module")
 async def tls_server(make_settings: Callable[..., Settings], certs: Pki) -> AsyncIterator[RunningServer]:
-    running = await start_server(
-        make_settings(
-            security__tls_cert_file=str(certs.server_cert), security__tls_key_file=str(certs.server_key)
-        )
-    )
+    running = await start_server(make_settings(**server_tls(certs, client_certificates=False)))
     yield running
     await running.stop()
 
 
 @pytest.fixture(scope="module")
 async def mtls_server(make_settings: Callable[..., Settings], certs: Pki) -> AsyncIterator[RunningServer]:
-    running = await start_server(
-        make_settings(
-            security__tls_cert_file=str(certs.server_cert),
-            security__tls_key_file=str(certs.server_key),
-            security__tls_client_ca_file=str(certs.ca),
-        )
-    )
+    running = await start_server(make_settings(**server_tls(certs, client_certificates=True)))
     yield running
     await running.stop()
 

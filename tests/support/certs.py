@@ -69,3 +69,15 @@ def pki(directory: Path) -> Pki:
     client = _signed(directory, "client", ca, "extendedKeyUsage=clientAuth\n")
     stranger = _signed(directory, "stranger", stranger_ca, "extendedKeyUsage=clientAuth\n")
     return Pki(ca[0], *server, *client, *stranger)
+
+
+def server_tls(certs: Pki, *, client_certificates: bool) -> dict[str, str]:
+    """make_settings overrides of a memory server listening with `certs`' server certificate, requiring
+    client certificates of their CA when asked (mTLS)."""
+    overrides = {
+        "security__tls_cert_file": str(certs.server_cert),
+        "security__tls_key_file": str(certs.server_key),
+    }
+    if client_certificates:
+        overrides["security__tls_client_ca_file"] = str(certs.ca)
+    return overrides
