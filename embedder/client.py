@@ -2,7 +2,8 @@
 
 Every call carries a deadline (`timeout_s`), and every tritonclient failure is translated into
 `InferenceUnavailable` / `InferenceError` in one place (`_ModelClient._call`). An optional
-`on_call` hook receives a `CallRecord` per RPC: the place to attach tracing or metrics.
+`on_call` hook receives a `CallRecord` per RPC: the place to attach tracing or metrics. `tls`
+(`hindsight.tls.ClientTls`): the channel to Triton speaks TLS, mTLS with a client certificate.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from tritonclient.utils import InferenceServerException
 
 from embedder.cache import CacheStats, TTLCache
 from embedder.errors import InferenceBusy, InferenceError, InferenceUnavailable
+from hindsight.tls import ClientTls
 
 DEFAULT_URL = "127.0.0.1:8001"
 # tritonclient's message limits, plus a short reconnect backoff (gRPC's default grows to 120 s), so a
@@ -75,9 +77,10 @@ class QueryEmbedding:
 class _ModelClient:
     """One Triton model behind one gRPC channel (opened on first use, inside the running loop)."""
 
-    def __init__(self, url: str, model: str, on_call: CallHook | None) -> None:
+    def __init__(self, url: str, model: str, on_call: CallHook | None, tls: ClientTls | None) -> None:
         self.url, self.model = url, model
         self._on_call = on_call
+        self._tls = tls
         self._client: InferenceServerClient | None = None
 
     async def ready(self, *, timeout_s: float = 1.0) -> bool:
@@ -112,7 +115,7 @@ class _ModelClient:
         self, operation: str, items: int, rpc: Callable[[InferenceServerClient], Awaitable[T]]
     ) -> T:
         if self._client is None:
-            self._client = InferenceServerClient(self.url, channel_args=_CHANNEL_ARGS)
+            self._client = _open(self.url, self._tls)
         started, failure = time.perf_counter(), None
         try:
             return await rpc(self._client)
@@ -124,6 +127,13 @@ class _ModelClient:
                 self._on_call(
                     CallRecord(self.model, operation, items, time.perf_counter() - started, failure)
                 )
+
+
+def _open(url: str, tls: ClientTls | None) -> InferenceServerClient:
+    if tls is None:
+        return InferenceServerClient(url, channel_args=_CHANNEL_ARGS)
+    # tritonclient takes ready credentials as they are; the name override is a channel option.
+    return InferenceServerClient(url, creds=tls.credentials(), channel_args=[*_CHANNEL_ARGS, *tls.options()])
 
 
 def _translate(model: str, operation: str, exc: InferenceServerException) -> InferenceError:
@@ -147,8 +157,9 @@ class TritonEmbedder(_ModelClient):
         cache_ttl_s: float = 300.0,
         cache_max_share: float = 1.0,
         on_call: CallHook | None = None,
+        tls: ClientTls | None = None,
     ) -> None:
-        super().__init__(url, model, on_call)
+        super().__init__(url, model, on_call, tls)
         # Some models are trained with an instruction before queries (bge: "Represent this sentence for
         # searching relevant passages: "); documents are embedded as they are.
         self._query_prefix = query_prefix
@@ -238,9 +249,14 @@ class TritonReranker(_ModelClient):
     """
 
     def __init__(
-        self, url: str = DEFAULT_URL, *, model: str = "rerank", on_call: CallHook | None = None
+        self,
+        url: str = DEFAULT_URL,
+        *,
+        model: str = "rerank",
+        on_call: CallHook | None = None,
+        tls: ClientTls | None = None,
     ) -> None:
-        super().__init__(url, model, on_call)
+        super().__init__(url, model, on_call, tls)
 
     async def rerank(self, query: str, passages: Sequence[str], *, timeout_s: float) -> list[float]:
         """Scores (raw logits, higher = more relevant) in the order of `passages`."""

@@ -48,7 +48,9 @@ def build_server(settings: GatewaySettings, tenant_of: TenantOf) -> Server[Gatew
 
     @asynccontextmanager
     async def lifespan(_: Server[GatewayState]) -> AsyncIterator[GatewayState]:
-        clients = MemoryClients(settings.targets, settings.deadline_s, settings.api_keys)
+        clients = MemoryClients(
+            settings.targets, settings.deadline_s, settings.api_keys, settings.targets_client_tls
+        )
         try:
             yield GatewayState(clients)
         finally:

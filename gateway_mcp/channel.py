@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-import grpc
-
 from gateway_mcp.config import channel_target
 from hindsight.client import RETRY_THROTTLING, HindsightClient, channel_options
 from hindsight.telemetry import client_interceptors
+from hindsight.tls import ClientTls, open_channel
 
 __all__ = ["MemoryClients"]
 
@@ -48,13 +47,20 @@ class MemoryClients:
     """One channel of the gateway's own (round robin, retries) and, over it, a typed client per tenant
     that carries that tenant's API key: every call gets `deadline_s`."""
 
-    def __init__(self, targets: Sequence[str], deadline_s: float, api_keys: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        targets: Sequence[str],
+        deadline_s: float,
+        api_keys: Mapping[str, str],
+        tls: ClientTls | None = None,
+    ) -> None:
         self._target = channel_target(targets)
         self._deadline_s = deadline_s
         self._api_keys = dict(api_keys)
-        self._channel = grpc.aio.insecure_channel(
+        self._channel = open_channel(
             self._target,
-            options=CHANNEL_OPTIONS,
+            tls,
+            CHANNEL_OPTIONS,
             # With tracing on, each call is a client span whose context the server continues.
             interceptors=client_interceptors(self._target),
         )

@@ -23,6 +23,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
+from hindsight.tls import ClientTls
+
 __all__ = [
     "CONFIG_ENV",
     "HEALTH_PATH",
@@ -47,6 +49,16 @@ class GatewaySettings(BaseSettings):
 
     # Memory servers (HOST:PORT each) spread with gRPC round robin, or one gateway/DNS address.
     targets: Annotated[tuple[str, ...], NoDecode] = ("127.0.0.1:50051",)
+    # TLS to the memory servers (or the nginx in front of them), for servers that listen with
+    # security.tls_cert_file: `targets_tls` with the system's CAs, or the CA (PEM) that signed their
+    # certificate; a client certificate and key (mTLS) for servers with security.tls_client_ca_file; the
+    # name their certificate carries when the targets are IP addresses or another name. Any file or the
+    # name implies TLS. Off: plaintext, for loopback and trusted networks only.
+    targets_tls: bool = False
+    targets_ca_file: str = ""
+    targets_cert_file: str = ""
+    targets_key_file: str = ""
+    targets_server_name: str = ""
     # Deadline of every gRPC call the gateway makes, retries included.
     deadline_s: float = Field(5.0, gt=0, le=120)
     # The tenant over stdio, and over HTTP on a loopback address when no token is configured.
@@ -80,6 +92,9 @@ class GatewaySettings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=0, le=65535)  # 0: any free port (tests)
     path: str = Field("/mcp", pattern=r"^/[A-Za-z0-9._~/-]*$")
+    # A request body over this is refused with 413 before it is read (gateway_mcp/body_limit.py). The
+    # largest tool call (a 16 KB memory with 8 KB of entities, JSON-escaped) takes well under 1 MiB.
+    max_body_bytes: int = Field(1024 * 1024, ge=64 * 1024, le=64 * 1024 * 1024)
     # HTTPS: both files set, the HTTP transport serves TLS only (a certificate chain and its key, PEM).
     tls_cert_file: str = ""
     tls_key_file: str = ""
@@ -164,6 +179,14 @@ class GatewaySettings(BaseSettings):
         return self
 
     @property
+    def targets_client_tls(self) -> ClientTls | None:
+        """How the gateway's channel to the memory servers speaks TLS; None: plaintext."""
+        tls = ClientTls(
+            self.targets_ca_file, self.targets_cert_file, self.targets_key_file, self.targets_server_name
+        )
+        return tls if self.targets_tls or tls != ClientTls() else None
+
+    @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         scheme = "https" if self.tls_cert_file else "http"
@@ -173,6 +196,8 @@ class GatewaySettings(BaseSettings):
     def _tls_pair(self) -> GatewaySettings:
         if bool(self.tls_cert_file) != bool(self.tls_key_file):
             raise ValueError("tls_cert_file and tls_key_file go together")
+        if bool(self.targets_cert_file) != bool(self.targets_key_file):
+            raise ValueError("targets_cert_file and targets_key_file (the client certificate) go together")
         return self
 
 

@@ -26,6 +26,7 @@ from starlette.types import ASGIApp
 
 from gateway_mcp.app import build_server
 from gateway_mcp.auth import BearerTokens, Introspection, TokenTenants, bearer_tenant, fixed_tenant
+from gateway_mcp.body_limit import BodyLimit
 from gateway_mcp.config import HEALTH_PATH, GatewaySettings, is_loopback
 from gateway_mcp.origins import LOOPBACK_ORIGINS, OriginCheck
 
@@ -93,7 +94,8 @@ def http_app(settings: GatewaySettings) -> Starlette:
         json_response=True,
         security_settings=_transport_security(settings),
     )
-    endpoint: ASGIApp = StreamableHTTPASGIApp(manager)
+    # The SDK reads a POST's whole body into memory: refuse big ones before it does.
+    endpoint: ASGIApp = BodyLimit(StreamableHTTPASGIApp(manager), settings.max_body_bytes)
     # Outermost: a page of another origin is refused before its token is even looked at.
     middleware = [Middleware(OriginCheck, allowed=allowed_origins(settings))]
     routes = [Route(HEALTH_PATH, _health, methods=["GET"])]

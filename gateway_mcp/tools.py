@@ -39,7 +39,9 @@ from hindsight.client import KindName, TierName
 __all__ = [
     "DEBUG_TOOL",
     "FORGET_TOOL",
+    "MAX_CONTENT_BYTES",
     "MAX_FORGET_IDS",
+    "MAX_QUERY_BYTES",
     "MAX_TOKEN_BUDGET",
     "MAX_TOP_K",
     "RECALL_TOOL",
@@ -60,6 +62,11 @@ __all__ = [
 MAX_TOP_K = 50
 MAX_TOKEN_BUDGET = 32_000  # the server's limits.max_token_budget
 _IDENTIFIER = 256  # the server's limits.max_identifier_chars
+# The server's limits.max_content_bytes and max_query_bytes, which count UTF-8 bytes. The schemas' maxLength
+# (characters) is the same number, a bound no acceptable text exceeds; the bytes are checked here too, so
+# a text the server would refuse is the model's to shorten before any call is made.
+MAX_CONTENT_BYTES = 16_384
+MAX_QUERY_BYTES = 4_096
 
 WRITE_TOOL = "memory_write"
 RECALL_TOOL = "memory_recall"
@@ -101,9 +108,21 @@ def _struct_compatible(value: Any, depth: int = 0) -> Any:
     return value
 
 
-# The tools' times and entities: the checks above, with the schema of the plain types.
+def _utf8_at_most(limit: int) -> AfterValidator:
+    def check(value: str) -> str:
+        size = len(value.encode("utf-8", "surrogatepass"))
+        if size > limit:
+            raise ValueError(f"{size} bytes in UTF-8; at most {limit}")
+        return value
+
+    return AfterValidator(check)
+
+
+# The tools' times, entities and texts: the checks above, with the schema of the plain types.
 _Time = Annotated[AwareDatetime, AfterValidator(_in_utc)]
 _Entities = Annotated[dict[str, Any], AfterValidator(_struct_compatible)]
+_Content = Annotated[str, Field(min_length=1, max_length=MAX_CONTENT_BYTES), _utf8_at_most(MAX_CONTENT_BYTES)]
+_Query = Annotated[str, Field(min_length=1, max_length=MAX_QUERY_BYTES), _utf8_at_most(MAX_QUERY_BYTES)]
 
 
 class _Arguments(BaseModel):
@@ -120,8 +139,7 @@ class WriteArguments(_Arguments):
         "episodic: what happened in one interaction or task; semantic: true across sessions "
         "(preferences, facts about the user or the project)."
     )
-    summary: str = Field(
-        min_length=1,
+    summary: _Content = Field(
         description="The memory itself, stored as its content: one short, self-contained statement with "
         "the key entities, e.g. '用户偏好靠窗座位' or 'Booked room A-301 for 10 people on 2025-01-08 14:00'.",
     )
@@ -169,8 +187,7 @@ class RecallArguments(_Arguments):
         max_length=_IDENTIFIER,
         description="The current conversation; its working memory and recent episodes are recalled too.",
     )
-    query: str = Field(
-        min_length=1,
+    query: _Query = Field(
         description="What you need to remember, in the user's words (Chinese or English). Time expressions "
         "such as 上次, 上周三, 三天前, last Friday narrow the time range by themselves.",
     )
@@ -209,7 +226,7 @@ class SummarizeArguments(_Arguments):
 
 
 class DebugArguments(_Arguments):
-    query: str = Field(min_length=1, description="The query whose recall to explain.")
+    query: _Query = Field(description="The query whose recall to explain.")
     session_id: str = Field(
         "", max_length=_IDENTIFIER, description="The session, as memory_recall would send it."
     )
@@ -218,8 +235,7 @@ class DebugArguments(_Arguments):
 
 
 class ForgetArguments(_Arguments):
-    query: str = Field(
-        min_length=1,
+    query: _Query = Field(
         description="What to forget, in the user's words (Chinese or English): the thing itself, e.g. "
         "我的住址, 我对花生过敏, my address, what I told you about my ex; without 'forget'. Its memories "
         "are looked up by meaning and words: when nothing matches, try the words the user used when "

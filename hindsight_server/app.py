@@ -166,6 +166,7 @@ async def _connect_inference(settings: Settings) -> InferenceTier | None:
             cache_ttl_s=config.query_cache_ttl_s,
             cache_max_share=config.query_cache_max_share,
             on_call=record_call,
+            tls=config.client_tls,
         )
 
     embedders = {space: embedder(model, prefix) for space, (model, prefix) in models.items()}
@@ -184,7 +185,7 @@ async def _connect_inference(settings: Settings) -> InferenceTier | None:
             VectorSpace.ENGLISH: settings.embedding.english_dimension,
         },
         reranker=(
-            TritonReranker(config.url, model=config.rerank_model, on_call=record_call)
+            TritonReranker(config.url, model=config.rerank_model, on_call=record_call, tls=config.client_tls)
             if config.rerank_model
             else None
         ),
@@ -514,7 +515,9 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
     server = build_server(servicer, health, settings.server.max_message_bytes, auth, admission, traced=traced)
     status = attach_status(server, settings, recorder, pool, inference, routing)
     address = f"{settings.server.host}:{settings.server.port}"
-    port = add_port(server, address, security.tls_cert_file, security.tls_key_file)
+    port = add_port(
+        server, address, security.tls_cert_file, security.tls_key_file, security.tls_client_ca_file
+    )
     await server.start()
     await set_serving(health, True)
     running = RunningServer(server, port, pool, health, settings.server.grace_s, inference, access)

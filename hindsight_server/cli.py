@@ -33,7 +33,7 @@ from google.protobuf.message import Message
 from gateway_mcp.cli import add_arguments as add_mcp_arguments
 from hindsight.client import DEFAULT_TARGET, HindsightClient
 from hindsight.v1 import memory_pb2 as pb
-from hindsight_server.cli_args import timestamp
+from hindsight_server.cli_args import add_tls_options, client_tls, timestamp
 from hindsight_server.config import Settings, load_settings
 from hindsight_server.portability_cli import add_portability_commands
 from hindsight_server.status_cli import add_status_command
@@ -279,7 +279,10 @@ def _on_database(
 
 def _client_call(args: argparse.Namespace, call: Callable[[HindsightClient], Awaitable[None]]) -> int:
     async def run() -> None:
-        async with HindsightClient(args.target, timeout_s=args.timeout, api_key=args.api_key) as client:
+        client = HindsightClient(
+            args.target, timeout_s=args.timeout, api_key=args.api_key, tls=client_tls(args)
+        )
+        async with client:
             await call(client)
 
     try:
@@ -287,7 +290,8 @@ def _client_call(args: argparse.Namespace, call: Callable[[HindsightClient], Awa
     except grpc.aio.AioRpcError as error:
         print(f"error: {error.code().name}: {error.details()}", file=sys.stderr)
         return EXIT_RPC_ERROR
-    except ValueError as error:  # an unknown enum name from the client's helpers
+    # An unknown enum name from the client's helpers, a certificate without its key, an unreadable file.
+    except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE
     return 0
@@ -638,6 +642,7 @@ def build_parser() -> argparse.ArgumentParser:
             default=os.environ.get("HINDSIGHT_API_KEY", ""),
             help="the tenant's key ($HINDSIGHT_API_KEY)",
         )
+        add_tls_options(sub)
         sub.set_defaults(handler=handler)
         return sub
 

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from hindsight.tls import ClientTls
 from hindsight_server.domain.admission import AdmissionPolicy
 from hindsight_server.domain.conflicts import ConflictPolicy
 from hindsight_server.domain.policy import Limits, RecallPolicy, TtlPolicy, WritePolicy
@@ -50,11 +51,16 @@ class SecuritySettings(_Section):
     # TLS for gRPC: both files set, the server listens with TLS only.
     tls_cert_file: str = ""
     tls_key_file: str = ""
+    # mTLS: with a CA bundle (PEM) set, every client must also present a certificate that it signed; a
+    # client without one is refused in the handshake, before any call (or key) reaches the server.
+    tls_client_ca_file: str = ""
 
     @model_validator(mode="after")
     def _tls_pair(self) -> SecuritySettings:
         if bool(self.tls_cert_file) != bool(self.tls_key_file):
             raise ValueError("tls_cert_file and tls_key_file go together")
+        if self.tls_client_ca_file and not self.tls_cert_file:
+            raise ValueError("tls_client_ca_file (client certificates) needs tls_cert_file and tls_key_file")
         return self
 
 
@@ -131,6 +137,15 @@ class InferenceSettings(_Section):
     # Triton's gRPC address (HOST:PORT). Empty: no inference tier; embeddings are disabled and recall
     # uses the lexical, structured and session channels.
     url: str = ""
+    # TLS to Triton (tritonserver --grpc-use-ssl, or a TLS proxy in front of it): `tls` with the system's
+    # CAs, or the CA (PEM) that signed its certificate; a client certificate and key for a tier that
+    # requires them (--grpc-use-ssl-mutual); the name its certificate carries when `url` is not it. Any
+    # file or the name implies TLS. Off: plaintext, for a tier on loopback or a trusted network only.
+    tls: bool = False
+    tls_ca_file: str = ""
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    tls_server_name: str = ""
     embed_model: str = "embed"
     # English memories also get this model's vector and English queries search with it (LoCoMo dev
     # R@5 +8 over the multilingual model alone, BENCHMARKS.md). Empty: the multilingual model only.
@@ -161,6 +176,18 @@ class InferenceSettings(_Section):
     backfill_idle_s: float = Field(0.5, gt=0)  # pause when nothing is pending
     backfill_timeout_s: float = Field(10.0, gt=0)
     health_interval_s: float = Field(1.0, gt=0)  # how often the tier is probed
+
+    @model_validator(mode="after")
+    def _client_certificate_pair(self) -> InferenceSettings:
+        if bool(self.tls_cert_file) != bool(self.tls_key_file):
+            raise ValueError("tls_cert_file and tls_key_file (the client certificate) go together")
+        return self
+
+    @property
+    def client_tls(self) -> ClientTls | None:
+        """How the servers' channels to Triton speak TLS; None: plaintext."""
+        tls = ClientTls(self.tls_ca_file, self.tls_cert_file, self.tls_key_file, self.tls_server_name)
+        return tls if self.tls or tls != ClientTls() else None
 
 
 class SessionConfig(_Section):

@@ -33,7 +33,7 @@ from google.protobuf.message import Message
 
 from hindsight.client import DEFAULT_TARGET, HindsightClient
 from hindsight.v1 import memory_pb2 as pb
-from hindsight_server.cli_args import timestamp
+from hindsight_server.cli_args import add_tls_options, client_tls, timestamp
 
 # The same exit codes as the other client commands (cli.py).
 EXIT_USAGE = 2
@@ -86,9 +86,7 @@ def _say(command: str, text: str) -> None:
 
 
 def _client(args: argparse.Namespace, timeout_s: float) -> HindsightClient:
-    return HindsightClient(
-        args.target, timeout_s=timeout_s, api_key=args.api_key, tls_ca_file=args.tls_ca_file
-    )
+    return HindsightClient(args.target, timeout_s=timeout_s, api_key=args.api_key, tls=client_tls(args))
 
 
 # -------------------------------------------------------------------------------------------- export
@@ -507,7 +505,7 @@ def cmd_erase(args: argparse.Namespace) -> int:
 
 
 def _connection(sub: argparse.ArgumentParser, timeout_help: str) -> None:
-    """The options every client command takes (cli.py's client_command), and the TLS CA."""
+    """The options every client command takes (cli.py's client_command), TLS included."""
     sub.add_argument("--target", default=DEFAULT_TARGET, help=f"HOST:PORT (default {DEFAULT_TARGET})")
     sub.add_argument("--tenant", required=True, help="tenant id")
     sub.add_argument("--timeout", type=float, help=timeout_help)
@@ -516,7 +514,7 @@ def _connection(sub: argparse.ArgumentParser, timeout_help: str) -> None:
         default=os.environ.get("HINDSIGHT_API_KEY", ""),
         help="the tenant's key ($HINDSIGHT_API_KEY)",
     )
-    sub.add_argument("--tls-ca-file", default="", help="the CA of servers that listen with TLS")
+    add_tls_options(sub)
 
 
 def add_portability_commands(commands: Any) -> None:

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hindsight.client import DEFAULT_TARGET
+from hindsight.tls import ClientTls
+from hindsight_server.cli_args import add_tls_options, client_tls
 
 if TYPE_CHECKING:
     from hindsight_server.stack.replicas import ReplicaStatus
@@ -40,7 +42,7 @@ def add_status_command(commands: Any) -> None:
     status.add_argument(
         "--timeout", type=float, default=5.0, help="deadline per server in seconds (default 5)"
     )
-    status.add_argument("--tls-ca-file", default="", help="the CA of servers that listen with TLS")
+    add_tls_options(status)
     status.add_argument(
         "--data-dir",
         default=os.environ.get("HINDSIGHT_DATA_DIR", "data"),
@@ -131,13 +133,13 @@ def render(target: str, serving: str, inference: str, figures: dict[str, Any]) -
 
 
 async def _gather(
-    targets: list[str], timeout_s: float, tls_ca_file: str, api_key: str
+    targets: list[str], timeout_s: float, tls: ClientTls | None, api_key: str
 ) -> list[dict[str, Any]]:
     from hindsight_server.rpc.ops import StatusUnavailable, fetch_status
 
     async def one(target: str) -> dict[str, Any]:
         try:
-            status = await fetch_status(target, timeout_s, tls_ca_file, api_key)
+            status = await fetch_status(target, timeout_s, tls, api_key)
         except StatusUnavailable as error:
             return {"target": target, "error": str(error)}
         return {
@@ -164,11 +166,11 @@ async def _embedded_replicas(data_dir: Path, timeout_s: float) -> list[ReplicaSt
 
 
 async def _servers_and_replicas(
-    targets: list[str], data_dir: Path, timeout_s: float, tls_ca_file: str, api_key: str
+    targets: list[str], data_dir: Path, timeout_s: float, tls: ClientTls | None, api_key: str
 ) -> tuple[list[dict[str, Any]], list[ReplicaStatus]]:
     """Both asked at once, each within the timeout."""
     servers, replicas = await asyncio.gather(
-        _gather(targets, timeout_s, tls_ca_file, api_key), _embedded_replicas(data_dir, timeout_s)
+        _gather(targets, timeout_s, tls, api_key), _embedded_replicas(data_dir, timeout_s)
     )
     return servers, replicas
 
@@ -177,7 +179,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     targets = [part.strip() for given in args.target or [DEFAULT_TARGET] for part in given.split(",")]
     results, replicas = asyncio.run(
         _servers_and_replicas(
-            [t for t in targets if t], Path(args.data_dir), args.timeout, args.tls_ca_file, args.api_key
+            [t for t in targets if t], Path(args.data_dir), args.timeout, client_tls(args), args.api_key
         )
     )
     unreachable = [result for result in results if "error" in result]

@@ -20,6 +20,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from hindsight.tls import ClientTls, open_channel
 from hindsight_server.rpc.server import INFERENCE_HEALTH_NAME
 
 OPS_SERVICE = "hindsight.ops.v1.Ops"  # rpc/tracing.py leaves it untraced
@@ -57,21 +58,14 @@ async def _health(stub: health_pb2_grpc.HealthStub, service: str, timeout_s: flo
     return str(health_pb2.HealthCheckResponse.ServingStatus.Name(answer.status))
 
 
-def _channel(target: str, tls_ca_file: str) -> grpc.aio.Channel:
-    if not tls_ca_file:
-        return grpc.aio.insecure_channel(target)
-    with open(tls_ca_file, "rb") as ca:
-        return grpc.aio.secure_channel(target, grpc.ssl_channel_credentials(root_certificates=ca.read()))
-
-
 async def fetch_status(
-    target: str, timeout_s: float, tls_ca_file: str = "", api_key: str = ""
+    target: str, timeout_s: float, tls: ClientTls | None = None, api_key: str = ""
 ) -> ServerStatus:
     """Asks one server (HOST:PORT) for its health and figures; StatusUnavailable when it cannot.
-    `tls_ca_file`: the server listens with TLS (security.tls_cert_file) signed by this CA. `api_key`:
-    any tenant's key, for a server that requires keys."""
+    `tls`: the server listens with TLS (security.tls_cert_file), perhaps requiring client certificates.
+    `api_key`: any tenant's key, for a server that requires keys."""
     metadata = (("authorization", f"Bearer {api_key}"),) if api_key else None
-    async with _channel(target, tls_ca_file) as channel:
+    async with open_channel(target, tls) as channel:
         health = health_pb2_grpc.HealthStub(channel)
         # Bytes in and out: no serializers.
         status: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(STATUS_METHOD)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
@@ -72,12 +74,18 @@ def _status(serving: bool) -> health_pb2.HealthCheckResponse.ServingStatus.Value
     return health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
 
 
-def add_port(server: grpc.aio.Server, address: str, tls_cert_file: str, tls_key_file: str) -> int:
-    """Listens on `address`, with TLS when a certificate and key are configured."""
+def add_port(
+    server: grpc.aio.Server, address: str, tls_cert_file: str, tls_key_file: str, tls_client_ca_file: str
+) -> int:
+    """Listens on `address`, with TLS when a certificate and key are configured, and requiring client
+    certificates signed by `tls_client_ca_file` when it is set (mTLS)."""
     if not tls_cert_file:
         return server.add_insecure_port(address)
-    with open(tls_key_file, "rb") as key, open(tls_cert_file, "rb") as cert:
-        credentials = grpc.ssl_server_credentials([(key.read(), cert.read())])
+    pair = (Path(tls_key_file).read_bytes(), Path(tls_cert_file).read_bytes())
+    client_ca = Path(tls_client_ca_file).read_bytes() if tls_client_ca_file else None
+    credentials = grpc.ssl_server_credentials(
+        [pair], root_certificates=client_ca, require_client_auth=client_ca is not None
+    )
     return server.add_secure_port(address, credentials)
 
 

@@ -9,8 +9,9 @@ the tests.
 Every call has a deadline (`timeout_s`, per client or per call). Every call is retried by gRPC on
 UNAVAILABLE with backoff (service config): reads are idempotent, and every mutating call carries an
 idempotency key (the caller's, or a fresh one per call), so a retry never applies twice.
-`api_key` (from `hindsight tenants create`) is sent as `authorization: Bearer ...`; `tls_ca_file`
-switches to TLS, trusting that CA.
+`api_key` (from `hindsight tenants create`) is sent as `authorization: Bearer ...`; `tls`
+(`hindsight.tls.ClientTls`) switches to TLS: the CA that proves the servers and, for servers that require
+client certificates (mTLS), the client's own.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from google.protobuf import struct_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from hindsight.consistency import ReadYourWrites
+from hindsight.tls import ClientTls, open_channel
 from hindsight.v1 import memory_pb2 as pb
 from hindsight.v1 import memory_pb2_grpc as pb_grpc
 
@@ -202,7 +204,7 @@ class HindsightClient:
         metadata: Sequence[tuple[str, str]] = (),
         channel: grpc.aio.Channel | None = None,
         api_key: str = "",
-        tls_ca_file: str = "",
+        tls: ClientTls | None = None,
         read_your_writes: bool = True,
     ) -> None:
         """`read_your_writes`: each read carries the tenant's latest consistency token, so it sees what
@@ -214,15 +216,7 @@ class HindsightClient:
         self._read_your_writes = read_your_writes
         self._timeout_s = timeout_s
         self._metadata = tuple(metadata) + ((("authorization", f"Bearer {api_key}"),) if api_key else ())
-        options = list(CHANNEL_OPTIONS)
-        if channel is not None:
-            self._channel = channel
-        elif tls_ca_file:
-            with open(tls_ca_file, "rb") as ca:
-                credentials = grpc.ssl_channel_credentials(root_certificates=ca.read())
-            self._channel = grpc.aio.secure_channel(target, credentials, options=options)
-        else:
-            self._channel = grpc.aio.insecure_channel(target, options=options)
+        self._channel = channel if channel is not None else open_channel(target, tls, CHANNEL_OPTIONS)
         self._stub = pb_grpc.MemoryServiceStub(self._channel)
         self._health = health_pb2_grpc.HealthStub(self._channel)
 

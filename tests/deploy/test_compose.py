@@ -78,13 +78,20 @@ def test_config_is_valid(compose_binary: Path, files: tuple[Path, ...]) -> None:
 
 
 @pytest.mark.parametrize(
-    "secret", ["POSTGRES_PASSWORD", "POSTGRES_REPLICATION_PASSWORD", "HINDSIGHT_MCP__TOKENS"]
+    "secret",
+    [
+        "POSTGRES_PASSWORD",
+        "POSTGRES_SUPERUSER_PASSWORD",
+        "POSTGRES_REPLICATION_PASSWORD",
+        "HINDSIGHT_MCP__TOKENS",
+    ],
 )
 def test_secrets_are_required(compose_binary: Path, tmp_path: Path, secret: str) -> None:
     """Without a secret the project refuses to resolve and says which one to set. (One missing at a
     time: with several, compose names whichever it meets first, in no fixed order.)"""
     given = {
         "POSTGRES_PASSWORD": "a-password",
+        "POSTGRES_SUPERUSER_PASSWORD": "a-superuser-password",
         "POSTGRES_REPLICATION_PASSWORD": "a-replication-password",
         "HINDSIGHT_MCP__TOKENS": "'{\"" + "0" * 64 + '": "default"}\'',
     }
@@ -460,6 +467,22 @@ def test_replica_health_check_requires_a_standby(
     )
     assert (done.returncode == 0) == healthy, done.stdout + done.stderr
     logged = calls(tmp_path)
-    assert logged[0] == "pg_isready -h 127.0.0.1 -U hindsight -d hindsight"
+    assert logged[0] == "pg_isready -h 127.0.0.1 -U postgres -d hindsight"
     if ready:
-        assert logged[1] == "psql -h 127.0.0.1 -U hindsight -d hindsight -XtAc SELECT pg_is_in_recovery()"
+        assert logged[1] == "psql -h 127.0.0.1 -U postgres -d hindsight -XtAc SELECT pg_is_in_recovery()"
+
+
+def test_the_servers_connect_as_the_application_role_not_the_superuser(compose_binary: Path) -> None:
+    """The image's superuser is for administration; the servers' DSNs name the role init-app-role.sh
+    makes the database's owner (tests/deploy/test_database_role.py runs that script for real)."""
+    services = resolved(compose_binary)["services"]
+    primary = services["postgres"]["environment"]
+    assert primary["POSTGRES_USER"] == "postgres" and primary["HINDSIGHT_DB_USER"] == "hindsight"
+    assert primary["HINDSIGHT_DB_PASSWORD"] == env_example()["POSTGRES_PASSWORD"]
+    assert primary["POSTGRES_PASSWORD"] == env_example()["POSTGRES_SUPERUSER_PASSWORD"]
+    assert (
+        mounted(services["postgres"], "/docker-entrypoint-initdb.d/05-app-role.sh").name == "init-app-role.sh"
+    )
+    for name in ("migrate", "memory-server"):
+        dsn = services[name]["environment"]["HINDSIGHT_DATABASE__DSN"]
+        assert dsn.startswith("postgresql://hindsight:"), (name, dsn)

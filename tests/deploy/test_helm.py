@@ -112,10 +112,11 @@ DEFAULT_KINDS = {
     "HorizontalPodAutoscaler": 1,
     "PodDisruptionBudget": 2,
     "Job": 1,
-    "ConfigMap": 2,
+    "ConfigMap": 3,  # the servers' environment and configuration, the database's init script
     "Secret": 1,
     "ServiceAccount": 1,
     "Pod": 1,  # the `helm test` hook
+    "NetworkPolicy": 3,  # servers, Triton, PostgreSQL
 }
 PRODUCTION_KINDS = {
     "Deployment": 3,
@@ -127,6 +128,7 @@ PRODUCTION_KINDS = {
     "Ingress": 1,
     "ServiceAccount": 1,
     "Pod": 1,
+    "NetworkPolicy": 2,  # servers, Triton: no bundled PostgreSQL
     # no Secret: secrets.existingSecret
 }
 CLOUDNATIVEPG_KINDS = {
@@ -134,6 +136,8 @@ CLOUDNATIVEPG_KINDS = {
         kind: count for kind, count in DEFAULT_KINDS.items() if kind != "StatefulSet"
     },  # no bundled PostgreSQL
     "Service": 4,  # the operator makes the Cluster's own (-rw, -ro, -r)
+    "ConfigMap": 2,  # no bundled database's init script
+    "NetworkPolicy": 2,  # the operator's pods are its own to police
     "Cluster": 1,
 }
 
@@ -1131,3 +1135,53 @@ def test_cluster_name_is_checked_only_for_a_cluster() -> None:
         "Cluster",
         "mem-db",
     )
+
+
+# ------------------------------------------------------------------------- least privilege in the cluster
+
+
+def _allowed_components(policy: dict[str, Any]) -> list[str]:
+    (rule,) = policy["spec"]["ingress"]
+    return [peer["podSelector"]["matchLabels"]["app.kubernetes.io/component"] for peer in rule["from"]]
+
+
+def test_network_policies_let_only_the_callers_in() -> None:
+    documents = render(None)
+    server = one(documents, "NetworkPolicy", f"{FULLNAME}-server")
+    assert server["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "server"
+    assert _allowed_components(server) == ["mcp", "test"]
+    assert server["spec"]["ingress"][0]["ports"] == [{"port": 50051, "protocol": "TCP"}]
+    assert _allowed_components(one(documents, "NetworkPolicy", f"{FULLNAME}-triton")) == ["server"]
+    database = one(documents, "NetworkPolicy", f"{FULLNAME}-postgresql")
+    assert _allowed_components(database) == ["server", "migrations"]
+    # The policies select the pods the chart labels so, or they would police nothing.
+    for deployment, component in ((f"{FULLNAME}-server", "server"), (f"{FULLNAME}-mcp", "mcp")):
+        labels = one(documents, "Deployment", deployment)["spec"]["template"]["metadata"]["labels"]
+        assert labels["app.kubernetes.io/component"] == component
+    clients = [{"namespaceSelector": {"matchLabels": {"team": "agents"}}}]
+    widened = one(
+        render({"networkPolicy": {"serverClients": clients}}), "NetworkPolicy", f"{FULLNAME}-server"
+    )
+    assert widened["spec"]["ingress"][0]["from"][2:] == clients
+    assert "NetworkPolicy" not in kinds(render({"networkPolicy": {"enabled": False}}))
+    assert_rejected({"networkPolicy": {"serverClients": [{"everyone": True}]}}, "everyone")
+
+
+def test_the_bundled_database_serves_a_role_that_is_no_superuser() -> None:
+    documents = render(None)
+    init = one(documents, "ConfigMap", f"{FULLNAME}-postgresql-init")["data"]["05-app-role.sh"]
+    # The script compose mounts too (and tests/deploy/test_database_role.py runs for real).
+    assert init.strip() == (CHART_DIR / "files" / "init-app-role.sh").read_text().strip()
+    statefulset = one(documents, "StatefulSet", f"{FULLNAME}-postgresql")
+    database = statefulset["spec"]["template"]["spec"]["containers"][0]
+    env = env_of(database)
+    assert env["POSTGRES_USER"]["value"] == "postgres"
+    assert env["POSTGRES_PASSWORD"]["valueFrom"]["secretKeyRef"]["key"] == "postgres-superuser-password"
+    assert env["HINDSIGHT_DB_USER"]["value"] == "hindsight"
+    assert env["HINDSIGHT_DB_PASSWORD"]["valueFrom"]["secretKeyRef"]["key"] == "postgres-password"
+    assert {"name": "init", "mountPath": "/docker-entrypoint-initdb.d", "readOnly": True} in database[
+        "volumeMounts"
+    ]
+    secret = one(documents, "Secret", FULLNAME)["stringData"]
+    assert secret["database-dsn"].startswith("postgresql://hindsight:")
+    assert secret["postgres-superuser-password"] not in secret["database-dsn"]

@@ -17,6 +17,7 @@ from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from hindsight.client import LONG_CALL_S, HindsightClient
+from hindsight.tls import ClientTls
 from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.app import RunningServer, start_server
 from hindsight_server.config import Settings
@@ -252,7 +253,7 @@ async def test_tls_when_configured(
     )
     try:
         target = f"127.0.0.1:{running.port}"
-        async with HindsightClient(target, tls_ca_file=str(cert)) as secure:
+        async with HindsightClient(target, tls=ClientTls(ca_file=str(cert))) as secure:
             written = await secure.write(tenant, "over TLS", tier="semantic", kind="fact")
             assert written.created
         async with HindsightClient(target, timeout_s=2) as plain:
