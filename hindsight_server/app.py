@@ -481,6 +481,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
         clock,
         inference=inference is not None,
         max_concurrent_exports=db.max_concurrent_exports,
+        max_exports_per_tenant=db.max_exports_per_tenant,
         statistics=statistics,
         scope_sizes=scope_sizes,
     )
@@ -503,6 +504,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
         routing,
         portability,
         erasures,
+        export_idle_timeout_s=db.export_idle_timeout_s,
     )
     health = HealthServicer()
     security = settings.security

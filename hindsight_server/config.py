@@ -112,6 +112,10 @@ class DatabaseSettings(_Section):
     # An export holds one pooled connection (its snapshot) for as long as its stream lasts: at most this
     # many at once per server, so recalls always find connections; past it Export is RESOURCE_EXHAUSTED.
     max_concurrent_exports: int = Field(2, ge=1)
+    max_exports_per_tenant: int = Field(1, ge=1)  # of those, at once per tenant
+    # An export whose reader takes nothing for this long is ended (its slot, connection and snapshot
+    # freed); the reader resumes with after_id.
+    export_idle_timeout_s: float = Field(30.0, gt=0)
     # Streaming replicas (libpq URIs) that Recall, Get, List, History and Summarize may read from; writes,
     # idempotency checks and the lifecycle jobs stay on `dsn`. Empty: every read goes to `dsn`.
     replica_dsns: tuple[str, ...] = ()

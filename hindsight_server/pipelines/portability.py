@@ -54,6 +54,7 @@ class PortabilityPipeline:
         *,
         inference: bool,
         max_concurrent_exports: int = 2,
+        max_exports_per_tenant: int = 1,
         statistics: StatisticsRefresh | None = None,
         scope_sizes: ScopeSizes | None = None,
     ) -> None:
@@ -64,6 +65,9 @@ class PortabilityPipeline:
         self._clock = clock
         self._inference = inference
         self._exports_left = max_concurrent_exports  # each export holds a connection while it streams
+        # Of those, one tenant's at once: another tenant's export still finds a slot.
+        self._max_exports_per_tenant = max_exports_per_tenant
+        self._exports_by_tenant: Counter[str] = Counter()
         # An import is a tenant growing at once: its plans and the vector search's sizes must know.
         self._statistics = statistics
         self._scope_sizes = scope_sizes
@@ -86,7 +90,15 @@ class PortabilityPipeline:
                 "this server runs as many exports as database.max_concurrent_exports allows; retry later",
                 retry_after_s=5.0,
             )
+        running = self._exports_by_tenant[query.tenant_id]
+        if running >= self._max_exports_per_tenant:
+            raise ResourceExhausted(
+                f"tenant {query.tenant_id!r} runs {running} exports on this server, as many as "
+                "database.max_exports_per_tenant allows; retry once one ends",
+                retry_after_s=5.0,
+            )
         self._exports_left -= 1
+        self._exports_by_tenant[query.tenant_id] += 1
         try:
             async with self._exports.snapshot(query) as snapshot:
                 count = await snapshot.count()
@@ -96,6 +108,9 @@ class PortabilityPipeline:
                         yield memory
         finally:
             self._exports_left += 1
+            self._exports_by_tenant[query.tenant_id] -= 1
+            if not self._exports_by_tenant[query.tenant_id]:
+                del self._exports_by_tenant[query.tenant_id]
 
     async def import_batch(
         self,

@@ -3,7 +3,8 @@ the ErrorMappingInterceptor, so no handler chooses a status code."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
 
 import grpc
@@ -13,6 +14,7 @@ from hindsight.consistency import TRAILER
 from hindsight.v1 import memory_pb2 as pb
 from hindsight.v1 import memory_pb2_grpc as pb_grpc
 from hindsight_server.domain.clock import Clock
+from hindsight_server.domain.errors import DeadlineExceeded
 from hindsight_server.domain.policy import Limits, RecallPolicy
 from hindsight_server.domain.portability import ExportHeader
 from hindsight_server.domain.validation import require_memory_id, validate_identifiers, validate_tenant
@@ -43,7 +45,10 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         positions: CommitPositions,
         portability: PortabilityPipeline,
         erasures: ErasurePipeline,
+        *,
+        export_idle_timeout_s: float = 30.0,
     ) -> None:
+        self._export_idle_timeout_s = export_idle_timeout_s
         self._positions = positions
         self._portability = portability
         self._erasures = erasures
@@ -224,16 +229,29 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         result = await self._recalls.recall(query)
         return convert.recall_result_to_proto(result, explain=query.explain)
 
-    async def Export(
+    # grpc.aio takes a coroutine that writes with context.write as a streaming handler; the generated
+    # stubs know only iterators.
+    async def Export(  # type: ignore[override]
         self, request: pb.ExportRequest, context: grpc.aio.ServicerContext[Any, Any]
-    ) -> AsyncIterator[pb.ExportItem]:
+    ) -> None:
+        """Written item by item, each write bounded: a reader that stops taking the stream would
+        otherwise hold an export slot, a pooled connection and an old snapshot (which holds back
+        VACUUM for every tenant) for as long as its connection lives."""
         query = convert.export_query_from_proto(request)
         names = convert.model_names(self._portability.models)
+        idle_s = self._export_idle_timeout_s
         async for item in self._portability.export(query):
             if isinstance(item, ExportHeader):
-                yield convert.export_header_to_proto(item)
+                message = convert.export_header_to_proto(item)
             else:
-                yield convert.exported_to_proto(item, names)
+                message = convert.exported_to_proto(item, names)
+            try:
+                await asyncio.wait_for(context.write(message), idle_s)
+            except TimeoutError:
+                raise DeadlineExceeded(
+                    f"the reader took nothing of the export for {idle_s:g} s; the stream is ended to free "
+                    "its place (resume with after_id)"
+                ) from None
 
     async def Import(
         self, request: pb.ImportRequest, context: grpc.aio.ServicerContext[Any, Any]

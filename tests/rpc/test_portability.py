@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -17,6 +17,8 @@ import pytest
 from hindsight.client import HindsightClient, memory_input
 from hindsight.v1 import memory_pb2 as pb
 from hindsight.v1 import memory_pb2_grpc as pb_grpc
+from hindsight_server.app import start_server
+from hindsight_server.config import Settings
 from tests.conftest import MovableClock
 
 BOOKING = {"tier": "episodic", "kind": "task", "intent": "book_meeting_room"}
@@ -238,12 +240,8 @@ async def test_an_export_is_one_snapshot_under_concurrent_writes(
     assert all(m.memory.status == pb.STATUS_ACTIVE for m in seen)  # as it was when the export began
 
 
-async def test_exports_beyond_the_servers_limit_are_told_to_retry(
-    client: HindsightClient, tenant: str
-) -> None:
-    """Each export holds a connection while it streams: the server runs database.max_concurrent_exports
-    (2) at once and refuses a third with RESOURCE_EXHAUSTED, until one ends."""
-    # More than gRPC's flow control lets a server send ahead of its reader: the streams stay open.
+async def _held_export_data(client: HindsightClient, tenant: str) -> None:
+    """More than gRPC's flow control lets a server send ahead of its reader: its streams stay open."""
     padding = " and the rest of the story" * 40
     for start in range(0, 3000, 500):
         batch = [
@@ -251,15 +249,58 @@ async def test_exports_beyond_the_servers_limit_are_told_to_retry(
             for i in range(start, start + 500)
         ]
         await client.write_batch(tenant, batch, verbatim=True)
-    held = [client.export(tenant) for _ in range(2)]
-    for stream in held:
-        await anext(stream)  # the header: its snapshot is open
-    with pytest.raises(grpc.aio.AioRpcError) as refused:
+
+
+async def test_exports_beyond_the_servers_limit_are_told_to_retry(
+    client: HindsightClient, tenant: str
+) -> None:
+    """Each export holds a connection while it streams: the server runs database.max_concurrent_exports
+    (2) at once, one per tenant (database.max_exports_per_tenant), and refuses more with
+    RESOURCE_EXHAUSTED until one ends."""
+    other = f"{tenant}-other"
+    for owner in (tenant, other):
+        await _held_export_data(client, owner)
+    first = client.export(tenant)
+    await anext(first)  # the header: its snapshot is open
+    with pytest.raises(grpc.aio.AioRpcError) as own_share:
         await anext(client.export(tenant))
+    assert own_share.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "max_exports_per_tenant" in (own_share.value.details() or "")
+    second = client.export(other)  # another tenant still finds a slot
+    await anext(second)
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await anext(client.export(f"{tenant}-third"))
     assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-    for stream in held:
+    assert "max_concurrent_exports" in (refused.value.details() or "")
+    for stream in (first, second):
         assert len([item async for item in stream]) == 3000
     assert (await _everything(client, tenant))[0].count == 3000  # they ended: exports run again
+
+
+async def test_an_export_whose_reader_stops_is_ended_and_frees_its_slot(
+    make_settings: Callable[..., Settings], tenant: str
+) -> None:
+    running = await start_server(
+        make_settings(database__export_idle_timeout_s=1, database__max_concurrent_exports=1)
+    )
+    try:
+        target = f"127.0.0.1:{running.port}"
+        async with HindsightClient(target, timeout_s=30) as client:
+            await _held_export_data(client, tenant)
+            # A reader with gRPC's first flow-control window (64 KiB, no growing it): the server can send
+            # only that far ahead of what is read.
+            async with grpc.aio.insecure_channel(target, options=[("grpc.http2.bdp_probe", 0)]) as channel:
+                stalled = pb_grpc.MemoryServiceStub(channel).Export(pb.ExportRequest(tenant_id=tenant))
+                await anext(aiter(stalled))
+                await asyncio.sleep(2.5)  # reads nothing more: the server stops waiting after 1 s
+                header, memories = await _everything(client, f"{tenant}-next")  # the slot is free again
+                assert header.count == 0 and memories == []
+                with pytest.raises(grpc.aio.AioRpcError) as ended:
+                    _ = [item async for item in stalled]
+                assert ended.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+                assert "after_id" in (ended.value.details() or "")
+    finally:
+        await running.stop()
 
 
 async def test_an_export_resumes_after_the_last_id(client: HindsightClient, tenant: str) -> None:
