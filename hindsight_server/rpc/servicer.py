@@ -24,7 +24,7 @@ from hindsight_server.pipelines.replies import IdempotentReplies
 from hindsight_server.pipelines.sessions import SessionPipeline
 from hindsight_server.pipelines.write import WritePipeline
 from hindsight_server.rpc import convert
-from hindsight_server.rpc.context import current_caller, current_request_id
+from hindsight_server.rpc.context import current_caller, current_principal, current_request_id
 
 R = TypeVar("R", bound=Message)
 
@@ -227,7 +227,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def Export(
         self, request: pb.ExportRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[pb.ExportItem]:
-        query = convert.export_query_from_proto(request)
+        query = convert.export_query_from_proto(request, current_principal().viewer)
         names = convert.model_names(self._portability.models)
         async for item in self._portability.export(query):
             if isinstance(item, ExportHeader):
