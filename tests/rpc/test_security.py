@@ -24,7 +24,7 @@ from hindsight_server.config import Settings
 from hindsight_server.rpc.auth import METHOD_SCOPES
 from hindsight_server.rpc.ops import StatusUnavailable, fetch_status
 from tests.support.certs import self_signed
-from tests.support.processes import run_cli
+from tests.support.processes import free_port, run_cli
 from tests.support.rich_errors import detail
 
 UNKNOWN_ID = "01a22b8a-0000-7000-8000-000000000000"
@@ -484,3 +484,20 @@ async def test_the_health_services_watch_stays_open_where_keys_are_required(
         first = await anext(aiter(watch))
         watch.cancel()
     assert first.status == health_pb2.HealthCheckResponse.SERVING
+
+
+async def test_ops_status_and_the_log_show_no_replica_password(
+    make_settings: Callable[..., Settings], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A password given as a query parameter (asyncpg takes `?password=`) is no more shown than one in
+    the userinfo: not in Ops/Status, not in the log."""
+    port = free_port()  # nothing listens there: the replica is left out, and says so in the log
+    replica = f"postgresql://reader:hunter1@127.0.0.1:{port}/db?sslmode=disable&password=hunter2&sslpassword=hunter3"
+    running = await start_server(make_settings(database__replica_dsns=(replica,)))
+    try:
+        status = await fetch_status(f"127.0.0.1:{running.port}", timeout_s=5)
+    finally:
+        await running.stop()
+    shown = json.dumps(status.figures)
+    assert f"postgresql://reader@127.0.0.1:{port}/db?sslmode=disable" in shown
+    assert "hunter" not in shown and "hunter" not in caplog.text
