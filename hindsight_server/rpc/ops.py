@@ -69,7 +69,7 @@ async def fetch_status(
 ) -> ServerStatus:
     """Asks one server (HOST:PORT) for its health and figures; StatusUnavailable when it cannot.
     `tls_ca_file`: the server listens with TLS (security.tls_cert_file) signed by this CA. `api_key`:
-    any tenant's key, for a server that requires keys."""
+    a key with the admin scope, for a server that requires keys."""
     metadata = (("authorization", f"Bearer {api_key}"),) if api_key else None
     async with _channel(target, tls_ca_file) as channel:
         health = health_pb2_grpc.HealthStub(channel)
