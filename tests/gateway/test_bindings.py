@@ -10,13 +10,13 @@ from typing import Any
 
 import grpc
 import httpx2
-import mcp_types as types
 import pytest
 from mcp import ClientSession
 
 from gateway_mcp.auth import hash_token
 from gateway_mcp.config import load_gateway_settings
 from hindsight.client import HindsightClient
+from tests.gateway.test_forget import _ok, _text
 from tests.gateway.test_oauth import CLIENT_ID, CLIENT_SECRET, authorization_server
 from tests.support.mcp_sessions import INITIALIZE, INITIALIZE_HEADERS, http_gateway, http_session
 from tests.support.processes import free_port
@@ -26,18 +26,6 @@ async def _initialize_status(url: str, token: str) -> int:
     async with httpx2.AsyncClient(timeout=10) as http:
         headers = {**INITIALIZE_HEADERS, "Authorization": f"Bearer {token}"}
         return (await http.post(url, json=INITIALIZE, headers=headers)).status_code
-
-
-def _text(result: types.CallToolResult) -> str:
-    assert len(result.content) == 1 and isinstance(result.content[0], types.TextContent)
-    return result.content[0].text
-
-
-async def _ok(session: ClientSession, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    result = await session.call_tool(tool, arguments)
-    assert not result.is_error, _text(result)
-    assert result.structured_content is not None
-    return result.structured_content
 
 
 async def _refused(session: ClientSession, tool: str, arguments: dict[str, Any]) -> str:

@@ -17,7 +17,7 @@ import pytest
 from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from hindsight.client import HindsightClient
+from hindsight.client import HindsightClient, memory_input
 from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.app import RunningServer, start_server
 from hindsight_server.config import Settings
@@ -211,6 +211,10 @@ async def test_a_key_bound_to_an_agent_never_sees_another_agents_private_memorie
         assert {m.memory.id for m in await _exported(own, tenant)} == {private.memory.id, shared.memory.id}
         denied = await _reason(own.get(tenant, private.memory.id, agent_id="calendar"))
         assert denied == ("PERMISSION_DENIED", "AGENT_MISMATCH")
+        as_another = own.write(tenant, "forged", tier="semantic", kind="fact", agent_id="calendar")
+        assert await _reason(as_another) == ("PERMISSION_DENIED", "AGENT_MISMATCH")
+        other_in_batch = [memory_input("forged", tier="semantic", kind="fact", agent_id="calendar")]
+        assert await _reason(own.write_batch(tenant, other_in_batch)) == denied
     async with HindsightClient(target, api_key=calendar["api_key"]) as other:
         not_found = grpc.StatusCode.NOT_FOUND
         assert await _code(other.get(tenant, private.memory.id)) == not_found
