@@ -16,7 +16,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx2
 from mcp.server.auth.middleware.auth_context import get_access_token
@@ -38,6 +38,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+V = TypeVar("V")
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,10 +103,13 @@ class Introspection:
     when configured, which such a token must then carry). Answers are kept until the token expires, at
     most CACHE_S, so a busy agent costs one introspection a minute. An unreachable server or an answer
     other than 200 is no verification (401) and is not kept: the next request asks again, so an outage
-    of the authorization server locks agents out for as long as it lasts, not a minute longer."""
+    of the authorization server locks agents out for as long as it lasts, not a minute longer.
+    Refused tokens are kept apart from verified ones, each cache dropping its least recently used
+    entry first: sprayed tokens push out only other refused ones, never an agent's good token."""
 
     CACHE_S = 60.0
     CAPACITY = 10_000
+    REFUSED_CAPACITY = 1_000
 
     def __init__(
         self,
@@ -128,14 +132,19 @@ class Introspection:
         self._http = httpx2.AsyncClient(
             timeout=timeout_s, auth=httpx2.BasicAuth(client_id, client_secret) if client_id else None
         )
-        self._cache: OrderedDict[bytes, tuple[float, TenantToken | None]] = OrderedDict()
+        self._verified: OrderedDict[bytes, tuple[float, TenantToken]] = OrderedDict()
+        self._refused: OrderedDict[bytes, float] = OrderedDict()  # -> until when
 
     async def verify_token(self, token: str) -> TenantToken | None:
         digest = hashlib.sha256(token.encode()).digest()
-        cached = self._cache.get(digest)
         now = time.monotonic()
-        if cached is not None and cached[0] > now:
-            return cached[1]
+        known = self._verified.get(digest)
+        if known is not None and known[0] > now:
+            self._verified.move_to_end(digest)
+            return known[1]
+        refused_until = self._refused.get(digest)
+        if refused_until is not None and refused_until > now:
+            return None
         claims = await self._introspect(token)
         if claims is None:  # no answer: nothing learnt about the token, nothing to keep
             return None
@@ -144,10 +153,12 @@ class Introspection:
         keep_s = self.CACHE_S
         if isinstance(expires, int | float):
             keep_s = min(keep_s, expires - time.time())
-        if keep_s > 0:
-            self._cache[digest] = (now + keep_s, verified)
-            while len(self._cache) > self.CAPACITY:
-                self._cache.popitem(last=False)
+        if keep_s <= 0:
+            return verified
+        if verified is None:
+            _keep(self._refused, digest, now + keep_s, self.REFUSED_CAPACITY)
+        else:
+            _keep(self._verified, digest, (now + keep_s, verified), self.CAPACITY)
         return verified
 
     async def _introspect(self, token: str) -> dict[str, Any] | None:
@@ -192,6 +203,13 @@ class Introspection:
             agent_id=agent if isinstance(agent, str) and agent else client_id,
             subject=subject if isinstance(subject, str) else None,
         )
+
+
+def _keep(cache: OrderedDict[bytes, V], key: bytes, value: V, capacity: int) -> None:
+    cache[key] = value
+    cache.move_to_end(key)
+    while len(cache) > capacity:
+        cache.popitem(last=False)
 
 
 class BearerTokens:
