@@ -13,8 +13,8 @@ import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
-from gateway_mcp.auth import TenantOf
-from gateway_mcp.calls import CALLS, Caller
+from gateway_mcp.auth import CallerOf
+from gateway_mcp.calls import CALLS
 from gateway_mcp.channel import MemoryClients
 from gateway_mcp.config import GatewaySettings
 from gateway_mcp.errors import describe
@@ -42,7 +42,7 @@ def enabled_tools(settings: GatewaySettings) -> dict[str, ToolSpec]:
     return {spec.name: spec for spec in TOOLS if spec.name != DEBUG_TOOL or settings.debug_tool}
 
 
-def build_server(settings: GatewaySettings, tenant_of: TenantOf) -> Server[GatewayState]:
+def build_server(settings: GatewaySettings, caller_of: CallerOf) -> Server[GatewayState]:
     tools = enabled_tools(settings)
     definitions = {name: spec.definition() for name, spec in tools.items()}
 
@@ -73,7 +73,7 @@ def build_server(settings: GatewaySettings, tenant_of: TenantOf) -> Server[Gatew
             )
         try:
             arguments = spec.arguments.model_validate(params.arguments or {})
-            caller = Caller(tenant=tenant_of(), agent_id=settings.agent_id)
+            caller = caller_of()
             client = ctx.lifespan_context.clients.for_tenant(caller.tenant)
             text, result = await CALLS[spec.name](client, caller, arguments)
         except Exception as error:  # every failure becomes a tool error, never a traceback

@@ -1,5 +1,6 @@
-"""Who is calling: over HTTP a bearer token names the tenant; over stdio (and on loopback HTTP without
-tokens) the configuration does.
+"""Who is calling: over HTTP a bearer token names the tenant, the agent it acts as and, optionally, the
+one subject it is confined to; over stdio (and on loopback HTTP without tokens) the configuration names
+the tenant and agent.
 
 Tokens are configured as SHA-256 hashes, so the configuration never holds a usable secret. The SDK's
 bearer middleware answers a missing or unknown token with 401 and `WWW-Authenticate: Bearer ...`
@@ -14,28 +15,42 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import httpx2
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 
+from gateway_mcp.config import TokenBinding
 from gateway_mcp.errors import ToolError
 
 __all__ = [
     "BearerTokens",
+    "Caller",
+    "CallerOf",
     "Introspection",
-    "TenantOf",
     "TenantToken",
     "TokenTenants",
-    "bearer_tenant",
-    "fixed_tenant",
+    "bearer_caller",
+    "fixed_caller",
     "hash_token",
 ]
 
 log = logging.getLogger(__name__)
+V = TypeVar("V")
 
-TenantOf = Callable[[], str]
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Whom a tool call acts for. `subject` None: any subject the model names; else that one only."""
+
+    tenant: str
+    agent_id: str
+    subject: str | None = None
+
+
+CallerOf = Callable[[], Caller]
 
 
 def hash_token(token: str) -> str:
@@ -45,38 +60,56 @@ def hash_token(token: str) -> str:
 
 class TenantToken(AccessToken):
     tenant: str
+    agent_id: str
+    subject: str | None = None
+
+
+def _binding(value: str | TokenBinding) -> TokenBinding:
+    return TokenBinding(tenant=value) if isinstance(value, str) else value
 
 
 class TokenTenants:
     """The SDK's TokenVerifier over the configured hashes."""
 
-    def __init__(self, tokens: Mapping[str, str]) -> None:
-        self._known = [(bytes.fromhex(digest), digest, tenant) for digest, tenant in tokens.items()]
+    def __init__(self, tokens: Mapping[str, str | TokenBinding]) -> None:
+        self._known = [(bytes.fromhex(digest), digest, _binding(bound)) for digest, bound in tokens.items()]
 
     async def verify_token(self, token: str) -> AccessToken | None:
         presented = hashlib.sha256(token.encode()).digest()
-        found: tuple[str, str] | None = None
+        found: tuple[str, TokenBinding] | None = None
         # Every entry is compared, each in constant time: the timing does not tell which one matched.
-        for known, digest, tenant in self._known:
+        for known, digest, bound in self._known:
             if hmac.compare_digest(presented, known):
-                found = (digest, tenant)
+                found = (digest, bound)
         if found is None:
             return None
-        digest, tenant = found
+        digest, bound = found
         # The hash's prefix identifies the token (e.g. in the SDK's session ownership) without the secret.
+        client_id = f"token-{digest[:16]}"
         return TenantToken(
-            token=f"sha256:{digest[:16]}", client_id=f"token-{digest[:16]}", scopes=[], tenant=tenant
+            token=f"sha256:{digest[:16]}",
+            client_id=client_id,
+            scopes=[],
+            tenant=bound.tenant,
+            agent_id=bound.agent_id or client_id,
+            subject=bound.subject,
         )
 
 
 class Introspection:
     """An authorization server's access tokens, verified by RFC 7662 introspection: active, issued for
-    this gateway (`aud` holds its resource URL, RFC 8707), and naming a tenant in `tenant_claim`.
-    Answers are kept until the token expires, at most CACHE_S, so a busy agent costs one introspection
-    a minute; an unreachable server or any other answer is no verification (401)."""
+    this gateway (`aud` holds its resource URL, RFC 8707), and naming a tenant in `tenant_claim` (the
+    agent in `agent_claim`, else the client_id; the one subject it is confined to in `subject_claim`,
+    when configured, which such a token must then carry). Answers are kept until the token expires, at
+    most CACHE_S, so a busy agent costs one introspection a minute. An unreachable server or an answer
+    other than 200 is no verification (401) and is not kept: the next request asks again, so an outage
+    of the authorization server locks agents out for as long as it lasts, not a minute longer.
+    Refused tokens are kept apart from verified ones, each cache dropping its least recently used
+    entry first: sprayed tokens push out only other refused ones, never an agent's good token."""
 
     CACHE_S = 60.0
     CAPACITY = 10_000
+    REFUSED_CAPACITY = 1_000
 
     def __init__(
         self,
@@ -84,6 +117,8 @@ class Introspection:
         *,
         resource: str,
         tenant_claim: str,
+        agent_claim: str = "",
+        subject_claim: str = "",
         client_id: str = "",
         client_secret: str = "",
         timeout_s: float = 5.0,
@@ -91,28 +126,39 @@ class Introspection:
         self._url = url
         self._resource = resource
         self._tenant_claim = tenant_claim
+        self._agent_claim = agent_claim
+        self._subject_claim = subject_claim
         # One client for the gateway's life: its connections to the authorization server are reused.
         self._http = httpx2.AsyncClient(
             timeout=timeout_s, auth=httpx2.BasicAuth(client_id, client_secret) if client_id else None
         )
-        self._cache: OrderedDict[bytes, tuple[float, TenantToken | None]] = OrderedDict()
+        self._verified: OrderedDict[bytes, tuple[float, TenantToken]] = OrderedDict()
+        self._refused: OrderedDict[bytes, float] = OrderedDict()  # -> until when
 
     async def verify_token(self, token: str) -> TenantToken | None:
         digest = hashlib.sha256(token.encode()).digest()
-        cached = self._cache.get(digest)
         now = time.monotonic()
-        if cached is not None and cached[0] > now:
-            return cached[1]
+        known = self._verified.get(digest)
+        if known is not None and known[0] > now:
+            self._verified.move_to_end(digest)
+            return known[1]
+        refused_until = self._refused.get(digest)
+        if refused_until is not None and refused_until > now:
+            return None
         claims = await self._introspect(token)
-        verified = None if claims is None else self._tenant_token(digest.hex(), claims)
-        expires = claims.get("exp") if claims else None
+        if claims is None:  # no answer: nothing learnt about the token, nothing to keep
+            return None
+        verified = self._tenant_token(digest.hex(), claims)
+        expires = claims.get("exp")
         keep_s = self.CACHE_S
         if isinstance(expires, int | float):
             keep_s = min(keep_s, expires - time.time())
-        if keep_s > 0:
-            self._cache[digest] = (now + keep_s, verified)
-            while len(self._cache) > self.CAPACITY:
-                self._cache.popitem(last=False)
+        if keep_s <= 0:
+            return verified
+        if verified is None:
+            _keep(self._refused, digest, now + keep_s, self.REFUSED_CAPACITY)
+        else:
+            _keep(self._verified, digest, (now + keep_s, verified), self.CAPACITY)
         return verified
 
     async def _introspect(self, token: str) -> dict[str, Any] | None:
@@ -141,15 +187,29 @@ class Introspection:
         tenant = claims.get(self._tenant_claim)
         if not isinstance(tenant, str) or not tenant:
             return None
+        subject = claims.get(self._subject_claim) if self._subject_claim else None
+        if self._subject_claim and (not isinstance(subject, str) or not subject):
+            return None  # confinement is configured: a token naming no subject would escape it
         scope = claims.get("scope")
         expires = claims.get("exp")
+        client_id = str(claims.get("client_id") or f"token-{digest[:16]}")
+        agent = claims.get(self._agent_claim) if self._agent_claim else None
         return TenantToken(
             token=f"sha256:{digest[:16]}",
-            client_id=str(claims.get("client_id") or f"token-{digest[:16]}"),
+            client_id=client_id,
             scopes=scope.split() if isinstance(scope, str) else [],
             expires_at=int(expires) if isinstance(expires, int | float) else None,
             tenant=tenant,
+            agent_id=agent if isinstance(agent, str) and agent else client_id,
+            subject=subject if isinstance(subject, str) else None,
         )
+
+
+def _keep(cache: OrderedDict[bytes, V], key: bytes, value: V, capacity: int) -> None:
+    cache[key] = value
+    cache.move_to_end(key)
+    while len(cache) > capacity:
+        cache.popitem(last=False)
 
 
 class BearerTokens:
@@ -166,13 +226,14 @@ class BearerTokens:
         return await self._introspection.verify_token(token)
 
 
-def fixed_tenant(tenant: str) -> TenantOf:
-    return lambda: tenant
+def fixed_caller(tenant: str, agent_id: str) -> CallerOf:
+    caller = Caller(tenant, agent_id)
+    return lambda: caller
 
 
-def bearer_tenant() -> str:
-    """The tenant of the request's verified token (the middleware lets no request without one through)."""
+def bearer_caller() -> Caller:
+    """Whom the request's verified token acts for (the middleware lets no request without one through)."""
     token = get_access_token()
     if not isinstance(token, TenantToken):
         raise ToolError("no tenant: the request carried no valid bearer token")
-    return token.tenant
+    return Caller(token.tenant, token.agent_id, token.subject)

@@ -1,16 +1,21 @@
-"""Each tool call becomes one gRPC call through the shared client; nothing here catches errors
-(errors.describe turns them into tool errors, in one place)."""
+"""Each tool call becomes gRPC calls through the shared client, as the caller's agent and, for a caller
+confined to one subject, about that subject only: the model's `subject` argument cannot pick another,
+and memory_forget erases only that subject's memories. Errors are not caught here except where a
+NOT_FOUND must read like any other refusal (errors.describe turns them into tool errors, in one
+place)."""
 
 from __future__ import annotations
 
 import hashlib
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+import grpc
 from pydantic import BaseModel
 
+from gateway_mcp.auth import Caller
+from gateway_mcp.errors import ToolError
 from gateway_mcp.results import (
     debug_result,
     erased_result,
@@ -33,20 +38,24 @@ from gateway_mcp.tools import (
 )
 from hindsight.client import HindsightClient, KindName, TierName
 
-__all__ = ["CALLS", "Call", "Caller", "Outcome"]
+__all__ = ["CALLS", "Call", "Outcome"]
 
 # The original design's memory_write has no kind; the server requires one.
 DEFAULT_KIND: Mapping[TierName, KindName] = {"working": "task", "episodic": "event", "semantic": "fact"}
 
 
-@dataclass(frozen=True, slots=True)
-class Caller:
-    tenant: str
-    agent_id: str
-
-
 Outcome = tuple[str, BaseModel]  # the text a model reads, and the structured content
 Call = Callable[[HindsightClient, Caller, Any], Awaitable[Outcome]]
+
+
+def _subject(caller: Caller, requested: str) -> str:
+    """The subject a call is about: the caller's own when it is confined to one (naming another is
+    refused), else what the model asked for ("" in a recall: every subject)."""
+    if caller.subject is None:
+        return requested
+    if requested and requested != caller.subject:
+        raise ToolError(f"subject: this token acts for subject {caller.subject!r} only; leave subject empty")
+    return caller.subject
 
 
 async def write(client: HindsightClient, caller: Caller, args: WriteArguments) -> Outcome:
@@ -55,7 +64,7 @@ async def write(client: HindsightClient, caller: Caller, args: WriteArguments) -
         args.summary,
         tier=args.memory_type,
         kind=args.kind or DEFAULT_KIND[args.memory_type],
-        subject=args.subject,
+        subject=_subject(caller, args.subject),
         agent_id=caller.agent_id,
         session_id=args.session_id,
         intent=args.intent,
@@ -75,7 +84,8 @@ async def recall(client: HindsightClient, caller: Caller, args: RecallArguments)
         caller.tenant,
         args.query,
         session_id=args.session_id,
-        subject=args.subject,
+        subject=_subject(caller, args.subject),
+        agent_id=caller.agent_id,
         tiers=args.memory_types,
         kinds=args.kinds,
         entities=args.entities,
@@ -91,7 +101,10 @@ async def recall(client: HindsightClient, caller: Caller, args: RecallArguments)
 
 
 async def summarize(client: HindsightClient, caller: Caller, args: SummarizeArguments) -> Outcome:
-    return summary_result(await client.summarize(caller.tenant, args.session_id))
+    summary = await client.summarize(caller.tenant, args.session_id)
+    if caller.subject is not None and summary.subject != caller.subject:
+        raise ToolError(f"session_id: no session {args.session_id!r} of this token's subject")
+    return summary_result(summary)
 
 
 async def debug(client: HindsightClient, caller: Caller, args: DebugArguments) -> Outcome:
@@ -99,7 +112,8 @@ async def debug(client: HindsightClient, caller: Caller, args: DebugArguments) -
         caller.tenant,
         args.query,
         session_id=args.session_id,
-        subject=args.subject,
+        subject=_subject(caller, args.subject),
+        agent_id=caller.agent_id,
         top_k=args.top_k or 0,
         explain=True,
     )
@@ -134,18 +148,41 @@ async def forget(client: HindsightClient, caller: Caller, args: ForgetArguments)
         response = await client.recall(
             caller.tenant,
             args.query,
-            subject=args.subject,
+            subject=_subject(caller, args.subject),
+            agent_id=caller.agent_id,
             top_k=_FORGET_SEARCHED,
             weights=_BY_MEANING,
             min_score=FORGET_MIN_SCORE,
         )
         return forget_candidates(args.query, response, FORGET_TOP_K)
     ids = [str(memory_id) for memory_id in args.memory_ids]  # canonical: lowercase, hyphenated
+    if caller.subject is not None:
+        await _all_of_subject(client, caller, ids)
     ordered = sorted(ids)  # one request (and key) for the same ids in any order
     erased = await client.erase(
         caller.tenant, memory_ids=ordered, reason=FORGET_REASON, idempotency_key=forget_key(ordered)
     )
     return erased_result(ids, erased)
+
+
+async def _all_of_subject(client: HindsightClient, caller: Caller, ids: Sequence[str]) -> None:
+    """Refuses, before anything is erased, ids that are not the caller's subject's memories (or not
+    visible to its agent): one answer for both, so the refusal does not tell which ids exist."""
+    foreign = []
+    for memory_id in ids:
+        try:
+            memory = await client.get(caller.tenant, memory_id, agent_id=caller.agent_id)
+        except grpc.aio.AioRpcError as error:
+            if error.code() != grpc.StatusCode.NOT_FOUND:
+                raise
+            foreign.append(memory_id)
+            continue
+        if memory.subject != caller.subject:
+            foreign.append(memory_id)
+    if foreign:
+        raise ToolError(
+            f"memory_ids: {', '.join(foreign)} are not memories of this token's subject; nothing was erased"
+        )
 
 
 CALLS: Mapping[str, Call] = {

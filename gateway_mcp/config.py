@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 from hindsight.tls import ClientTls
@@ -30,6 +30,7 @@ __all__ = [
     "HEALTH_PATH",
     "GatewayConfigError",
     "GatewaySettings",
+    "TokenBinding",
     "channel_target",
     "is_loopback",
     "load_gateway_settings",
@@ -42,6 +43,19 @@ _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 class GatewayConfigError(ValueError):
     """A configuration the gateway refuses to run with; the message says what to change."""
+
+
+class TokenBinding(BaseModel):
+    """What one bearer token acts as: its tenant, the agent recorded as the writer of what it stores
+    (empty: `token-<the hash's first 16 characters>`, its own), and optionally the one subject it may
+    read, write and forget (unset: any subject the model names)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tenant: str = Field(min_length=1, max_length=256)
+    agent_id: str = Field("", max_length=256)
+    # Not empty: "" is the default subject, and a recall naming it searches every subject.
+    subject: str | None = Field(None, min_length=1, max_length=256)
 
 
 class GatewaySettings(BaseSettings):
@@ -63,10 +77,13 @@ class GatewaySettings(BaseSettings):
     deadline_s: float = Field(5.0, gt=0, le=120)
     # The tenant over stdio, and over HTTP on a loopback address when no token is configured.
     tenant: str = Field("default", min_length=1, max_length=256)
-    # Recorded as the writer (`agent_id`) of every memory stored through the gateway.
+    # Recorded as the writer (`agent_id`) of every memory stored over stdio, or over loopback HTTP
+    # without tokens; a bearer token acts as its own agent (TokenBinding, agent_claim).
     agent_id: str = Field("mcp-gateway", max_length=256)
-    # SHA-256 (hex) of each bearer token -> the tenant it acts for (`hindsight mcp --hash-token`).
-    tokens: dict[str, str] = Field(default_factory=dict)
+    # SHA-256 (hex) of each bearer token (`hindsight mcp --hash-token`) -> the tenant it acts for, or a
+    # table {tenant, agent_id, subject} (TokenBinding) that also names its agent and confines it to one
+    # subject.
+    tokens: dict[str, str | TokenBinding] = Field(default_factory=dict)
     # Tenant -> its API key on the memory servers (`hindsight tenants create`), sent with every call made
     # for that tenant; a tenant without one calls without a key (the embedded single-user mode).
     api_keys: dict[str, str] = Field(default_factory=dict, repr=False)
@@ -81,6 +98,11 @@ class GatewaySettings(BaseSettings):
     introspection_client_id: str = ""
     introspection_client_secret: str = Field("", repr=False)
     tenant_claim: str = Field("tenant", min_length=1)
+    # The claim naming the token's agent (empty, or absent from a token: its client_id claim), and the
+    # claim naming the one subject it is confined to (empty: no confinement; set, a token without that
+    # claim is refused).
+    agent_claim: str = ""
+    subject_claim: str = ""
     # memory_debug exposes every channel's raw candidates: for developers, off unless asked for.
     debug_tool: bool = False
     # Streamable HTTP.
@@ -144,14 +166,14 @@ class GatewaySettings(BaseSettings):
 
     @field_validator("tokens")
     @classmethod
-    def _hashed_tokens(cls, value: dict[str, str]) -> dict[str, str]:
+    def _hashed_tokens(cls, value: dict[str, str | TokenBinding]) -> dict[str, str | TokenBinding]:
         for digest, tenant in value.items():
             if not _SHA256_HEX.fullmatch(digest):
                 raise ValueError(
                     "keys are SHA-256 hashes of the tokens (64 lowercase hex characters, "
                     "`hindsight mcp --hash-token`), never the tokens themselves"
                 )
-            if not tenant:
+            if tenant == "":
                 raise ValueError(f"token {digest[:12]}...: the tenant must not be empty")
         return value
 

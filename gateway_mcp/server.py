@@ -25,7 +25,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from gateway_mcp.app import build_server
-from gateway_mcp.auth import BearerTokens, Introspection, TokenTenants, bearer_tenant, fixed_tenant
+from gateway_mcp.auth import BearerTokens, Introspection, TokenTenants, bearer_caller, fixed_caller
 from gateway_mcp.body_limit import BodyLimit
 from gateway_mcp.config import HEALTH_PATH, GatewaySettings, is_loopback
 from gateway_mcp.origins import LOOPBACK_ORIGINS, OriginCheck
@@ -39,7 +39,7 @@ class GatewayStartError(RuntimeError):
 
 async def serve_stdio(settings: GatewaySettings) -> None:
     """Serves one client on stdin/stdout until it closes them."""
-    server = build_server(settings, fixed_tenant(settings.tenant))
+    server = build_server(settings, fixed_caller(settings.tenant, settings.agent_id))
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
@@ -76,6 +76,8 @@ def _introspection(settings: GatewaySettings) -> Introspection | None:
         settings.introspection_url,
         resource=settings.resource_url,
         tenant_claim=settings.tenant_claim,
+        agent_claim=settings.agent_claim,
+        subject_claim=settings.subject_claim,
         client_id=settings.introspection_client_id,
         client_secret=settings.introspection_client_secret,
         timeout_s=settings.deadline_s,
@@ -86,9 +88,11 @@ def http_app(settings: GatewaySettings) -> Starlette:
     """The ASGI app: the MCP endpoint at settings.path (behind the bearer check when tokens are
     configured) and an unauthenticated liveness probe at /healthz."""
     settings.require_safe_http()
-    tenant_of = bearer_tenant if settings.uses_bearer_tokens else fixed_tenant(settings.tenant)
+    caller_of = (
+        bearer_caller if settings.uses_bearer_tokens else fixed_caller(settings.tenant, settings.agent_id)
+    )
     manager = StreamableHTTPSessionManager(
-        app=build_server(settings, tenant_of),
+        app=build_server(settings, caller_of),
         # Stateless and plain JSON answers: no session to pin to a replica, no SSE stream to hold.
         stateless=True,
         json_response=True,

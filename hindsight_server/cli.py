@@ -206,18 +206,35 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
 def cmd_tenants(args: argparse.Namespace) -> int:
     from hindsight_server.app import open_api_keys
+    from hindsight_server.domain.errors import InvalidArgument
+    from hindsight_server.domain.principal import parse_scopes
+
+    try:  # before the database starts: a typo costs nothing
+        creating = args.tenants_command == "create"
+        scopes = parse_scopes(args.scopes.split(","), "--scopes") if creating else None
+    except InvalidArgument as exc:
+        print(f"hindsight tenants: {exc}", file=sys.stderr)
+        return EXIT_USAGE
 
     async def work(settings: Settings) -> int:
         async with open_api_keys(settings) as keys:
-            if args.tenants_command == "create":
-                created = await keys.create(args.tenant, args.label)
+            if scopes is not None:
+                created = await keys.create(args.tenant, args.label, scopes=scopes, agent_id=args.agent)
                 if args.json:
                     _print_json(
-                        {"tenant_id": created.tenant_id, "key_id": created.key_id, "api_key": created.api_key}
+                        {
+                            "tenant_id": created.tenant_id,
+                            "key_id": created.key_id,
+                            "api_key": created.api_key,
+                            "scopes": sorted(created.scopes),
+                            "agent_id": created.agent_id,
+                        }
                     )
                 else:
+                    bound = f", acting as agent {created.agent_id}" if created.agent_id else ""
                     print(
-                        f"tenant {created.tenant_id}: API key (shown once, store it now):\n{created.api_key}"
+                        f"tenant {created.tenant_id}: API key with scopes {','.join(sorted(created.scopes))}"
+                        f"{bound} (shown once, store it now):\n{created.api_key}"
                     )
             elif args.tenants_command == "revoke":
                 await keys.revoke(args.key_id)
@@ -231,14 +248,18 @@ def cmd_tenants(args: argparse.Namespace) -> int:
                         "label": r.label,
                         "created_at": r.created_at.isoformat(),
                         "revoked_at": r.revoked_at.isoformat() if r.revoked_at else None,
+                        "scopes": sorted(r.scopes),
+                        "agent_id": r.agent_id,
                     }
                     for r in records
                 ]
                 if args.json:
                     _print_json(rows)
-                for row in [] if args.json else rows:
-                    state = f"revoked {row['revoked_at']}" if row["revoked_at"] else "active"
-                    print(f"{row['tenant_id']}  {row['key_id']}  {state}  {row['label']}")
+                for record in [] if args.json else records:
+                    state = f"revoked {record.revoked_at.isoformat()}" if record.revoked_at else "active"
+                    access = ",".join(sorted(record.scopes))
+                    access += f" as {record.agent_id}" if record.agent_id else ""
+                    print(f"{record.tenant_id}  {record.key_id}  {state}  {access}  {record.label}")
         return 0
 
     return _on_database(args, "tenants", work)
@@ -626,6 +647,18 @@ def build_parser() -> argparse.ArgumentParser:
         if action == "create":
             tenant_command.add_argument("tenant", help="tenant id")
             tenant_command.add_argument("--label", default="", help="what the key is for")
+            tenant_command.add_argument(
+                "--scopes",
+                default="read,write",
+                help="what the key may do, comma-separated: read, write, export, erase, admin "
+                "(default read,write; admin: Import and Ops/Status)",
+            )
+            tenant_command.add_argument(
+                "--agent",
+                default="",
+                help="bind the key to this agent id: it acts as that agent only, so other agents' PRIVATE "
+                "memories stay hidden from it (default: none, the whole tenant)",
+            )
         elif action == "revoke":
             tenant_command.add_argument("key_id", help="the key's id (see `hindsight tenants list`)")
         else:

@@ -42,7 +42,8 @@ class ServerSettings(_Section):
 
 class SecuritySettings(_Section):
     """Who may call. `hindsight up` (the embedded single-user mode) turns the key requirement off unless
-    it is set explicitly; everywhere else an API key (`hindsight tenants create`) is required."""
+    it is set explicitly, and refuses to run so off a loopback address; everywhere else an API key
+    (`hindsight tenants create`, with its scopes and agent: domain/principal.py) is required."""
 
     require_api_keys: bool = True
     api_key_cache_s: float = Field(30.0, ge=0)  # a revoked key stops working on every server within this

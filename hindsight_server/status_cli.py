@@ -51,7 +51,7 @@ def add_status_command(commands: Any) -> None:
     status.add_argument(
         "--api-key",
         default=os.environ.get("HINDSIGHT_API_KEY", ""),
-        help="any tenant's key, where servers require keys ($HINDSIGHT_API_KEY)",
+        help="a key with the admin scope, where servers require keys ($HINDSIGHT_API_KEY)",
     )
     status.set_defaults(handler=cmd_status)
 

@@ -72,7 +72,8 @@ class Unauthenticated(HindsightError):
 
 
 class PermissionDenied(HindsightError):
-    """The caller is known but may not do this (its key belongs to another tenant)."""
+    """The caller is known but may not do this: its key belongs to another tenant (the default cause),
+    lacks the scope (SCOPE_MISSING) or is bound to another agent (AGENT_MISMATCH)."""
 
     cause = "TENANT_MISMATCH"
 

@@ -42,6 +42,9 @@ class ExportQuery:
     include_embeddings: bool = False
     after_id: str | None = None
     read_after: CommitPosition | None = None
+    # Whose PRIVATE memories it includes: None every agent's (a key bound to no agent), else only this
+    # agent's (domain/principal.py); SHARED ones always.
+    viewer: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

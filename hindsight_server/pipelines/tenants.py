@@ -2,7 +2,11 @@
 
 A key reads `hs_<key id>_<secret>`. The id finds the row; the secret's SHA-256 is compared in constant
 time with the stored one. Checked keys are cached for `cache_s`, so a revocation takes effect on every
-server within that time while the database is not asked on every call.
+server within that time while the database is not asked on every call. Ids that name no key are cached
+apart, in a smaller cache of their own: a caller spraying random keys evicts only other unknown ids,
+never a tenant's real key (which would send its next call to the database).
+
+A key grants scopes and may be bound to an agent (domain/principal.py).
 """
 
 from __future__ import annotations
@@ -11,12 +15,16 @@ import hashlib
 import hmac
 import secrets
 import time
+from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from hindsight_server.domain.clock import Clock
 from hindsight_server.domain.errors import InvalidArgument, NotFound, Unauthenticated
 from hindsight_server.domain.policy import Limits
-from hindsight_server.domain.validation import validate_tenant
+from hindsight_server.domain.principal import DEFAULT_SCOPES, Principal, Scope
+from hindsight_server.domain.validation import validate_identifiers, validate_tenant
 from hindsight_server.store.tenants import ApiKeyRecord, ApiKeyStore
 
 __all__ = ["ApiKeys", "CreatedKey"]
@@ -29,6 +37,40 @@ class CreatedKey:
     key_id: str
     tenant_id: str
     api_key: str  # shown once; only its hash is stored
+    scopes: frozenset[Scope]
+    agent_id: str
+
+
+_KNOWN_CAPACITY = 10_000
+_UNKNOWN_CAPACITY = 1_000
+
+
+V = TypeVar("V")
+
+
+class _Recent(Generic[V]):
+    """At most `capacity` entries, each for `ttl_s`; the least recently used goes first."""
+
+    def __init__(self, capacity: int, ttl_s: float) -> None:
+        self._capacity = capacity
+        self._ttl_s = ttl_s
+        self._entries: OrderedDict[str, tuple[float, V]] = OrderedDict()
+
+    def get(self, key: str, now: float) -> V | None:
+        entry = self._entries.get(key)
+        if entry is None or now - entry[0] >= self._ttl_s:
+            return None
+        self._entries.move_to_end(key)
+        return entry[1]
+
+    def put(self, key: str, value: V, now: float) -> None:
+        self._entries[key] = (now, value)
+        self._entries.move_to_end(key)
+        while len(self._entries) > self._capacity:
+            self._entries.popitem(last=False)
+
+    def discard(self, key: str) -> None:
+        self._entries.pop(key, None)
 
 
 def _hash(secret: str) -> bytes:
@@ -40,16 +82,30 @@ class ApiKeys:
         self._store = store
         self._clock = clock
         self._limits = limits
-        self._cache_s = cache_s
-        self._cache: dict[str, tuple[float, ApiKeyRecord | None]] = {}
+        self._known: _Recent[ApiKeyRecord] = _Recent(_KNOWN_CAPACITY, cache_s)
+        self._unknown: _Recent[bool] = _Recent(_UNKNOWN_CAPACITY, cache_s)
 
-    async def create(self, tenant_id: str, label: str = "") -> CreatedKey:
+    async def create(
+        self,
+        tenant_id: str,
+        label: str = "",
+        *,
+        scopes: Iterable[Scope] = DEFAULT_SCOPES,
+        agent_id: str = "",
+    ) -> CreatedKey:
+        """A new key; `agent_id` binds it to that agent ("": the whole tenant)."""
         validate_tenant(tenant_id, self._limits)
+        validate_identifiers(self._limits, agent_id=agent_id)
         if len(label) > self._limits.max_identifier_chars:
             raise InvalidArgument("label", f"longer than {self._limits.max_identifier_chars} characters")
+        granted = frozenset(scopes)
+        if not granted:
+            raise InvalidArgument("scopes", f"name at least one of {', '.join(Scope)}")
         key_id, secret = secrets.token_hex(8), secrets.token_urlsafe(32)
-        await self._store.add(key_id, tenant_id, _hash(secret), label, self._clock())
-        return CreatedKey(key_id, tenant_id, f"{_PREFIX}{key_id}_{secret}")
+        await self._store.add(
+            key_id, tenant_id, _hash(secret), label, self._clock(), scopes=granted, agent_id=agent_id
+        )
+        return CreatedKey(key_id, tenant_id, f"{_PREFIX}{key_id}_{secret}", granted, agent_id)
 
     async def list(self, tenant_id: str = "") -> list[ApiKeyRecord]:
         return await self._store.list(tenant_id)
@@ -57,10 +113,11 @@ class ApiKeys:
     async def revoke(self, key_id: str) -> None:
         if not await self._store.revoke(key_id, self._clock()):
             raise NotFound("active API key", key_id)
-        self._cache.pop(key_id, None)
+        self._known.discard(key_id)
 
-    async def tenant_of(self, api_key: str) -> str:
-        """The tenant an API key belongs to; Unauthenticated for a malformed, unknown or revoked key."""
+    async def principal_of(self, api_key: str) -> tuple[str, Principal]:
+        """The tenant an API key belongs to and what it may do there; Unauthenticated for a malformed,
+        unknown or revoked key."""
         if not api_key.startswith(_PREFIX) or api_key.count("_") < 2:
             raise Unauthenticated("malformed API key: expected hs_<id>_<secret>")
         key_id, secret = api_key[len(_PREFIX) :].split("_", 1)
@@ -71,20 +128,16 @@ class ApiKeys:
             or not hmac.compare_digest(record.key_hash, _hash(secret))
         ):
             raise Unauthenticated("unknown or revoked API key")
-        return record.tenant_id
+        return record.tenant_id, Principal(record.scopes, key_id=key_id, agent_id=record.agent_id)
 
     async def _record(self, key_id: str) -> ApiKeyRecord | None:
         now = time.monotonic()
-        cached = self._cache.get(key_id)
-        if cached is not None and now - cached[0] < self._cache_s:
-            return cached[1]
+        known = self._known.get(key_id, now)
+        if known is not None or self._unknown.get(key_id, now):
+            return known
         record = await self._store.find(key_id)
-        if len(self._cache) > 10_000:  # unknown ids must not grow it without bound
-            self._cache.clear()
-        self._cache[key_id] = (now, record)
+        if record is None:
+            self._unknown.put(key_id, True, now)
+        else:
+            self._known.put(key_id, record, now)
         return record
-
-
-def key_id_of(api_key: str) -> str:
-    """The id part of a well-formed key (hs_<id>_<secret>): who called, for an audit record."""
-    return api_key[len(_PREFIX) :].split("_", 1)[0]

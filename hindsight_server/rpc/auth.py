@@ -1,29 +1,61 @@
-"""Who is calling: an API key names a tenant, and a call may only touch its own tenant. Also the
-per-tenant request rate. Runs inside the error mapping, so its refusals get the table's status codes
-(UNAUTHENTICATED, PERMISSION_DENIED, RESOURCE_EXHAUSTED)."""
+"""Who is calling: an API key names a tenant, and a call may only touch its own tenant, with a scope
+that allows the method, as the agent the key is bound to (domain/principal.py). Also the per-tenant
+request rate. Runs inside the error mapping, so its refusals get the table's status codes
+(UNAUTHENTICATED, PERMISSION_DENIED, RESOURCE_EXHAUSTED).
+
+The agent binding is applied here, to the request itself, before any handler reads it: every `agent_id`
+a request carries becomes the bound agent's (or the call is refused), so each read that honours
+PRIVATE visibility honours it for the bound agent without knowing about keys. Export, which names no
+agent, gets the principal from the handler (its `viewer`)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
 import grpc
+from google.protobuf.message import Message
 
+from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.domain.errors import PermissionDenied, ResourceExhausted, Unauthenticated
+from hindsight_server.domain.principal import UNRESTRICTED, Principal, Scope
 from hindsight_server.domain.ratelimit import RateLimiter
-from hindsight_server.pipelines.tenants import ApiKeys, key_id_of
-from hindsight_server.rpc.context import UNAUTHENTICATED_CALLER, bind_caller
+from hindsight_server.pipelines.tenants import ApiKeys
+from hindsight_server.rpc.context import bind_principal
 from hindsight_server.rpc.errors import Behavior, StreamBehavior, stream_items
 from hindsight_server.rpc.interceptors import UnaryInterceptor
 
-__all__ = ["AUTHORIZATION_HEADER", "AuthInterceptor"]
+__all__ = ["AUTHORIZATION_HEADER", "METHOD_SCOPES", "AuthInterceptor"]
 
 AUTHORIZATION_HEADER = "authorization"
 _GUARDED_SERVICE = "/hindsight.v1.MemoryService/"  # health and reflection stay open, as probes need
 # Ops/Status: one server's figures, aggregated over its tenants (latency, backlog, pool; no tenant's name
-# or data), for its operators: any valid key may read them when keys are required.
+# or data), for its operators: a key with the admin scope when keys are required.
 _OPS_SERVICE = "/hindsight.ops.v1.Ops/"
+
+# The scope each MemoryService method needs. A method missing here is refused (a new RPC must be given
+# one): tests/rpc/test_security.py checks that every method of the service has an entry.
+METHOD_SCOPES: Mapping[str, Scope] = {
+    **dict.fromkeys(("Get", "List", "Recall", "History", "Summarize"), Scope.READ),
+    **dict.fromkeys(
+        (
+            "Write",
+            "WriteBatch",
+            "Update",
+            "Delete",
+            "AppendTurn",
+            "EndSession",
+            "ConfirmPending",
+            "RejectPending",
+        ),
+        Scope.WRITE,
+    ),
+    "Export": Scope.EXPORT,
+    "Erase": Scope.ERASE,
+    # Import writes memories of any agent, with their ids and version links: restoring a tenant.
+    "Import": Scope.ADMIN,
+}
 
 
 class AuthInterceptor(UnaryInterceptor):
@@ -38,15 +70,17 @@ class AuthInterceptor(UnaryInterceptor):
 
             async def operator(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
                 if header or self._required:
-                    await self._key_owner(header)  # any tenant's valid key
+                    _, principal = await self._principal(header)  # any tenant's admin key
+                    principal.require(Scope.ADMIN, "Ops/Status")
                 return await behavior(request, context)
 
             return operator
         if not details.method.startswith(_GUARDED_SERVICE):
             return behavior
+        method = details.method.removeprefix(_GUARDED_SERVICE)
 
         async def guarded(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            await self._admit(header, request.tenant_id)
+            await self._admit(header, method, request)
             return await behavior(request, context)
 
         return guarded
@@ -55,24 +89,32 @@ class AuthInterceptor(UnaryInterceptor):
         if not details.method.startswith(_GUARDED_SERVICE):  # the health service's Watch: open, as Check
             return behavior
         header = str(dict(details.invocation_metadata or ()).get(AUTHORIZATION_HEADER, ""))
+        method = details.method.removeprefix(_GUARDED_SERVICE)
 
         async def guarded(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
-            await self._admit(header, request.tenant_id)
+            await self._admit(header, method, request)
             async for item in stream_items(behavior, request, context):
                 yield item
 
         return guarded
 
-    async def _admit(self, header: str, tenant: str) -> None:
-        """The key's tenant must be the request's (when a key is sent or required), within its rate;
-        binds who called for the audit of what it does (an erasure's record)."""
+    async def _admit(self, header: str, method: str, request: Message) -> None:
+        """The key's tenant must be the request's (when a key is sent or required), its scopes must
+        allow the method, its agent binding is applied to the request, within the tenant's rate; binds
+        the principal for the handler."""
+        tenant: str = getattr(request, "tenant_id")  # noqa: B009 (every MemoryService request has one)
         if header or self._required:
-            owner, key_id = await self._key_owner(header)
+            owner, principal = await self._principal(header)
             if owner != tenant:
                 raise PermissionDenied(f"this API key belongs to another tenant than {tenant!r}")
-            bind_caller(f"api key {key_id}")
+            scope = METHOD_SCOPES.get(method)
+            if scope is None:
+                raise PermissionDenied(f"{method}: no scope allows this method", cause="SCOPE_MISSING")
+            principal.require(scope, method)
+            _bind_agent(request, principal)
         else:
-            bind_caller(UNAUTHENTICATED_CALLER)
+            principal = UNRESTRICTED
+        bind_principal(principal)
         if not self._limiter.allow(tenant, time.monotonic()):
             wait_s = self._limiter.wait_s(tenant)
             raise ResourceExhausted(
@@ -80,9 +122,9 @@ class AuthInterceptor(UnaryInterceptor):
                 retry_after_s=wait_s,
             )
 
-    async def _key_owner(self, header: str) -> tuple[str, str]:
-        """The tenant and id of the key in an authorization header; Unauthenticated without a valid
-        one."""
+    async def _principal(self, header: str) -> tuple[str, Principal]:
+        """The tenant and principal of the key in an authorization header; Unauthenticated without a
+        valid one."""
         if not header:
             raise Unauthenticated(
                 "an API key is required: send metadata 'authorization: Bearer <key>'",
@@ -91,5 +133,29 @@ class AuthInterceptor(UnaryInterceptor):
         scheme, _, credential = header.partition(" ")
         if scheme.lower() != "bearer" or not credential.strip():
             raise Unauthenticated("authorization must be 'Bearer <API key>'")
-        api_key = credential.strip()
-        return await self._keys.tenant_of(api_key), key_id_of(api_key)
+        return await self._keys.principal_of(credential.strip())
+
+
+def _bind_agent(request: Message, principal: Principal) -> None:
+    """Every agent the request names becomes the key's bound agent; naming another is refused."""
+    if not principal.agent_id:
+        return
+    if isinstance(request, pb.ImportRequest):
+        raise PermissionDenied(
+            f"Import restores memories of any agent: this API key acts as agent {principal.agent_id!r} "
+            "only (use a key bound to no agent)",
+            cause="AGENT_MISMATCH",
+        )
+    for field, holder in _agent_fields(request):
+        holder.agent_id = principal.agent_for(holder.agent_id, field)
+
+
+def _agent_fields(request: Message) -> Iterator[tuple[str, Any]]:
+    """(field path, message holding it) for each `agent_id` of a request."""
+    if "agent_id" in request.DESCRIPTOR.fields_by_name:
+        yield "agent_id", request
+    if isinstance(request, pb.WriteRequest):
+        yield "memory.agent_id", request.memory
+    elif isinstance(request, pb.WriteBatchRequest):
+        for index, memory in enumerate(request.memories):
+            yield f"memories[{index}].agent_id", memory

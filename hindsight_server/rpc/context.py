@@ -1,16 +1,19 @@
 """Per-request context in contextvars: a request id (from `x-request-id`, or generated) and who called
-(the API key's id, for audit records)."""
+(the principal: the API key's id for audit records, its scopes and the agent it is bound to). The
+handlers pass the principal down as a value; nothing below rpc reads these variables."""
 
 from __future__ import annotations
 
 import uuid
 from contextvars import ContextVar
 
+from hindsight_server.domain.principal import UNRESTRICTED, Principal
+
 REQUEST_ID_HEADER = "x-request-id"
 _request_id: ContextVar[str] = ContextVar("request_id", default="-")
 # Who a call without an API key is (security.require_api_keys off: the embedded single-user mode).
 UNAUTHENTICATED_CALLER = "no API key (security.require_api_keys is off)"
-_caller: ContextVar[str] = ContextVar("caller", default=UNAUTHENTICATED_CALLER)
+_principal: ContextVar[Principal] = ContextVar("principal", default=UNRESTRICTED)
 
 
 def current_request_id() -> str:
@@ -26,9 +29,15 @@ def bind_request_id(request_id: str) -> None:
     _request_id.set(request_id)
 
 
+def current_principal() -> Principal:
+    return _principal.get()
+
+
 def current_caller() -> str:
-    return _caller.get()
+    """Who called, for an audit record."""
+    key_id = _principal.get().key_id
+    return f"api key {key_id}" if key_id else UNAUTHENTICATED_CALLER
 
 
-def bind_caller(caller: str) -> None:
-    _caller.set(caller)
+def bind_principal(principal: Principal) -> None:
+    _principal.set(principal)

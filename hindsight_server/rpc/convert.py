@@ -503,7 +503,7 @@ def _space_in(name: str, field: str) -> VectorSpace:
     return space
 
 
-def export_query_from_proto(request: pb.ExportRequest) -> ExportQuery:
+def export_query_from_proto(request: pb.ExportRequest, viewer: str | None) -> ExportQuery:
     return ExportQuery(
         tenant_id=request.tenant_id,
         subject=request.subject if request.HasField("subject") else None,
@@ -514,6 +514,7 @@ def export_query_from_proto(request: pb.ExportRequest) -> ExportQuery:
         include_embeddings=request.include_embeddings,
         after_id=request.after_id or None,
         read_after=read_after_from_proto(request.min_consistency_token),
+        viewer=viewer,
     )
 
 

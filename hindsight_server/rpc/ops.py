@@ -63,7 +63,7 @@ async def fetch_status(
 ) -> ServerStatus:
     """Asks one server (HOST:PORT) for its health and figures; StatusUnavailable when it cannot.
     `tls`: the server listens with TLS (security.tls_cert_file), perhaps requiring client certificates.
-    `api_key`: any tenant's key, for a server that requires keys."""
+    `api_key`: a key with the admin scope, for a server that requires keys."""
     metadata = (("authorization", f"Bearer {api_key}"),) if api_key else None
     async with open_channel(target, tls) as channel:
         health = health_pb2_grpc.HealthStub(channel)

@@ -26,7 +26,7 @@ from hindsight_server.pipelines.replies import IdempotentReplies
 from hindsight_server.pipelines.sessions import SessionPipeline
 from hindsight_server.pipelines.write import WritePipeline
 from hindsight_server.rpc import convert
-from hindsight_server.rpc.context import current_caller, current_request_id
+from hindsight_server.rpc.context import current_caller, current_principal, current_request_id
 
 R = TypeVar("R", bound=Message)
 
@@ -237,7 +237,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         """Written item by item, each write bounded: a reader that stops taking the stream would
         otherwise hold an export slot, a pooled connection and an old snapshot (which holds back
         VACUUM for every tenant) for as long as its connection lives."""
-        query = convert.export_query_from_proto(request)
+        query = convert.export_query_from_proto(request, current_principal().viewer)
         names = convert.model_names(self._portability.models)
         idle_s = self._export_idle_timeout_s
         async for item in self._portability.export(query):

@@ -29,7 +29,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from embedder.repository import EncoderModelOptions
 from embedder.triton import TritonServer
-from gateway_mcp.config import HEALTH_PATH, GatewaySettings, load_gateway_settings
+from gateway_mcp.config import HEALTH_PATH, GatewaySettings, is_loopback, load_gateway_settings
 from hindsight_server.config import Settings
 from hindsight_server.stack.inference import embedded_triton
 from hindsight_server.stack.launch import launched
@@ -50,6 +50,7 @@ from hindsight_server.stack.replicas import (
     replica_status,
     wait_until_streaming,
 )
+from hindsight_server.store.dsn import without_credentials
 
 log = logging.getLogger(__name__)
 
@@ -225,8 +226,7 @@ class Stack:
         }
         if self.replica_children:  # the servers read from them (store/routing.py)
             env["HINDSIGHT_DATABASE__REPLICA_DSNS"] = json.dumps(self.replica_dsns)
-        if "require_api_keys" not in self.settings.security.model_fields_set:
-            # The embedded single-user mode: no API keys unless the configuration asks for them.
+        if not self.keys_required:  # on loopback only (keyless_refusal)
             env["HINDSIGHT_SECURITY__REQUIRE_API_KEYS"] = "false"
         if self._triton_english() is None and not self.settings.inference.url:
             env["HINDSIGHT_INFERENCE__ENGLISH_MODEL"] = ""  # the embedded tier serves no English model
@@ -305,7 +305,29 @@ class Stack:
             dimension=self.settings.embedding.english_dimension,
         )
 
+    @property
+    def keys_required(self) -> bool:
+        """`up` is the single-user mode: API keys only when the configuration asks for them."""
+        security = self.settings.security
+        return "require_api_keys" in security.model_fields_set and security.require_api_keys
+
+    def keyless_refusal(self) -> str | None:
+        """Why `up` must not start: without keys, only loopback may reach the servers (anyone who can
+        reach them would read, export and erase every tenant)."""
+        host = self.settings.server.host
+        if self.keys_required or is_loopback(host):
+            return None
+        return (
+            f"refusing to serve on {host} without API keys: anyone who can reach it would read, export "
+            "and erase every tenant. Require keys (HINDSIGHT_SECURITY__REQUIRE_API_KEYS=true, keys from "
+            "`hindsight tenants create`) or bind 127.0.0.1 (server.host)."
+        )
+
     async def run(self) -> int:
+        refusal = self.keyless_refusal()
+        if refusal is not None:
+            print(f"hindsight up failed: {refusal}", file=sys.stderr, flush=True)
+            return 1
         try:  # before anything starts: a gateway that must not run stops `up` with its reason
             gateway = load_gateway_settings(port=self.mcp_port) if self.mcp else None
             if gateway is not None:
@@ -433,7 +455,7 @@ class Stack:
     def _print_banner(self, postgres: EmbeddedPostgres, triton: TritonServer | None) -> None:
         lines = [f"{READY_BANNER}:"]
         if self.settings.database.dsn:
-            lines.append(f"  {'postgres':<16} external ({self.settings.database.dsn.split('@')[-1]})")
+            lines.append(f"  {'postgres':<16} external ({without_credentials(self.settings.database.dsn)})")
         else:
             lines.append(f"  {'postgres':<16} embedded, pid {postgres.pid}, data in {postgres.data_dir}")
         lines += [self._banner_line(child) for child in self.replica_children]

@@ -13,7 +13,7 @@ from hindsight_server.domain.model import VectorSpace
 from hindsight_server.domain.portability import CURRENT_STATUSES, ExportQuery, PortableMemory
 from hindsight_server.store.errors import translate_errors
 from hindsight_server.store.rows import MEMORY_COLUMNS, memory_from_row
-from hindsight_server.store.sql import OnPool, Sql, where_subject_tier_kind
+from hindsight_server.store.sql import SEEN_BY, OnPool, Sql, where_subject_tier_kind
 
 
 class ExportSnapshot:
@@ -26,6 +26,8 @@ class ExportSnapshot:
         sql.where(f"tenant_id = {sql.param(query.tenant_id)}")
         if query.subject is not None:
             sql.where(f"subject = {sql.param(query.subject)}")
+        if query.viewer is not None:
+            sql.where(SEEN_BY.format(agent=sql.param(query.viewer)))
         where_subject_tier_kind(sql, "", query.tiers, query.kinds)  # the subject: above ("" is one)
         if query.window.start is not None:
             sql.where(f"created_at >= {sql.param(query.window.start)}")

@@ -30,12 +30,12 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, cast
-from urllib.parse import urlsplit
 
 import asyncpg
 
 from hindsight_server.domain.errors import FailedPrecondition, InvalidArgument, Unavailable
 from hindsight_server.domain.model import READ_AFTER_FIELD, CommitPosition
+from hindsight_server.store.dsn import without_credentials
 from hindsight_server.store.errors import translate_errors
 from hindsight_server.telemetry.status import ReadFigures, ReplicaFigures
 
@@ -94,7 +94,7 @@ class _Replica:
     def __init__(self, dsn: str) -> None:
         self.dsn = dsn
         self.pool: asyncpg.Pool | None = None
-        self.state = ReplicaState(_without_credentials(dsn))
+        self.state = ReplicaState(without_credentials(dsn))
 
     def leave_out(self, reason: str) -> None:
         if self.state.usable or self.state.reason == NOT_CHECKED:
@@ -389,12 +389,3 @@ def replica_lag(samples: Sequence[tuple[float, int]], replayed: int, now: float)
         return None
     oldest_unreplayed = next(at for at, position in samples if position > replayed)
     return now - oldest_unreplayed
-
-
-def _without_credentials(dsn: str) -> str:
-    parts = urlsplit(dsn)
-    if parts.password is None:
-        return dsn
-    host = parts.netloc.rpartition("@")[2]
-    user = f"{parts.username}@" if parts.username else ""
-    return parts._replace(netloc=f"{user}{host}").geturl()

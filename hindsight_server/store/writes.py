@@ -26,6 +26,7 @@ from hindsight_server.domain.model import (
     MemoryPatch,
     Resolution,
     VectorSpace,
+    Visibility,
     WriteOutcome,
 )
 from hindsight_server.domain.portability import first_loop
@@ -410,7 +411,7 @@ async def _insert_rows(
     return [
         WriteOutcome(memory, created=True)
         if memory.id in inserted
-        else WriteOutcome(existing[memory.idempotency_key], created=False, resolution=Resolution.REPLAYED)
+        else _replay(existing[memory.idempotency_key], memory)
         for memory in memories
     ]
 
@@ -432,9 +433,21 @@ async def _replayed(connection: asyncpg.Connection, memory: Memory) -> WriteOutc
         memory.tenant_id,
         memory.idempotency_key,
     )
-    if row is None:
-        return None
-    return WriteOutcome(memory_from_row(row), created=False, resolution=Resolution.REPLAYED)
+    return None if row is None else _replay(memory_from_row(row), memory)
+
+
+def _replay(stored: Memory, sent: Memory) -> WriteOutcome:
+    """The first write's answer to a retry with its idempotency key, unless that memory is another
+    agent's PRIVATE one: a key must not read what the agent could not Get."""
+    if stored.visibility is Visibility.PRIVATE and stored.agent_id != sent.agent_id:
+        key = sent.idempotency_key
+        raise FailedPrecondition.of(
+            "IDEMPOTENCY_KEY",
+            f"idempotency_keys/{key}",
+            f"idempotency_key {key!r} was used for another agent's memory; use a new key",
+            cause="IDEMPOTENCY_KEY_REUSED",
+        )
+    return WriteOutcome(stored, created=False, resolution=Resolution.REPLAYED)
 
 
 async def _peers(

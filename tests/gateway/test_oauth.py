@@ -31,10 +31,10 @@ CLIENT_ID, CLIENT_SECRET = "hindsight-gateway", "introspection-secret"
 
 @asynccontextmanager
 async def authorization_server(
-    claims_by_token: dict[str, dict[str, Any]],
+    claims_by_token: dict[str, dict[str, Any]], port: int | None = None
 ) -> AsyncIterator[tuple[str, list[str]]]:
-    """An RFC 7662 introspection endpoint on a free port: its base URL, and the tokens it was asked
-    about. Callers must authenticate."""
+    """An RFC 7662 introspection endpoint on `port` (None: a free one): its base URL, and the tokens
+    it was asked about. Callers must authenticate."""
     expected = "Basic " + base64.b64encode(f"{CLIENT_ID}:{CLIENT_SECRET}".encode()).decode()
     calls: list[str] = []
 
@@ -45,7 +45,7 @@ async def authorization_server(
         calls.append(token)
         return JSONResponse(claims_by_token.get(token, {"active": False}))
 
-    port = free_port()
+    port = port or free_port()
     server = uvicorn.Server(
         uvicorn.Config(
             Starlette(routes=[Route("/introspect", introspect, methods=["POST"])]),

@@ -4,6 +4,7 @@ errors a model can act on."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -160,9 +161,11 @@ async def test_recall_passes_the_optional_filters(
     assert _text(other_tier) == "(no relevant memories)"
     assert too_early.structured_content is not None and too_early.structured_content["hits"] == []
     assert too_early.structured_content["time_range"]["end"] is not None
-    # The gateway wrote into the caller's tenant, as its agent.
+    # The gateway wrote into the caller's tenant, as its agent: the configured one over stdio, the
+    # bearer token's own over HTTP (named by the token's hash, never the token).
     stored = [m async for m in client.list_all(tenant)]
-    assert [m.agent_id for m in stored] == ["mcp-gateway"]
+    assert len(stored) == 1
+    assert re.fullmatch(r"mcp-gateway|token-[0-9a-f]{16}", stored[0].agent_id)
 
 
 async def test_a_repeated_idempotency_key_stores_once(connect: Connect) -> None:

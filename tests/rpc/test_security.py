@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
@@ -16,14 +17,15 @@ import pytest
 from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from hindsight.client import LONG_CALL_S, HindsightClient
+from hindsight.client import LONG_CALL_S, HindsightClient, memory_input
 from hindsight.tls import ClientTls
 from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.app import RunningServer, start_server
 from hindsight_server.config import Settings
+from hindsight_server.rpc.auth import METHOD_SCOPES
 from hindsight_server.rpc.ops import StatusUnavailable, fetch_status
 from tests.support.certs import self_signed
-from tests.support.processes import run_cli
+from tests.support.processes import free_port, run_cli
 from tests.support.rich_errors import detail
 
 UNKNOWN_ID = "01a22b8a-0000-7000-8000-000000000000"
@@ -53,10 +55,10 @@ async def keyed_server(make_settings: Callable[..., Settings]) -> AsyncIterator[
     await running.stop()
 
 
-async def _create_key(dsn: str, tenant: str) -> dict[str, str]:
-    made = await run_cli(["tenants", "create", tenant, "--dsn", dsn, "--label", "test", "--json"])
+async def _create_key(dsn: str, tenant: str, *options: str) -> dict[str, Any]:
+    made = await run_cli(["tenants", "create", tenant, "--dsn", dsn, "--label", "test", "--json", *options])
     assert made.code == 0, made.stderr
-    created: dict[str, str] = json.loads(made.stdout)
+    created: dict[str, Any] = json.loads(made.stdout)
     return created
 
 
@@ -91,16 +93,19 @@ async def test_calls_need_their_tenants_key(
         assert await _code(former.recall(tenant, "x")) == grpc.StatusCode.UNAUTHENTICATED
 
 
-async def test_ops_status_needs_a_valid_key_where_keys_are_required(
+async def test_ops_status_needs_an_admin_key_where_keys_are_required(
     keyed_server: RunningServer, postgres_dsn: str, tenant: str
 ) -> None:
-    """Ops/Status (server-wide figures, no tenant's data) answers any tenant's valid key, and nobody
-    else; `hindsight status --api-key` sends one."""
+    """Ops/Status (server-wide figures) answers a key with the admin scope, and nobody else; `hindsight
+    status --api-key` sends one."""
     target = f"127.0.0.1:{keyed_server.port}"
     for api_key, refused in (("", "UNAUTHENTICATED"), ("hs_nope_nope", "UNAUTHENTICATED")):
         with pytest.raises(StatusUnavailable, match=refused):
             await fetch_status(target, timeout_s=5, api_key=api_key)
-    key = await _create_key(postgres_dsn, tenant)
+    everyday = await _create_key(postgres_dsn, tenant)  # read,write
+    with pytest.raises(StatusUnavailable, match=r"PERMISSION_DENIED: Ops/Status needs .* admin scope"):
+        await fetch_status(target, timeout_s=5, api_key=everyday["api_key"])
+    key = await _create_key(postgres_dsn, tenant, "--scopes", "admin")
     status = await fetch_status(target, timeout_s=5, api_key=key["api_key"])
     assert status.serving == "SERVING" and "recall" in status.figures
 
@@ -109,6 +114,145 @@ async def test_ops_status_needs_a_valid_key_where_keys_are_required(
     assert json.loads(shown.stdout)["servers"][0]["serving"] == "SERVING"
     refused_cli = await run_cli(["status", "--target", target, "--json"])
     assert refused_cli.code != 0 and "UNAUTHENTICATED" in refused_cli.stdout + refused_cli.stderr
+
+
+# ------------------------------------------------------------------------------------------ scopes
+
+
+def test_every_method_needs_a_scope() -> None:
+    methods = {method.name for method in pb.DESCRIPTOR.services_by_name["MemoryService"].methods}
+    assert set(METHOD_SCOPES) == methods
+
+
+async def _denied_for(call: Awaitable[Any]) -> str:
+    """The scope a refused call names (its reason must be SCOPE_MISSING)."""
+    with pytest.raises(grpc.aio.AioRpcError) as failed:
+        await call
+    info = detail(failed.value, error_details_pb2.ErrorInfo)
+    assert failed.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert info is not None and info.reason == "SCOPE_MISSING"
+    named = re.search(r"with the (\w+) scope", failed.value.details() or "")
+    assert named is not None, failed.value.details()
+    return named.group(1)
+
+
+async def _exported(client: HindsightClient, tenant: str) -> list[pb.ExportedMemory]:
+    return [item.memory async for item in client.export(tenant) if item.HasField("memory")]
+
+
+async def test_a_key_does_only_what_its_scopes_allow(
+    keyed_server: RunningServer, postgres_dsn: str, tenant: str
+) -> None:
+    target = f"127.0.0.1:{keyed_server.port}"
+    everyday = await _create_key(postgres_dsn, tenant)
+    assert everyday["scopes"] == ["read", "write"] and everyday["agent_id"] == ""  # the default
+    reader = await _create_key(postgres_dsn, tenant, "--scopes", "read")
+    porter = await _create_key(postgres_dsn, tenant, "--scopes", "export,erase")
+    admin = await _create_key(postgres_dsn, tenant, "--scopes", "admin")
+    async with HindsightClient(target, api_key=everyday["api_key"]) as agent:
+        written = await agent.write(tenant, "the everyday key writes", tier="semantic", kind="fact")
+        await agent.update(tenant, written.memory.id, content="and updates")
+        await agent.append_turn(tenant, "s1", "a turn")
+        assert await _denied_for(_exported(agent, tenant)) == "export"
+        assert await _denied_for(agent.erase(tenant, whole_tenant=True)) == "erase"
+        assert await _denied_for(agent.import_memories(tenant, [])) == "admin"
+    async with HindsightClient(target, api_key=reader["api_key"]) as read_only:
+        assert (await read_only.get(tenant, written.memory.id)).content == "and updates"
+        assert (await read_only.list(tenant)).memories
+        await read_only.recall(tenant, "everyday")
+        await read_only.history(tenant, written.memory.id)
+        await read_only.summarize(tenant, "s1")
+        assert await _denied_for(read_only.write(tenant, "no", tier="semantic", kind="fact")) == "write"
+        assert await _denied_for(read_only.delete(tenant, written.memory.id)) == "write"
+        assert await _denied_for(read_only.append_turn(tenant, "s1", "no")) == "write"
+        assert await _denied_for(read_only.end_session(tenant, "s1")) == "write"
+        assert await _denied_for(read_only.confirm_pending(tenant, written.memory.id)) == "write"
+    async with HindsightClient(target, api_key=porter["api_key"]) as porting:
+        assert await _denied_for(porting.recall(tenant, "x")) == "read"
+        exported = await _exported(porting, tenant)
+        assert written.memory.id in {m.memory.id for m in exported}
+        assert await _denied_for(porting.import_memories(tenant, exported)) == "admin"
+        assert (await porting.erase(tenant, whole_tenant=True, reason="test")).memories == len(exported)
+    async with HindsightClient(target, api_key=admin["api_key"]) as restoring:
+        assert (await restoring.import_memories(tenant, exported)).imported == len(exported)
+        assert await _denied_for(restoring.get(tenant, written.memory.id)) == "read"
+
+    listed = await run_cli(["tenants", "list", "--tenant", tenant, "--dsn", postgres_dsn, "--json"])
+    assert {row["key_id"]: row["scopes"] for row in json.loads(listed.stdout)} == {
+        everyday["key_id"]: ["read", "write"],
+        reader["key_id"]: ["read"],
+        porter["key_id"]: ["erase", "export"],
+        admin["key_id"]: ["admin"],
+    }
+    typo = await run_cli(["tenants", "create", tenant, "--dsn", postgres_dsn, "--scopes", "read,root"])
+    assert typo.code != 0 and "--scopes: unknown scope root" in typo.stderr
+
+
+# ------------------------------------------------------------------------------------------ bound agents
+
+
+async def test_a_key_bound_to_an_agent_never_sees_another_agents_private_memories(
+    keyed_server: RunningServer, postgres_dsn: str, tenant: str
+) -> None:
+    target = f"127.0.0.1:{keyed_server.port}"
+    scopes = ("--scopes", "read,write,export")
+    travel = await _create_key(
+        postgres_dsn, tenant, "--scopes", "read,write,export,admin", "--agent", "travel"
+    )
+    calendar = await _create_key(postgres_dsn, tenant, *scopes, "--agent", "calendar")
+    service = await _create_key(postgres_dsn, tenant, *scopes)  # bound to no agent: the whole tenant
+    assert travel["agent_id"] == "travel"
+    async with HindsightClient(target, api_key=travel["api_key"]) as own:
+        # No agent_id sent: the key's agent is the writer, so the memory can be PRIVATE.
+        private = await own.write(tenant, "the user's passport number is X123", tier="semantic", kind="fact",
+                                  visibility="private", idempotency_key="k-private")  # fmt: skip
+        shared = await own.write(tenant, "the user travels in May", tier="semantic", kind="fact")
+        assert private.memory.agent_id == shared.memory.agent_id == "travel"
+        assert (await own.get(tenant, private.memory.id)).id == private.memory.id
+        assert {m.memory.id for m in await _exported(own, tenant)} == {private.memory.id, shared.memory.id}
+        denied = await _reason(own.get(tenant, private.memory.id, agent_id="calendar"))
+        assert denied == ("PERMISSION_DENIED", "AGENT_MISMATCH")
+        as_another = own.write(tenant, "forged", tier="semantic", kind="fact", agent_id="calendar")
+        assert await _reason(as_another) == ("PERMISSION_DENIED", "AGENT_MISMATCH")
+        other_in_batch = [memory_input("forged", tier="semantic", kind="fact", agent_id="calendar")]
+        assert await _reason(own.write_batch(tenant, other_in_batch)) == denied
+    async with HindsightClient(target, api_key=calendar["api_key"]) as other:
+        not_found = grpc.StatusCode.NOT_FOUND
+        assert await _code(other.get(tenant, private.memory.id)) == not_found
+        assert await _code(other.history(tenant, private.memory.id)) == not_found
+        assert await _reason(other.get(tenant, private.memory.id, agent_id="travel")) == (
+            "PERMISSION_DENIED",
+            "AGENT_MISMATCH",
+        )
+        assert await _reason(other.list(tenant, agent_id="travel")) == ("PERMISSION_DENIED", "AGENT_MISMATCH")
+        assert {m.id for m in (await other.list(tenant)).memories} == {shared.memory.id}
+        found = await other.recall(tenant, "passport travels", min_score=0)
+        assert {hit.memory.id for hit in found.hits} == {shared.memory.id}
+        assert "X123" not in found.injection_text
+        exported = await _exported(other, tenant)
+        assert [m.memory.id for m in exported] == [shared.memory.id]
+        # The first write's idempotency key does not hand its memory to another agent.
+        with pytest.raises(grpc.aio.AioRpcError) as replay:
+            await other.write(tenant, "anything", tier="semantic", kind="fact", idempotency_key="k-private")
+        assert replay.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "X123" not in (replay.value.details() or "") and private.memory.id not in str(replay.value)
+        with pytest.raises(grpc.aio.AioRpcError) as batch_replay:
+            batch = [
+                pb.MemoryInput(
+                    content="x", tier=pb.TIER_SEMANTIC, kind=pb.KIND_FACT, idempotency_key="k-private"
+                )
+            ]
+            await other.write_batch(tenant, batch, verbatim=True)
+        assert batch_replay.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    async with HindsightClient(target, api_key=travel["api_key"]) as own:
+        again = await own.write(tenant, "the user's passport number is X123", tier="semantic", kind="fact",
+                                visibility="private", idempotency_key="k-private")  # fmt: skip
+        assert again.memory.id == private.memory.id  # its own retry still replays
+        assert await _reason(own.import_memories(tenant, exported)) == ("PERMISSION_DENIED", "AGENT_MISMATCH")
+    async with HindsightClient(target, api_key=service["api_key"]) as tenant_wide:
+        # The service mode: a key bound to no agent names any agent, and exports everything.
+        assert (await tenant_wide.get(tenant, private.memory.id, agent_id="travel")).id == private.memory.id
+        assert len(await _exported(tenant_wide, tenant)) == 2
 
 
 async def test_the_cli_sends_the_key(keyed_server: RunningServer, postgres_dsn: str, tenant: str) -> None:
@@ -313,7 +457,7 @@ async def test_an_abandoned_claim_does_not_block_its_key(
 async def test_export_import_and_erase_need_their_tenants_key(
     keyed_server: RunningServer, postgres_dsn: str, tenant: str
 ) -> None:
-    owner_key = await _create_key(postgres_dsn, tenant)
+    owner_key = await _create_key(postgres_dsn, tenant, "--scopes", "read,write,export,erase,admin")
     other_key = await _create_key(postgres_dsn, f"{tenant}-other")
     target = f"127.0.0.1:{keyed_server.port}"
     async with HindsightClient(target, api_key=owner_key["api_key"]) as owner:
@@ -353,3 +497,20 @@ async def test_the_health_services_watch_stays_open_where_keys_are_required(
         first = await anext(aiter(watch))
         watch.cancel()
     assert first.status == health_pb2.HealthCheckResponse.SERVING
+
+
+async def test_ops_status_and_the_log_show_no_replica_password(
+    make_settings: Callable[..., Settings], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A password given as a query parameter (asyncpg takes `?password=`) is no more shown than one in
+    the userinfo: not in Ops/Status, not in the log."""
+    port = free_port()  # nothing listens there: the replica is left out, and says so in the log
+    replica = f"postgresql://reader:hunter1@127.0.0.1:{port}/db?sslmode=disable&password=hunter2&sslpassword=hunter3"
+    running = await start_server(make_settings(database__replica_dsns=(replica,)))
+    try:
+        status = await fetch_status(f"127.0.0.1:{running.port}", timeout_s=5)
+    finally:
+        await running.stop()
+    shown = json.dumps(status.figures)
+    assert f"postgresql://reader@127.0.0.1:{port}/db?sslmode=disable" in shown
+    assert "hunter" not in shown and "hunter" not in caplog.text

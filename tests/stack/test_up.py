@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from hindsight_server.config import Settings
+from hindsight_server.stack.supervisor import Stack
 from tests.support.mcp_sessions import http_session
 from tests.support.processes import Background, free_port, pid_alive, run_cli
 
@@ -103,3 +105,27 @@ async def _embedded_soon(target: str, memory_id: str, timeout_s: float = 20.0) -
             return
         assert time.monotonic() < deadline, got.stdout
         await asyncio.sleep(0.2)
+
+
+@pytest.mark.parametrize("keys", [None, "false"])
+async def test_up_refuses_keyless_mode_off_loopback_before_starting_anything(
+    tmp_path: Path, keys: str | None
+) -> None:
+    env = {"HINDSIGHT_SERVER__HOST": "0.0.0.0"}
+    if keys is not None:
+        env["HINDSIGHT_SECURITY__REQUIRE_API_KEYS"] = keys
+    result = await run_cli(["up", "--data-dir", str(tmp_path), "--port", str(free_port())], env=env)
+    assert result.code == 1
+    assert "hindsight up failed: refusing to serve on 0.0.0.0 without API keys" in result.stderr
+    assert not (tmp_path / "postgres").exists()
+
+
+@pytest.mark.parametrize(
+    ("host", "keys", "refused"),
+    [("127.0.0.1", None, False), ("::1", None, False), ("10.0.0.5", None, True), ("0.0.0.0", True, False)],
+)
+def test_keys_are_needed_off_loopback_only(host: str, keys: bool | None, refused: bool) -> None:
+    security = {} if keys is None else {"require_api_keys": keys}
+    stack = Stack(Settings(server={"host": host}, security=security))
+    assert (stack.keyless_refusal() is not None) == refused
+    assert stack.keys_required == bool(keys)
