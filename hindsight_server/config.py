@@ -72,11 +72,11 @@ class AdmissionSettings(_Section):
 
     cost_per_s_per_tenant: float = Field(1_000.0, ge=0)  # 0: no cost limit
     cost_burst_per_tenant: float = Field(2_000.0, ge=1)
-    # Calls in flight at once: `max_calls` split evenly between the tenants that called within the last
-    # `share_window_s` (a lone tenant may use them all), never more than `max_calls_per_tenant`.
-    max_calls: int = Field(16, ge=0)  # 0: no limit
-    max_calls_per_tenant: int = Field(16, ge=0)  # 0: no limit
-    share_window_s: float = Field(1.0, ge=0)
+    # Calls in flight at once per server before each tenant is held to an equal share of them (among
+    # the tenants with calls in flight): about what the server's cores run without queueing (8 for 2
+    # cores: BENCHMARKS.md, "One tenant cannot slow another"). 0: no limit.
+    max_calls: int = Field(8, ge=0)
+    max_calls_per_tenant: int = Field(16, ge=0)  # in flight at once, whatever the others do; 0: no limit
 
     def policy(self) -> AdmissionPolicy:
         return AdmissionPolicy(
@@ -84,7 +84,6 @@ class AdmissionSettings(_Section):
             burst=self.cost_burst_per_tenant,
             max_calls_per_tenant=self.max_calls_per_tenant,
             max_calls=self.max_calls,
-            share_window_s=self.share_window_s,
         )
 
 

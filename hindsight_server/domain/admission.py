@@ -4,17 +4,16 @@ Each call has a cost in units (one unit: about one small recall's work on a serv
 what the request asks for: items, bytes, results. A tenant is admitted while
 - its cost bucket holds the call's cost (`cost_per_s` on average, bursts up to `burst`; a call dearer
   than the whole burst waits for a full bucket and then takes it all);
-- it has fewer calls in flight on this server than its share: `max_calls` split evenly between the
-  tenants that called in the last `share_window_s` (a lone tenant may use all of them), and never more
-  than `max_calls_per_tenant`. A quiet tenant's one call always finds room, and a busy one is held to
-  its share even between the quiet one's calls, so the server never fills with one tenant's work.
+- it has fewer than `max_calls_per_tenant` calls in flight on this server, and the server has room:
+  fewer than `max_calls` calls in flight (about what its cores run without queueing), or, when it is
+  full, this tenant holds less than an equal share of them among the tenants with calls in flight. A
+  quiet tenant's call always finds room; a busy one is held to its share while others are calling.
 Otherwise the call is refused at once with a retry delay (RESOURCE_EXHAUSTED + RetryInfo): work is shed
 before it queues. Pure: the caller passes the time.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from hindsight_server.domain.errors import InvalidArgument
@@ -66,17 +65,11 @@ def call_cost(shape: CallShape) -> float:
 class AdmissionPolicy:
     cost_per_s: float = 1_000.0  # per tenant per server; 0: no cost limit
     burst: float = 2_000.0
-    max_calls_per_tenant: int = 16  # in flight per tenant per server, whatever its share; 0: no limit
-    max_calls: int = 16  # in flight per server, shared evenly by the tenants calling; 0: no limit
-    share_window_s: float = 1.0  # a tenant that called this recently counts as one of those sharing
+    max_calls_per_tenant: int = 16  # in flight per tenant per server; 0: no limit
+    max_calls: int = 8  # in flight per server before tenants are held to an equal share; 0: no limit
 
     def __post_init__(self) -> None:
-        if (
-            self.cost_per_s < 0
-            or self.max_calls_per_tenant < 0
-            or self.max_calls < 0
-            or self.share_window_s < 0
-        ):
+        if self.cost_per_s < 0 or self.max_calls_per_tenant < 0 or self.max_calls < 0:
             raise InvalidArgument("admission", "limits must not be negative")
         if self.cost_per_s and self.burst < 1:
             raise InvalidArgument("admission.burst", "must be at least 1")
@@ -92,7 +85,7 @@ class Refusal:
 @dataclass
 class _Tenant:
     tokens: float
-    at: float  # monotonic seconds of its last call or release (and of the bucket's last refill)
+    at: float  # monotonic seconds of the bucket's last refill
     in_flight: int = 0
 
 
@@ -104,8 +97,7 @@ class Admission:
     # Past this many tenants, idle ones with full buckets are forgotten (a new one starts full), so
     # callers naming ever new tenants cannot grow the map.
     max_tenants: int = 10_000
-    # Least recently active first, so the tenants sharing the server now are counted from the end.
-    _tenants: OrderedDict[str, _Tenant] = field(default_factory=OrderedDict)
+    _tenants: dict[str, _Tenant] = field(default_factory=dict)
     _busy: set[str] = field(default_factory=set)  # with calls in flight, however long ago they began
     _in_flight: int = 0
 
@@ -113,12 +105,17 @@ class Admission:
         """None: admitted (release it later); else why not and when to retry."""
         policy = self.policy
         state = self._touch(tenant, now)
-        allowed = self.share(now)
-        if allowed and state.in_flight >= allowed:
+        if policy.max_calls_per_tenant and state.in_flight >= policy.max_calls_per_tenant:
             return Refusal(
-                f"tenant {tenant!r} has {state.in_flight} calls in flight on this server, its share now",
+                f"tenant {tenant!r} has {state.in_flight} calls in flight on this server, its limit",
                 BUSY_RETRY_S,
-                "calls",
+                "tenant_calls",
+            )
+        if policy.max_calls and self._in_flight >= policy.max_calls and state.in_flight >= self.share(tenant):
+            return Refusal(
+                f"this server is full and tenant {tenant!r} holds its share of it ({state.in_flight} calls)",
+                BUSY_RETRY_S,
+                "share",
             )
         if policy.cost_per_s:
             needed = min(cost, policy.burst)
@@ -146,13 +143,11 @@ class Admission:
             self._busy.discard(tenant)
         self._touch(tenant, now)
 
-    def share(self, now: float) -> int:
-        """How many calls in flight each tenant may have now (0: no limit)."""
-        policy = self.policy
-        if not policy.max_calls:
-            return policy.max_calls_per_tenant
-        even = max(1, policy.max_calls // max(self._sharing(now), 1))
-        return min(even, policy.max_calls_per_tenant) if policy.max_calls_per_tenant else even
+    def share(self, tenant: str) -> int:
+        """A full server's equal share for `tenant`: max_calls over the tenants with calls in flight,
+        this one counted (at least 1)."""
+        sharing = len(self._busy) + (tenant not in self._busy)
+        return max(1, self.policy.max_calls // sharing)
 
     def in_flight(self, tenant: str | None = None) -> int:
         if tenant is None:
@@ -160,18 +155,8 @@ class Admission:
         state = self._tenants.get(tenant)
         return 0 if state is None else state.in_flight
 
-    def _sharing(self, now: float) -> int:
-        """The tenants with calls in flight or active within the share window: walks only those."""
-        since = now - self.policy.share_window_s
-        recent = 0
-        for name in reversed(self._tenants):
-            if self._tenants[name].at < since:
-                break
-            recent += name not in self._busy
-        return recent + len(self._busy)
-
     def _touch(self, tenant: str, now: float) -> _Tenant:
-        """The tenant's state, its bucket refilled to `now`, as the most recently active."""
+        """The tenant's state, its bucket refilled to `now`."""
         state = self._tenants.get(tenant)
         if state is None:
             if len(self._tenants) >= self.max_tenants:
@@ -181,7 +166,6 @@ class Admission:
             refill = (now - state.at) * self.policy.cost_per_s
             state.tokens = min(self.policy.burst, state.tokens + max(refill, 0.0))
         state.at = max(state.at, now)
-        self._tenants.move_to_end(tenant)
         return state
 
     def _forget_idle(self, now: float) -> None:

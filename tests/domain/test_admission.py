@@ -24,34 +24,33 @@ def test_a_call_costs_by_what_it_asks_for(shape: CallShape, cost: float) -> None
     assert call_cost(shape) == pytest.approx(cost)
 
 
-def test_a_lone_tenant_may_use_every_call_then_shares_them_evenly() -> None:
+def test_a_full_server_holds_each_tenant_to_an_equal_share() -> None:
     admission = Admission(AdmissionPolicy(cost_per_s=0, max_calls=8, max_calls_per_tenant=16))
     for _ in range(8):
-        assert admission.admit("noisy", 1, now=0.0) is None
+        assert admission.admit("noisy", 1, now=0.0) is None  # alone, it may fill the server
     refused = admission.admit("noisy", 1, now=0.0)
-    assert refused is not None and refused.limit == "calls" and refused.retry_after_s > 0
+    assert refused is not None and refused.limit == "share" and refused.retry_after_s > 0
     assert "noisy" in refused.reason
 
     assert admission.admit("quiet", 1, now=0.1) is None  # a quiet tenant always finds room
-    assert admission.share(0.1) == 4
-    for _ in range(8):
+    assert admission.share("noisy") == 4
+    for _ in range(5):
         admission.release("noisy", now=0.2)
-    admission.release("quiet", now=0.2)
-    # The quiet one called within the window: the noisy one is held to half while it may call again.
-    assert [admission.admit("noisy", 1, now=0.5) for _ in range(5)][-1] is not None
-    assert admission.in_flight("noisy") == 4
-    # Once the quiet tenant has been away a whole window, the server is the noisy one's again.
-    assert admission.share(1.3) == 8
+    # 3 + 1 in flight: room again, but the noisy one gets only up to its half while quiet calls.
+    assert [admission.admit("noisy", 1, now=0.3) for _ in range(2)] == [None, None]
+    assert admission.in_flight() == 6
+    assert admission.admit("noisy", 1, now=0.3) is None and admission.in_flight("noisy") == 6
+    assert admission.admit("noisy", 1, now=0.3) is None
+    assert admission.admit("noisy", 1, now=0.3) is not None  # full, and 7 > its share of 4
+    admission.release("quiet", now=0.4)
+    assert admission.share("noisy") == 8
 
 
-def test_the_share_is_never_above_the_per_tenant_limit() -> None:
+def test_a_tenant_never_has_more_than_its_limit_in_flight() -> None:
     admission = Admission(AdmissionPolicy(cost_per_s=0, max_calls=64, max_calls_per_tenant=3))
-    assert [admission.admit("a", 1, now=0.0) for _ in range(4)] == [
-        None,
-        None,
-        None,
-        admission.admit("a", 1, 0.0),
-    ]
+    answers = [admission.admit("a", 1, now=0.0) for _ in range(4)]
+    assert answers[:3] == [None, None, None]
+    assert answers[3] is not None and answers[3].limit == "tenant_calls"
     assert admission.in_flight() == 3
 
 

@@ -111,7 +111,10 @@ async def test_a_locked_row_costs_its_callers_their_deadline_and_nobody_else_any
         + ", ".join(f"{name} {code} {elapsed * 1000:.0f}ms" for name, (code, elapsed) in meanwhile.items())
         + f"; after {len(flood)} cancelled: get {after[0]} {after[1] * 1000:.0f}ms",
     )
-    assert codes == {"DEADLINE_EXCEEDED": len(blocked) + len(flood)}
+    # The first ones wait out their deadline; of the flood, what finds the server or its pool full is
+    # shed at once (admission control, a bounded wait for a connection) instead of queueing.
+    assert {code for code, _ in blocked} == {"DEADLINE_EXCEEDED"}
+    assert set(codes) <= {"DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED"}
     assert slowest < DEADLINE_S + SLACK_S
     for name, (code, elapsed) in meanwhile.items():
         assert code == "OK" and elapsed < DEADLINE_S, (name, code, elapsed)

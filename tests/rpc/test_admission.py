@@ -22,8 +22,8 @@ from tests.support.rich_errors import detail
 
 @pytest.fixture(scope="module")
 async def tight_server(make_settings: Callable[..., Settings]) -> AsyncIterator[RunningServer]:
-    """Two calls in flight per server, shared by the tenants calling (a lone one may take both)."""
-    running = await start_server(make_settings(admission__max_calls=2, admission__share_window_s=30))
+    """Two calls in flight per server before each tenant is held to its share (a lone one takes both)."""
+    running = await start_server(make_settings(admission__max_calls=2))
     yield running
     await running.stop()
 
