@@ -513,7 +513,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
         required=security.require_api_keys,
         limiter=RateLimiter(security.requests_per_s_per_tenant, security.request_burst_per_tenant),
     )
-    admission = AdmissionInterceptor(Admission(settings.admission.policy()))
+    admission = AdmissionInterceptor(Admission(settings.admission.policy()), settings.limits.max_batch_size)
     server = build_server(servicer, health, settings.server.max_message_bytes, auth, admission, traced=traced)
     status = attach_status(server, settings, recorder, pool, inference, routing)
     address = f"{settings.server.host}:{settings.server.port}"
@@ -528,6 +528,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
     running.status = status
     status.name = f"{settings.server.host}:{port}"
     running.spawn(watch_backlog(status, pool, settings), "count-backlog")
+    running.spawn(status.watch_loop_lag(), "probe-event-loop")
     running.jobs = build_jobs(settings, pool, writes, sessions, erasures, clock, _server_name())
     running.spawn(erasures.watch_forever(settings.jobs.poll_s), "watch-erasures")
     if settings.jobs.enabled:

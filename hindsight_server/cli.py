@@ -530,6 +530,27 @@ def cmd_bench_recall(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_neighbour(args: argparse.Namespace) -> int:
+    from hindsight_server.bench.eval_corpus import eval_corpus
+    from hindsight_server.bench.neighbour import report, run_neighbour_bench
+
+    corpus = eval_corpus(Path(args.corpus), args.memories)
+
+    async def work(target: str) -> str:
+        result = await run_neighbour_bench(
+            target,
+            corpus,
+            seconds=args.seconds,
+            flood_recalls=args.flood_recalls,
+            flood_writers=args.flood_writers,
+            batch_size=args.batch_size,
+        )
+        return report(result, args.json)
+
+    print(_on_stack(args, work))
+    return 0
+
+
 def cmd_bench_mcp(args: argparse.Namespace) -> int:
     from hindsight_server.bench.mcp import report, run_mcp_bench
 
@@ -804,6 +825,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     recall_bench.add_argument("--json", action="store_true")
     recall_bench.set_defaults(handler=cmd_bench_recall)
+
+    neighbour_bench = benches.add_parser(
+        "neighbour", help="one tenant's recall p50/p95/p99 alone and beside another tenant's flood"
+    )
+    neighbour_bench.add_argument("--target", help="HOST:PORT of a running server (default: a private stack)")
+    neighbour_bench.add_argument(
+        "--corpus", default=str(DEFAULT_EVAL_FILE), help="the quiet tenant's real text (a memory-eval file)"
+    )
+    neighbour_bench.add_argument("--memories", type=int, default=5_000, help="of the quiet tenant")
+    neighbour_bench.add_argument("--seconds", type=float, default=30.0, help="measured, per phase")
+    neighbour_bench.add_argument("--flood-recalls", type=int, default=16, help="flooding recall workers")
+    neighbour_bench.add_argument("--flood-writers", type=int, default=2, help="flooding WriteBatch workers")
+    neighbour_bench.add_argument("--batch-size", type=int, default=100, help="16 KB memories a WriteBatch")
+    neighbour_bench.add_argument("--embeddings", action=argparse.BooleanOptionalAction, default=True)
+    neighbour_bench.add_argument("--json", action="store_true")
+    neighbour_bench.set_defaults(handler=cmd_bench_neighbour)
 
     replicas_bench = benches.add_parser(
         "replicas", help="the consistency token's cost and the replica lag under writes (a running server)"

@@ -53,10 +53,11 @@ _PER_ITEM = {"Recall": 0.02, "List": 0.005, "WriteBatch": 0.5, "Import": 0.5}
 _PER_KIB = 0.05
 
 
-def call_cost(shape: CallShape) -> float:
-    """The call's cost in units (at least 1)."""
+def call_cost(shape: CallShape, max_items: int = 1_000) -> float:
+    """The call's cost in units (at least 1). Items past `max_items` (the batch limit) are not counted:
+    validation refuses such a request before it does that work, and must be the one to say why."""
     cost = _BASE.get(shape.method, 1.0)
-    cost += _PER_ITEM.get(shape.method, 0.0) * max(shape.items, 0)
+    cost += _PER_ITEM.get(shape.method, 0.0) * min(max(shape.items, 0), max_items)
     cost += _PER_KIB * shape.request_bytes / _KIB
     return max(cost, 1.0)
 

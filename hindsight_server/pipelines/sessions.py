@@ -45,6 +45,7 @@ from hindsight_server.domain.remember import decide
 from hindsight_server.domain.session_summary import SessionSummary, refresh_decision, summarize
 from hindsight_server.domain.validation import validate_draft, validate_tenant
 from hindsight_server.inference.summarizer import LlmSummarizer
+from hindsight_server.offload import run_pure
 from hindsight_server.pipelines.item_isolation import ItemIsolation, JobItem
 from hindsight_server.pipelines.write import WritePipeline
 from hindsight_server.store.routing import PrimaryOnly, ReadRoute
@@ -234,7 +235,7 @@ class SessionPipeline:
         return outcome.memory
 
     async def _remember(self, session: SessionRecord, turn: Turn, now: datetime) -> list[Memory]:
-        decision = decide(turn.text)
+        decision = await run_pure(len(turn.text), decide, turn.text)  # a 16 KB turn: tens of ms
         if not decision.keep:
             return []
         draft = _from_turn(
@@ -262,7 +263,7 @@ class SessionPipeline:
         """The summary after the new turns, whether it was kept (stored as the session's summary), and
         who wrote its text. The optional LLM words a kept summary; the rules decide what it says."""
         stored = session.summary
-        current = summarize(turns, stored, now=now)
+        current = await run_pure(_chars(turns), summarize, turns, stored, now=now)
         if not refresh_decision(stored, current, every_n_turns=self._settings.refresh_every_turns).refresh:
             return current, False, "rules"
         summarizer = "rules"
@@ -307,7 +308,9 @@ class SessionPipeline:
         turns = await self._sessions.turns(session.tenant_id, session.session_id, first, session.turn_count)
         if not turns:
             return None
-        summary = session.summary or summarize(turns, None, now=now)
+        summary = session.summary
+        if summary is None:
+            summary = await run_pure(_chars(turns), summarize, turns, None, now=now)
         episode = build_episode(
             turns,
             summary,
@@ -346,6 +349,10 @@ class SessionPipeline:
             session.turn_count,
             session.summarizer,
         )
+
+
+def _chars(turns: list[Turn]) -> int:
+    return sum(len(turn.text) for turn in turns)
 
 
 def _require_session_id(session_id: str) -> None:

@@ -34,8 +34,9 @@ def shape_of(method: str, request: Any) -> CallShape:
 
 
 class AdmissionInterceptor(UnaryInterceptor):
-    def __init__(self, admission: Admission) -> None:
+    def __init__(self, admission: Admission, max_items: int) -> None:
         self._admission = admission
+        self._max_items = max_items  # the batch limit: more is refused by validation, not weighed
 
     def wrap(self, behavior: Behavior, details: grpc.HandlerCallDetails) -> Behavior:
         if not details.method.startswith(_GUARDED_SERVICE):
@@ -68,7 +69,9 @@ class AdmissionInterceptor(UnaryInterceptor):
 
     def _admit(self, method: str, request: Any) -> str:
         tenant = str(request.tenant_id)
-        refused = self._admission.admit(tenant, call_cost(shape_of(method, request)), time.monotonic())
+        refused = self._admission.admit(
+            tenant, call_cost(shape_of(method, request), self._max_items), time.monotonic()
+        )
         if refused is not None:
             count_shed(method, refused.limit)
             raise ResourceExhausted(

@@ -30,6 +30,7 @@ from hindsight_server.domain.model import (
     WriteOutcome,
 )
 from hindsight_server.domain.portability import first_loop
+from hindsight_server.offload import run_pure
 from hindsight_server.store.errors import translate_errors
 from hindsight_server.store.reads import MemoryReads
 from hindsight_server.store.rows import MEMORY_COLUMNS, memory_from_row
@@ -296,10 +297,8 @@ async def _insert(
     on_conflict: str,
 ) -> set[str]:
     """Inserts the rows and counts the inserted ones into the tenant's BM25 statistics; their ids."""
-    lexical = [analyse(m.content) for m in memories]
-    columns: list[Any] = list(
-        zip(*(_insert_values(m, lx) for m, lx in zip(memories, lexical, strict=True)), strict=True)
-    )
+    # The lexical analysis of a large batch is seconds of CPU: off the event loop (hindsight_server.offload).
+    lexical, columns = await run_pure(sum(len(m.content) for m in memories), _analysed_columns, memories)
     for space in (VectorSpace.MULTILINGUAL, VectorSpace.ENGLISH):
         vectors = embeddings.get(space) or [None] * len(memories)
         columns.append([None if v is None else Vector(v) for v in vectors])
@@ -613,6 +612,13 @@ async def _adjust_df(connection: asyncpg.Connection, tenant_id: str, changes: Ma
         terms,
         [changes[term] for term in terms],
     )
+
+
+def _analysed_columns(memories: Sequence[Memory]) -> tuple[list[LexicalDocument], list[Any]]:
+    """Each memory's lexical document, and the insert's columns (one list per column)."""
+    lexical = [analyse(m.content) for m in memories]
+    rows = (_insert_values(m, lx) for m, lx in zip(memories, lexical, strict=True))
+    return lexical, list(zip(*rows, strict=True))
 
 
 def _insert_values(memory: Memory, lexical: LexicalDocument) -> tuple[Any, ...]:

@@ -30,7 +30,7 @@ from opentelemetry.metrics import CallbackOptions, Observation
 
 from hindsight_server.domain.errors import HindsightError
 from hindsight_server.telemetry.recorder import Recorder
-from hindsight_server.telemetry.window import LatencySummary
+from hindsight_server.telemetry.window import LatencySummary, LatencyWindow
 
 __all__ = [
     "CacheFigures",
@@ -119,6 +119,7 @@ class _Backlog:
 
 
 _BOARDS: weakref.WeakSet[StatusBoard] = weakref.WeakSet()
+LOOP_PROBE_S = 0.01  # the event-loop probe's sleep: 100 wake-ups a second cost well under 1% of a core
 
 
 class StatusBoard:
@@ -137,6 +138,8 @@ class StatusBoard:
         self._clock = clock
         self._started = clock()
         self._backlog = _Backlog()
+        # How late the event loop wakes a sleeper (ms): the stall every call on the server waited out.
+        self.loop_lag = LatencyWindow(recorder.window_s, max_samples=10_000, clock=clock)
         _observe_boards()
         _BOARDS.add(self)
 
@@ -161,6 +164,15 @@ class StatusBoard:
             except (HindsightError, TimeoutError) as exc:
                 self._backlog.problem = str(exc) or type(exc).__name__
             await asyncio.sleep(interval_s)
+
+    async def watch_loop_lag(self, interval_s: float = LOOP_PROBE_S) -> None:
+        """Sleeps `interval_s` again and again and records how much later than asked it woke: a call
+        that holds the loop (CPU-heavy work in place, a blocking call) shows as lag here."""
+        loop = asyncio.get_running_loop()
+        while True:
+            started = loop.time()
+            await asyncio.sleep(interval_s)
+            self.loop_lag.add(max(loop.time() - started - interval_s, 0.0) * 1000)
 
     def snapshot(self) -> dict[str, Any]:
         """The figures as JSON-ready values (the Ops/Status answer)."""
@@ -193,6 +205,7 @@ class StatusBoard:
             "query_cache": {space: asdict(figures) for space, figures in self._sources.caches().items()},
             "inference": None if inference is None else asdict(inference),
             "reads": asdict(self._sources.reads()),
+            "event_loop_lag": _summary(self.loop_lag.summary()),
         }
 
     # -------------------------------------------------------------------------------- metric callbacks

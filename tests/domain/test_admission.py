@@ -24,6 +24,10 @@ def test_a_call_costs_by_what_it_asks_for(shape: CallShape, cost: float) -> None
     assert call_cost(shape) == pytest.approx(cost)
 
 
+def test_items_past_the_batch_limit_are_not_weighed() -> None:
+    assert call_cost(CallShape("WriteBatch", items=5_000)) == call_cost(CallShape("WriteBatch", items=1_000))
+
+
 def test_a_full_server_holds_each_tenant_to_an_equal_share() -> None:
     admission = Admission(AdmissionPolicy(cost_per_s=0, max_calls=8, max_calls_per_tenant=16))
     for _ in range(8):

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from mcp import MCPError
 
 from gateway_mcp.auth import hash_token
-from gateway_mcp.config import load_gateway_settings
+from gateway_mcp.config import GatewaySettings, load_gateway_settings
 from gateway_mcp.tools import MAX_TOP_K, TOOLS
 from hindsight_server.app import RunningServer
 from tests.fuzz.checks import TALLY
@@ -219,9 +219,9 @@ def _arguments(draw: st.DrawFn, tool: str) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------------ property
 
-_BODY_LIMIT = (
-    4 * 1024 * 1024 - 64 * 1024
-)  # the SDK's HTTP transport: 413 past 4 MiB (a margin for the envelope)
+# The gateway's own body limit (gateway_mcp/body_limit.py: 413 past max_body_bytes, unparsed), less a
+# margin for the JSON-RPC envelope.
+_BODY_LIMIT = GatewaySettings().max_body_bytes - 16 * 1024
 _NAMED = re.compile(r"^invalid arguments?: (?P<where>[^:]+):")
 
 
