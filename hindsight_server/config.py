@@ -72,10 +72,12 @@ class AdmissionSettings(_Section):
 
     cost_per_s_per_tenant: float = Field(1_000.0, ge=0)  # 0: no cost limit
     cost_burst_per_tenant: float = Field(2_000.0, ge=1)
-    # Calls in flight at once per server before each tenant is held to an equal share of them (among
-    # the tenants with calls in flight): about what the server's cores run without queueing (8 for 2
-    # cores: BENCHMARKS.md, "One tenant cannot slow another"). 0: no limit.
-    max_calls: int = Field(8, ge=0)
+    # Cost units in flight per server before each tenant is held to an equal share of them (among the
+    # tenants with calls in flight; one with none always gets in): about what the server's cores run
+    # without queueing, some 8 units a core (BENCHMARKS.md, "One tenant cannot slow another"). 0: no limit.
+    max_cost_in_flight: float = Field(16.0, ge=0)
+    # Tenants that called within this window count among those sharing a busy server.
+    share_window_s: float = Field(1.0, ge=0)
     max_calls_per_tenant: int = Field(16, ge=0)  # in flight at once, whatever the others do; 0: no limit
 
     def policy(self) -> AdmissionPolicy:
@@ -83,7 +85,8 @@ class AdmissionSettings(_Section):
             cost_per_s=self.cost_per_s_per_tenant,
             burst=self.cost_burst_per_tenant,
             max_calls_per_tenant=self.max_calls_per_tenant,
-            max_calls=self.max_calls,
+            max_cost_in_flight=self.max_cost_in_flight,
+            share_window_s=self.share_window_s,
         )
 
 

@@ -5,15 +5,18 @@ what the request asks for: items, bytes, results. A tenant is admitted while
 - its cost bucket holds the call's cost (`cost_per_s` on average, bursts up to `burst`; a call dearer
   than the whole burst waits for a full bucket and then takes it all);
 - it has fewer than `max_calls_per_tenant` calls in flight on this server, and the server has room:
-  fewer than `max_calls` calls in flight (about what its cores run without queueing), or, when it is
-  full, this tenant holds less than an equal share of them among the tenants with calls in flight. A
-  quiet tenant's call always finds room; a busy one is held to its share while others are calling.
+  the cost in flight with this call stays within `max_cost_in_flight` (about what its cores run without
+  queueing), or, when it would not, this tenant's own cost in flight with this call stays within an
+  equal share among the tenants with calls in flight. A tenant with nothing in flight always gets in:
+  a quiet tenant's call always finds room, and a busy one is held to its share, weighed by what its
+  calls cost, while others are calling.
 Otherwise the call is refused at once with a retry delay (RESOURCE_EXHAUSTED + RetryInfo): work is shed
 before it queues. Pure: the caller passes the time.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from hindsight_server.domain.errors import InvalidArgument
@@ -67,10 +70,15 @@ class AdmissionPolicy:
     cost_per_s: float = 1_000.0  # per tenant per server; 0: no cost limit
     burst: float = 2_000.0
     max_calls_per_tenant: int = 16  # in flight per tenant per server; 0: no limit
-    max_calls: int = 8  # in flight per server before tenants are held to an equal share; 0: no limit
+    # Cost units in flight per server before each tenant is held to an equal share of them; 0: no limit.
+    max_cost_in_flight: float = 16.0
+    # A tenant that called this recently shares a busy server even between its calls: a quiet tenant at
+    # one call at a time is not crowded out in the moment between two of them.
+    share_window_s: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.cost_per_s < 0 or self.max_calls_per_tenant < 0 or self.max_calls < 0:
+        limits = (self.cost_per_s, self.max_calls_per_tenant, self.max_cost_in_flight, self.share_window_s)
+        if min(limits) < 0:
             raise InvalidArgument("admission", "limits must not be negative")
         if self.cost_per_s and self.burst < 1:
             raise InvalidArgument("admission.burst", "must be at least 1")
@@ -80,14 +88,15 @@ class AdmissionPolicy:
 class Refusal:
     reason: str  # for the caller: what limit, in words
     retry_after_s: float
-    limit: str  # which limit: "rate", "tenant_calls", "server_calls" (a metric attribute)
+    limit: str  # which limit: "rate", "tenant_calls", "share" (a metric attribute)
 
 
 @dataclass
 class _Tenant:
     tokens: float
-    at: float  # monotonic seconds of the bucket's last refill
+    at: float  # monotonic seconds of its last call or release (and of the bucket's last refill)
     in_flight: int = 0
+    cost_in_flight: float = 0.0
 
 
 @dataclass
@@ -98,12 +107,14 @@ class Admission:
     # Past this many tenants, idle ones with full buckets are forgotten (a new one starts full), so
     # callers naming ever new tenants cannot grow the map.
     max_tenants: int = 10_000
-    _tenants: dict[str, _Tenant] = field(default_factory=dict)
+    # Least recently active first: the tenants sharing the server now are counted from the end.
+    _tenants: OrderedDict[str, _Tenant] = field(default_factory=OrderedDict)
     _busy: set[str] = field(default_factory=set)  # with calls in flight, however long ago they began
     _in_flight: int = 0
+    _cost_in_flight: float = 0.0
 
     def admit(self, tenant: str, cost: float, now: float) -> Refusal | None:
-        """None: admitted (release it later); else why not and when to retry."""
+        """None: admitted (release it later with the same cost); else why not and when to retry."""
         policy = self.policy
         state = self._touch(tenant, now)
         if policy.max_calls_per_tenant and state.in_flight >= policy.max_calls_per_tenant:
@@ -112,9 +123,13 @@ class Admission:
                 BUSY_RETRY_S,
                 "tenant_calls",
             )
-        if policy.max_calls and self._in_flight >= policy.max_calls and state.in_flight >= self.share(tenant):
+        # A tenant with nothing in flight always gets in (a quiet tenant, or one dear call alone).
+        weight = self._weight(cost)
+        full = policy.max_cost_in_flight and self._cost_in_flight + weight > policy.max_cost_in_flight
+        if full and state.in_flight and state.cost_in_flight + weight > self.share(tenant, now):
             return Refusal(
-                f"this server is full and tenant {tenant!r} holds its share of it ({state.in_flight} calls)",
+                f"this server is busy and tenant {tenant!r} holds its share of it "
+                f"({state.in_flight} calls, {state.cost_in_flight:.1f} cost units in flight)",
                 BUSY_RETRY_S,
                 "share",
             )
@@ -130,25 +145,43 @@ class Admission:
                 )
             state.tokens -= needed
         state.in_flight += 1
+        state.cost_in_flight += weight
         self._busy.add(tenant)
         self._in_flight += 1
+        self._cost_in_flight += weight
         return None
 
-    def release(self, tenant: str, now: float) -> None:
+    def release(self, tenant: str, cost: float, now: float) -> None:
         state = self._tenants.get(tenant)
         if state is None or state.in_flight <= 0:
             return
+        weight = self._weight(cost)
         state.in_flight -= 1
         self._in_flight -= 1
+        state.cost_in_flight = max(state.cost_in_flight - weight, 0.0) if state.in_flight else 0.0
+        self._cost_in_flight = max(self._cost_in_flight - weight, 0.0) if self._in_flight else 0.0
         if not state.in_flight:
             self._busy.discard(tenant)
         self._touch(tenant, now)
 
-    def share(self, tenant: str) -> int:
-        """A full server's equal share for `tenant`: max_calls over the tenants with calls in flight,
-        this one counted (at least 1)."""
-        sharing = len(self._busy) + (tenant not in self._busy)
-        return max(1, self.policy.max_calls // sharing)
+    def share(self, tenant: str, now: float) -> float:
+        """A busy server's equal share of cost in flight for `tenant`, among the tenants with calls in
+        flight or active within the share window, this one counted."""
+        since = now - self.policy.share_window_s
+        recent = 0
+        for name in reversed(self._tenants):
+            if self._tenants[name].at < since:
+                break
+            recent += name not in self._busy and name != tenant
+        sharing = len(self._busy) + recent + (tenant not in self._busy)
+        return self.policy.max_cost_in_flight / sharing
+
+    def _weight(self, cost: float) -> float:
+        """What a call in flight counts against the server's cost in flight: its cost, at most half of
+        that budget, so a lone tenant can still run two bulk calls side by side (a load), and beside
+        other tenants one (its share)."""
+        limit = self.policy.max_cost_in_flight
+        return min(cost, limit / 2) if limit else cost
 
     def in_flight(self, tenant: str | None = None) -> int:
         if tenant is None:
@@ -167,6 +200,7 @@ class Admission:
             refill = (now - state.at) * self.policy.cost_per_s
             state.tokens = min(self.policy.burst, state.tokens + max(refill, 0.0))
         state.at = max(state.at, now)
+        self._tenants.move_to_end(tenant)
         return state
 
     def _forget_idle(self, now: float) -> None:

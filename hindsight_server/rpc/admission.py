@@ -44,11 +44,11 @@ class AdmissionInterceptor(UnaryInterceptor):
         method = details.method.removeprefix(_GUARDED_SERVICE)
 
         async def admitted(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            tenant = self._admit(method, request)
+            tenant, cost = self._admit(method, request)
             try:
                 return await behavior(request, context)
             finally:
-                self._admission.release(tenant, time.monotonic())
+                self._admission.release(tenant, cost, time.monotonic())
 
         return admitted
 
@@ -58,24 +58,22 @@ class AdmissionInterceptor(UnaryInterceptor):
         method = details.method.removeprefix(_GUARDED_SERVICE)
 
         async def admitted(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
-            tenant = self._admit(method, request)
+            tenant, cost = self._admit(method, request)
             try:
                 async for item in stream_items(behavior, request, context):
                     yield item
             finally:
-                self._admission.release(tenant, time.monotonic())
+                self._admission.release(tenant, cost, time.monotonic())
 
         return admitted
 
-    def _admit(self, method: str, request: Any) -> str:
+    def _admit(self, method: str, request: Any) -> tuple[str, float]:
+        """The tenant and the call's cost, once admitted; ResourceExhausted (with when to retry) if not."""
         tenant = str(request.tenant_id)
-        refused = self._admission.admit(
-            tenant, call_cost(shape_of(method, request), self._max_items), time.monotonic()
-        )
+        cost = call_cost(shape_of(method, request), self._max_items)
+        refused = self._admission.admit(tenant, cost, time.monotonic())
         if refused is not None:
             count_shed(method, refused.limit)
-            raise ResourceExhausted(
-                f"{refused.reason}; retry in {refused.retry_after_s:.2f} s",
-                retry_after_s=refused.retry_after_s,
-            )
-        return tenant
+            wait_s = refused.retry_after_s
+            raise ResourceExhausted(f"{refused.reason}; retry in {wait_s:.2f} s", retry_after_s=wait_s)
+        return tenant, cost

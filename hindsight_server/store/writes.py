@@ -119,7 +119,9 @@ class MemoryWrites(MemoryReads):
                     continue
                 by_graph = vector is not None and memory.subject in graph_subjects
                 peers = await _peers(connection, memory, vector, now, by_graph=by_graph)
-                resolution = decide(memory, peers)
+                resolution = await run_pure(
+                    len(memory.content), decide, memory, peers
+                )  # rules over 16 KB: ms a peer
                 if resolution.action is Action.MERGE and resolution.target_id is not None:
                     merged = await _seen_again(connection, memory, resolution, now)
                     if merged is not None:
