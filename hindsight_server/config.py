@@ -79,6 +79,13 @@ class AdmissionSettings(_Section):
     # Tenants that called within this window count among those sharing a busy server.
     share_window_s: float = Field(1.0, ge=0)
     max_calls_per_tenant: int = Field(16, ge=0)  # in flight at once, whatever the others do; 0: no limit
+    # The work a server sustains, in cost units a second per core it may run on: past it, each tenant's
+    # rate is held to what the other tenants leave of it (each counted at most at an equal share). A
+    # small recall (1 unit) takes ~20 ms of the embedded stack's CPU (server, PostgreSQL and Triton on
+    # the same cores), so a core runs ~50 units a second; 45 holds a flood just under that
+    # (BENCHMARKS.md, "One tenant cannot slow another"). Raise it where the database and the inference
+    # tier have machines of their own. 0: no limit.
+    server_cost_per_s_per_core: float = Field(45.0, ge=0)
 
     def policy(self) -> AdmissionPolicy:
         return AdmissionPolicy(
@@ -87,6 +94,7 @@ class AdmissionSettings(_Section):
             max_calls_per_tenant=self.max_calls_per_tenant,
             max_cost_in_flight=self.max_cost_in_flight,
             share_window_s=self.share_window_s,
+            server_cost_per_s=self.server_cost_per_s_per_core * len(os.sched_getaffinity(0)),
         )
 
 

@@ -9,7 +9,12 @@ what the request asks for: items, bytes, results. A tenant is admitted while
   queueing), or, when it would not, this tenant's own cost in flight with this call stays within an
   equal share among the tenants with calls in flight. A tenant with nothing in flight always gets in:
   a quiet tenant's call always finds room, and a busy one is held to its share, weighed by what its
-  calls cost, while others are calling.
+  calls cost, while others are calling;
+- and, while other tenants are calling, the cost in flight has reached its limit within the share window
+  and the server's recent rate of admitted cost is past `server_cost_per_s` (what it sustains), this
+  tenant's own recent rate is within what the others leave of it, each counted at most at an equal share.
+  The calls in flight bound a moment; this bounds the work over time, which the in-flight rules cannot:
+  one stream of megabyte batches has one call in flight, and their embeddings go on after each answer.
 Otherwise the call is refused at once with a retry delay (RESOURCE_EXHAUSTED + RetryInfo): work is shed
 before it queues. Pure: the caller passes the time.
 """
@@ -18,15 +23,20 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from math import exp, log
 
 from hindsight_server.domain.errors import InvalidArgument
 
-__all__ = ["Admission", "AdmissionPolicy", "CallShape", "Refusal", "call_cost"]
+__all__ = ["LEAST_COST", "REFUSAL_COST", "Admission", "AdmissionPolicy", "CallShape", "Refusal", "call_cost"]
 
 _KIB = 1024
 # A call in flight ends within tens of milliseconds: a retry that soon finds room, and the client's
 # backoff grows the wait if not.
 BUSY_RETRY_S = 0.05
+LEAST_COST = 1.0  # of any call: a tenant refused at this cost is refused whatever it asks
+# A refusal's own work (reading the call, answering it: ~0.4 ms of a server), charged to the tenant's
+# rate: a client that resends at once instead of waiting the retry delay keeps itself refused longer.
+REFUSAL_COST = 0.02
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +72,7 @@ def call_cost(shape: CallShape, max_items: int = 1_000) -> float:
     cost = _BASE.get(shape.method, 1.0)
     cost += _PER_ITEM.get(shape.method, 0.0) * min(max(shape.items, 0), max_items)
     cost += _PER_KIB * shape.request_bytes / _KIB
-    return max(cost, 1.0)
+    return max(cost, LEAST_COST)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,13 +85,24 @@ class AdmissionPolicy:
     # A tenant that called this recently shares a busy server even between its calls: a quiet tenant at
     # one call at a time is not crowded out in the moment between two of them.
     share_window_s: float = 1.0
+    # Cost units a second the server sustains; past it, each tenant's recent rate is held to an equal
+    # share. Rates are averaged over `share_window_s` (exponentially). 0: no limit.
+    server_cost_per_s: float = 0.0
 
     def __post_init__(self) -> None:
-        limits = (self.cost_per_s, self.max_calls_per_tenant, self.max_cost_in_flight, self.share_window_s)
+        limits = (
+            self.cost_per_s,
+            self.max_calls_per_tenant,
+            self.max_cost_in_flight,
+            self.share_window_s,
+            self.server_cost_per_s,
+        )
         if min(limits) < 0:
             raise InvalidArgument("admission", "limits must not be negative")
         if self.cost_per_s and self.burst < 1:
             raise InvalidArgument("admission.burst", "must be at least 1")
+        if self.server_cost_per_s and not self.share_window_s:
+            raise InvalidArgument("admission.share_window_s", "must be positive to average rates over")
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +118,7 @@ class _Tenant:
     at: float  # monotonic seconds of its last call or release (and of the bucket's last refill)
     in_flight: int = 0
     cost_in_flight: float = 0.0
+    recent_cost: float = 0.0  # admitted cost, decayed over the share window as of `at`
 
 
 @dataclass
@@ -112,9 +134,39 @@ class Admission:
     _busy: set[str] = field(default_factory=set)  # with calls in flight, however long ago they began
     _in_flight: int = 0
     _cost_in_flight: float = 0.0
+    _recent_cost: float = 0.0  # the server's, as each tenant's
+    _recent_at: float = 0.0
+    _full_at: float = float("-inf")  # when a call last found the cost in flight at its limit
 
     def admit(self, tenant: str, cost: float, now: float) -> Refusal | None:
         """None: admitted (release it later with the same cost); else why not and when to retry."""
+        refused = self.refusal(tenant, cost, now)
+        if refused is not None:
+            self.charge_refusal(tenant)
+            return refused
+        state = self._tenants[tenant]
+        weight = self._weight(cost)
+        if self.policy.cost_per_s:
+            state.tokens -= min(cost, self.policy.burst)
+        state.recent_cost += cost
+        self._recent_cost += cost
+        state.in_flight += 1
+        state.cost_in_flight += weight
+        self._busy.add(tenant)
+        self._in_flight += 1
+        self._cost_in_flight += weight
+        return None
+
+    def charge_refusal(self, tenant: str) -> None:
+        """Counts a refusal's work in the tenant's and the server's recent rates."""
+        state = self._tenants.get(tenant)
+        if state is not None:
+            state.recent_cost += REFUSAL_COST
+            self._recent_cost += REFUSAL_COST
+
+    def refusal(self, tenant: str, cost: float, now: float) -> Refusal | None:
+        """Why a call of this cost would be refused now (None: it would be admitted); takes nothing.
+        At LEAST_COST: whether the tenant is refused whatever it asks, before reading what it asks."""
         policy = self.policy
         state = self._touch(tenant, now)
         if policy.max_calls_per_tenant and state.in_flight >= policy.max_calls_per_tenant:
@@ -126,6 +178,8 @@ class Admission:
         # A tenant with nothing in flight always gets in (a quiet tenant, or one dear call alone).
         weight = self._weight(cost)
         full = policy.max_cost_in_flight and self._cost_in_flight + weight > policy.max_cost_in_flight
+        if full:
+            self._full_at = now
         if full and state.in_flight and state.cost_in_flight + weight > self.share(tenant, now):
             return Refusal(
                 f"this server is busy and tenant {tenant!r} holds its share of it "
@@ -143,13 +197,55 @@ class Admission:
                     wait_s,
                     "rate",
                 )
-            state.tokens -= needed
-        state.in_flight += 1
-        state.cost_in_flight += weight
-        self._busy.add(tenant)
-        self._in_flight += 1
-        self._cost_in_flight += weight
+        allowed = self._work_share(tenant, now) if policy.server_cost_per_s else None
+        # Alone, a tenant may load the server past what it sustains: only its own calls wait for it. And
+        # a rate alone is no proof of a busy server (cheap calls cost less than their units say): the
+        # cost in flight must have filled it within the window too.
+        busy = not policy.max_cost_in_flight or now - self._full_at <= policy.share_window_s
+        if allowed is not None and busy and self._server_rate(now) > policy.server_cost_per_s:
+            window = policy.share_window_s
+            # A call dearer than half a window's share counts as that much here, or it would never get
+            # in beside another tenant; its whole cost still counts in the rate after it.
+            rate = (state.recent_cost + min(cost, allowed * window / 2)) / window
+            if rate > allowed:
+                return Refusal(
+                    f"this server is past the work it sustains and tenant {tenant!r} has had its share "
+                    f"of it ({state.recent_cost / window:.0f} of {allowed:.0f} cost units a second)",
+                    max(BUSY_RETRY_S, window * log(rate / allowed)),  # until its rate decays to the share
+                    "work_share",
+                )
         return None
+
+    def _work_share(self, tenant: str, now: float) -> float | None:
+        """The cost a second `tenant` may use of what the server sustains: all of it less what the other
+        tenants calling within the share window use, each counted at most at an equal share (so a tenant
+        that asks for little leaves the rest to those that ask for more). None: no other tenant."""
+        window = self.policy.share_window_s
+        since = now - window
+        others = {name for name in self._busy if name != tenant}
+        for name in reversed(self._tenants):
+            if self._tenants[name].at < since:
+                break
+            if name != tenant:
+                others.add(name)
+        if not others:
+            return None
+        capacity = self.policy.server_cost_per_s
+        equal = capacity / (len(others) + 1)
+        used = 0.0
+        for name in others:
+            other = self._tenants[name]
+            rate = other.recent_cost * exp(min(other.at - now, 0.0) / window) / window
+            used += min(rate, equal)
+        return capacity - used
+
+    def _server_rate(self, now: float) -> float:
+        """The server's admitted cost a second, averaged over the share window."""
+        window = self.policy.share_window_s
+        if now > self._recent_at:
+            self._recent_cost *= exp((self._recent_at - now) / window)
+            self._recent_at = now
+        return self._recent_cost / window
 
     def release(self, tenant: str, cost: float, now: float) -> None:
         state = self._tenants.get(tenant)
@@ -196,9 +292,12 @@ class Admission:
             if len(self._tenants) >= self.max_tenants:
                 self._forget_idle(now)
             state = self._tenants[tenant] = _Tenant(self.policy.burst, now)
-        elif self.policy.cost_per_s:
-            refill = (now - state.at) * self.policy.cost_per_s
-            state.tokens = min(self.policy.burst, state.tokens + max(refill, 0.0))
+        else:
+            elapsed = max(now - state.at, 0.0)
+            if self.policy.cost_per_s:
+                state.tokens = min(self.policy.burst, state.tokens + elapsed * self.policy.cost_per_s)
+            if self.policy.share_window_s:
+                state.recent_cost *= exp(-elapsed / self.policy.share_window_s)
         state.at = max(state.at, now)
         self._tenants.move_to_end(tenant)
         return state

@@ -29,14 +29,14 @@ class UnaryInterceptor(grpc.aio.ServerInterceptor):
             behavior: Behavior = handler.unary_unary  # type: ignore[assignment]  # aio: coroutines
             return grpc.unary_unary_rpc_method_handler(
                 self.wrap(behavior, handler_call_details),
-                request_deserializer=self.deserializer(handler.request_deserializer),
+                request_deserializer=self.deserializer(handler.request_deserializer, handler_call_details),
                 response_serializer=handler.response_serializer,
             )
         if handler.unary_stream is not None:
             stream: StreamBehavior = handler.unary_stream  # type: ignore[assignment]  # aio: generators
             return grpc.unary_stream_rpc_method_handler(
                 self.wrap_stream(stream, handler_call_details),
-                request_deserializer=self.deserializer(handler.request_deserializer),
+                request_deserializer=self.deserializer(handler.request_deserializer, handler_call_details),
                 response_serializer=handler.response_serializer,
             )
         return handler
@@ -47,7 +47,10 @@ class UnaryInterceptor(grpc.aio.ServerInterceptor):
     def wrap_stream(self, behavior: StreamBehavior, details: grpc.HandlerCallDetails) -> StreamBehavior:
         raise NotImplementedError
 
-    def deserializer(self, deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    def deserializer(
+        self, deserializer: Callable[[bytes], Any] | None, details: grpc.HandlerCallDetails
+    ) -> Callable[[bytes], Any] | None:
+        """What parses the request's bytes (the outermost interceptor's runs first)."""
         return deserializer
 
 
@@ -104,5 +107,7 @@ class ErrorMappingInterceptor(UnaryInterceptor):
     def wrap_stream(self, behavior: StreamBehavior, details: grpc.HandlerCallDetails) -> StreamBehavior:
         return map_stream_errors(behavior)
 
-    def deserializer(self, deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    def deserializer(
+        self, deserializer: Callable[[bytes], Any] | None, details: grpc.HandlerCallDetails
+    ) -> Callable[[bytes], Any] | None:
         return tolerant(deserializer)

@@ -3,10 +3,12 @@ call, and answers its exceptions itself: UNKNOWN with the exception's text ("Une
 'google.protobuf.message.DecodeError'>: ..."). A `string` field holding invalid UTF-8 is the common case
 (protobuf's Python runtime refuses it). `tolerant` wraps the deserializer so those bytes become an
 `Undecodable` request instead, which the error table answers with INVALID_ARGUMENT naming the field.
+The same stand-in carries a refusal decided from the bytes before parsing them (rpc/admission.py).
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -14,9 +16,9 @@ from typing import Any
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError
 
-from hindsight_server.domain.errors import InvalidArgument
+from hindsight_server.domain.errors import HindsightError, InvalidArgument
 
-__all__ = ["Undecodable", "tolerant", "undecodable_field"]
+__all__ = ["Undecodable", "leading_string", "tolerant", "undecodable_field"]
 
 # Messages nested deeper than this are refused (protobuf's own default recursion limit).
 _MAX_DEPTH = 100
@@ -27,9 +29,10 @@ _VARINT, _FIXED64, _LENGTH, _FIXED32 = 0, 1, 2, 5
 
 @dataclass(frozen=True, slots=True)
 class Undecodable:
-    """Stands in for a request that did not parse; `error` says which field and why."""
+    """Stands in for a request that was not parsed: its bytes did not (`error` says which field and
+    why), or it was refused from them unread (shed)."""
 
-    error: InvalidArgument
+    error: HindsightError
 
 
 class _Malformed(Exception):
@@ -49,6 +52,24 @@ def _varint(data: bytes, at: int, field: str) -> tuple[int, int]:
             return value, at
         shift += 7
     raise _Malformed(field, "is truncated or malformed")
+
+
+def leading_string(data: bytes) -> str | None:
+    """Field 1 of the message in `data`, when that is the first field on the wire and a string (as
+    protobuf serialisers write `tenant_id` in every MemoryService request); else None. Reads only its
+    own bytes, not the message."""
+    if not data or data[0] != (1 << 3 | _LENGTH):
+        return None
+    try:
+        size, at = _varint(data, 1, "")
+    except _Malformed:
+        return None
+    if size > len(data) - at:
+        return None
+    try:
+        return data[at : at + size].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def _walk(descriptor: Descriptor, data: bytes, prefix: str, depth: int) -> None:
@@ -113,7 +134,8 @@ def tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], A
     """The deserializer, answering bytes that do not parse with an Undecodable instead of raising."""
     if deserializer is None:
         return None
-    message_type = getattr(deserializer, "__self__", None)
+    # The message class's FromString, possibly wrapped by an interceptor inside this one (functools.wraps).
+    message_type = getattr(inspect.unwrap(deserializer), "__self__", None)
     descriptor: Descriptor | None = getattr(message_type, "DESCRIPTOR", None)
 
     def deserialize(data: bytes) -> Any:

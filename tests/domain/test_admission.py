@@ -3,6 +3,8 @@ bucket, and what a refusal says."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from hindsight_server.domain.admission import Admission, AdmissionPolicy, CallShape, call_cost
@@ -110,3 +112,107 @@ def test_release_without_admit_changes_nothing() -> None:
 def test_negative_limits_are_refused() -> None:
     with pytest.raises(InvalidArgument, match="admission"):
         AdmissionPolicy(max_cost_in_flight=-1)
+
+
+def test_asking_whether_a_call_would_be_refused_takes_nothing() -> None:
+    admission = Admission(_policy(max_calls_per_tenant=2))
+    assert admission.refusal("noisy", 1, now=0.0) is None
+    assert admission.in_flight("noisy") == 0  # asked, not admitted
+    assert admission.admit("noisy", 1, now=0.0) is None
+    assert admission.admit("noisy", 1, now=0.0) is None
+    refused = admission.refusal("noisy", 1, now=0.0)
+    assert refused is not None and refused.limit == "tenant_calls"
+    assert admission.in_flight() == 2
+    admission.release("noisy", 1, now=0.1)
+    assert admission.refusal("noisy", 1, now=0.1) is None
+
+
+def test_asking_leaves_the_bucket_as_it_was() -> None:
+    admission = Admission(_policy(cost_per_s=1, burst=2))
+    for _ in range(5):
+        assert admission.refusal("metered", 2, now=0.0) is None
+    assert admission.admit("metered", 2, now=0.0) is None  # the bucket was still full
+    refused = admission.refusal("metered", 1, now=0.0)
+    assert refused is not None and refused.limit == "rate" and refused.retry_after_s == pytest.approx(1)
+
+
+def test_past_the_work_a_server_sustains_each_tenant_is_held_to_its_share_of_it() -> None:
+    """100 units a second sustained, rates over a 1 s window: one stream of dear calls (one in flight at
+    a time, which the in-flight rules always let in) is held to half once another tenant calls, and
+    gets the whole server back when it is alone. The quiet one's own use (1/s) is left to it first."""
+    admission = Admission(_policy(max_cost_in_flight=0, server_cost_per_s=100, share_window_s=1))
+    now = 0.0
+    for _ in range(3):  # alone: the server is its own, past what it sustains or not
+        assert admission.admit("bulk", 60, now) is None
+        admission.release("bulk", 60, now)
+    assert admission.admit("quiet", 1, now) is None
+    admission.release("quiet", 1, now)
+    refused = admission.admit("bulk", 60, now)
+    assert refused is not None and refused.limit == "work_share"
+    assert "'bulk'" in refused.reason and "180 of 99 cost units a second" in refused.reason
+    # Held until its rate decays to what the quiet one leaves, 99/s, with this call counted at half a
+    # window of that: ln((180 + 49.5) / 99) s at most; the quiet one gets in all along.
+    assert refused.retry_after_s == pytest.approx(math.log(229.5 / 99))
+    assert admission.admit("quiet", 1, now + 0.5) is None
+    admission.release("quiet", 1, now + 0.5)
+    assert admission.admit("bulk", 60, now + 0.5) is not None  # the server still past 100/s
+    # Sooner, when the server's own rate falls below what it sustains (181 e^-1 < 100): work-conserving.
+    assert admission.admit("bulk", 60, now + 1.0) is None
+    admission.release("bulk", 60, now + 1.0)
+    # The quiet tenant away a whole window, nothing is shared: the server's rate no longer matters.
+    for step in range(5):
+        assert admission.admit("bulk", 60, now + 3.0 + step * 0.01) is None
+        admission.release("bulk", 60, now + 3.0 + step * 0.01)
+
+
+def test_a_call_dearer_than_the_share_gets_in_once_its_tenant_has_been_quiet() -> None:
+    admission = Admission(_policy(max_cost_in_flight=0, server_cost_per_s=100, share_window_s=1))
+    admission.admit("other", 150, now=0.0)  # the server past what it sustains
+    admission.admit("quiet", 1, now=0.0)
+    # Left 100 - 33 - 1 a second (the one past an equal third counted at a third): 500 counts as 33.
+    assert admission.admit("bulk", 500, now=0.0) is None
+    refused = admission.admit("bulk", 500, now=0.1)
+    assert refused is not None and refused.limit == "work_share"
+
+
+def test_a_tenant_that_asks_little_leaves_the_rest_to_the_others() -> None:
+    admission = Admission(_policy(max_cost_in_flight=0, server_cost_per_s=100, share_window_s=1))
+    assert admission.admit("light", 10, now=0.0) is None
+    for _ in range(2):  # the server under what it sustains: nothing is held back
+        assert admission.admit("bulk", 60, now=0.0) is None
+    refused = admission.admit("bulk", 60, now=0.0)  # past it: 100 less light's 10, not an equal 50
+    assert refused is not None and "120 of 90 cost units a second" in refused.reason
+    assert admission.admit("light", 10, now=0.0) is None
+
+
+def test_a_rate_past_what_the_server_sustains_holds_no_one_back_until_its_calls_fill_it() -> None:
+    """Cheap calls one at a time count more units than the work they do: the rate alone proves nothing."""
+    admission = Admission(_policy(max_cost_in_flight=16, server_cost_per_s=100, share_window_s=1))
+    assert admission.admit("quiet", 1, now=0.0) is None
+    admission.release("quiet", 1, now=0.0)
+    for step in range(300):  # 300 units in a second, one call in flight at a time
+        assert admission.admit("fast", 1, now=step / 300) is None
+        admission.release("fast", 1, now=step / 300)
+    for _ in range(2):  # two dear calls side by side fill the cost in flight
+        assert admission.admit("bulk", 8, now=0.999) is None
+    admission.admit("quiet", 1, now=0.999)
+    refused = admission.admit("fast", 1, now=0.999)
+    assert refused is not None and refused.limit == "work_share"
+
+
+def test_refusals_count_in_the_rate_of_a_client_that_does_not_wait() -> None:
+    admission = Admission(_policy(max_cost_in_flight=0, server_cost_per_s=100, share_window_s=1))
+    admission.admit("other", 150, now=0.0)
+    assert admission.admit("eager", 40, now=0.0) is None
+    waits = []
+    for _ in range(500):  # resent at once, 500 times
+        refused = admission.admit("eager", 40, now=0.0)
+        assert refused is not None
+        waits.append(refused.retry_after_s)
+    assert waits[-1] > waits[0]  # 500 refusals: 10 units more to decay
+    assert waits[-1] == pytest.approx(math.log((40 + 10 + 25) / 50), rel=1e-3)
+
+
+def test_work_share_needs_a_window_to_average_over() -> None:
+    with pytest.raises(InvalidArgument, match="share_window_s"):
+        AdmissionPolicy(server_cost_per_s=100, share_window_s=0)

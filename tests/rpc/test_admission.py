@@ -16,7 +16,9 @@ from hindsight.v1 import memory_pb2 as pb
 from hindsight.v1 import memory_pb2_grpc as pb_grpc
 from hindsight_server.app import RunningServer, start_server
 from hindsight_server.config import Settings
+from hindsight_server.rpc.auth import AUTHORIZATION_HEADER
 from hindsight_server.rpc.errors import PUSHBACK_HEADER
+from tests.support.processes import create_key
 from tests.support.rich_errors import detail
 
 
@@ -76,5 +78,53 @@ async def test_the_shared_client_retries_a_shed_call_after_the_pushback(
         async with HindsightClient(f"127.0.0.1:{running.port}", timeout_s=30) as client:
             answers = await asyncio.gather(*(client.recall("patient", "meeting room") for _ in range(4)))
         assert len(answers) == 4  # each shed call was retried by gRPC itself, after 50 ms, and got in
+    finally:
+        await running.stop()
+
+
+def _unparseable_recall(tenant: str) -> bytes:
+    """A Recall whose tenant reads but whose query is not UTF-8: INVALID_ARGUMENT once it is parsed."""
+    return pb.RecallRequest(tenant_id=tenant).SerializeToString() + b"\x12\x02\xff\xfe"
+
+
+async def test_a_tenant_refused_whatever_it_asks_is_refused_before_its_request_is_parsed(
+    make_settings: Callable[..., Settings], postgres_dsn: str, tenant: str
+) -> None:
+    """Its bucket empty (1 unit, refilled at 0.01 a second), the tenant's next call is shed unread: the
+    bytes that would not parse are answered RESOURCE_EXHAUSTED, not INVALID_ARGUMENT. Only for its own
+    key: another tenant's key and no key at all are answered as before, learning nothing of its load."""
+    running = await start_server(
+        make_settings(
+            security__require_api_keys=True,
+            security__api_key_cache_s=0,
+            admission__cost_per_s_per_tenant=0.01,
+            admission__cost_burst_per_tenant=1,
+        )
+    )
+    owner = (await create_key(postgres_dsn, tenant))["api_key"]
+    stranger = (await create_key(postgres_dsn, f"{tenant}-stranger"))["api_key"]
+    target = f"127.0.0.1:{running.port}"
+    try:
+        async with grpc.aio.insecure_channel(target, options=[("grpc.enable_retries", 0)]) as channel:
+            send = channel.unary_unary("/hindsight.v1.MemoryService/Recall")
+
+            async def code(data: bytes, key: str | None) -> grpc.StatusCode:
+                metadata = () if key is None else ((AUTHORIZATION_HEADER, f"Bearer {key}"),)
+                with pytest.raises(grpc.aio.AioRpcError) as refused:
+                    await send(data, metadata=metadata, timeout=10)
+                return refused.value.code()
+
+            assert await code(_unparseable_recall(tenant), owner) == grpc.StatusCode.INVALID_ARGUMENT
+            stub = pb_grpc.MemoryServiceStub(channel)
+            await stub.Recall(
+                pb.RecallRequest(tenant_id=tenant, query="x"),
+                metadata=((AUTHORIZATION_HEADER, f"Bearer {owner}"),),
+            )
+            # The bucket is empty now: whatever the tenant sends is refused, unread.
+            assert await code(_unparseable_recall(tenant), owner) == grpc.StatusCode.RESOURCE_EXHAUSTED
+            # Anyone else is answered as before the tenant was busy: the bytes do not parse.
+            for key in (None, stranger, f"{owner}x"):
+                assert await code(_unparseable_recall(tenant), key) == grpc.StatusCode.INVALID_ARGUMENT
+            assert await code(b"\x0a\xff", owner) == grpc.StatusCode.INVALID_ARGUMENT  # no tenant to read
     finally:
         await running.stop()
