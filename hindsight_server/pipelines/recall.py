@@ -40,6 +40,7 @@ from hindsight_server.domain.search_plan import ScopeSize, prefers_exact_search,
 from hindsight_server.domain.timeparse import TimeExpression, parse_time
 from hindsight_server.domain.validation import validate_recall
 from hindsight_server.inference.tier import InferenceTier
+from hindsight_server.offload import run_pure
 from hindsight_server.pipelines.access import AccessTracker
 from hindsight_server.pipelines.scope_sizes import ScopeCounter, ScopeSizes
 from hindsight_server.store.channels import ChannelRows, Vectors
@@ -155,10 +156,9 @@ class RecallPipeline:
     async def _recall(self, query: RecallQuery) -> RecallResult:
         validate_recall(query, self._settings.limits)
         policy = self._settings.policy
-        focused = focus(query.text)
-        query = replace(query, text=focused.text)
+        # Milliseconds of regular expressions over a maximal query: off the loop (offload.py).
+        query, focused, spoken = await run_pure(len(query.text), _understood, query)
         scope = Scope.of(query)
-        spoken = _spoken_time(query)
         # Usually cached; counted on a scope's first recall on this server.
         size = await self._scope_sizes.of(scope.tenant_id, scope.subject) if self._inference else None
         spaces = self._spaces_for(query.text, size)
@@ -445,6 +445,13 @@ def _judged_by_best_space(searches: list[ChannelRows], spaces: tuple[VectorSpace
         covered = set().union(*(rows.vectors.get(space, {}) for space in spaces[:later]))
         hits += [hit for hit in rows.hits if hit.memory.id not in covered and hit.memory.id not in seen]
     return ChannelRows([replace(hit, rank=rank) for rank, hit in enumerate(hits, start=1)], vectors)
+
+
+def _understood(query: RecallQuery) -> tuple[RecallQuery, QueryFocus, TimeExpression | None]:
+    """The query narrowed to the user's turns (a dialogue's), and the time it speaks of."""
+    focused = focus(query.text)
+    query = replace(query, text=focused.text)
+    return query, focused, _spoken_time(query)
 
 
 def _spoken_time(query: RecallQuery) -> TimeExpression | None:

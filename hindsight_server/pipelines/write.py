@@ -33,6 +33,7 @@ from hindsight_server.domain.policy import Limits, TtlPolicy, WritePolicy
 from hindsight_server.domain.search_plan import prefers_exact_search
 from hindsight_server.domain.validation import validate_batch, validate_draft, validate_patch, validate_tenant
 from hindsight_server.inference.tier import DocumentEmbeddings, InferenceTier
+from hindsight_server.offload import run_pure
 from hindsight_server.pipelines.activity import WriteActivity
 from hindsight_server.pipelines.scope_sizes import ScopeSizes
 from hindsight_server.pipelines.statistics import StatisticsRefresh
@@ -116,7 +117,7 @@ class WritePipeline:
     ) -> list[WriteOutcome]:
         """Embeds (within the inline budget) and stores memories built by this pipeline or by the
         lifecycle (episodes, patterns); all or nothing. `decide` replaces the conflict rules."""
-        wants_english = [self._wants_english(m.content) for m in memories]
+        wants_english = await self._want_english([m.content for m in memories])
         embedded = await self._embed_inline([m.content for m in memories], wants_english)
         if embedded is None:
             # Nothing embedded: these memories enter the scope's counts when the worker embeds them.
@@ -207,12 +208,12 @@ class WritePipeline:
         if memory_ids:
             await self._store.expire_now(tenant_id, memory_ids, self._clock())
 
-    def _wants_english(self, content: str) -> bool:
-        return (
-            self._inference is not None
-            and self._inference.english_configured
-            and language(content) == ENGLISH
-        )
+    async def _want_english(self, contents: list[str]) -> list[bool]:
+        """Which contents also get the English model's vector: those in English, when it is configured.
+        Detecting the language of a megabyte batch takes tens of ms: off the loop (offload.py)."""
+        if self._inference is None or not self._inference.english_configured:
+            return [False] * len(contents)
+        return await run_pure(sum(map(len, contents)), _in_english, contents)
 
     @staged("write.embed")
     async def _embed_inline(self, texts: list[str], wants_english: list[bool]) -> InlineEmbeddings | None:
@@ -295,3 +296,7 @@ class WritePipeline:
     async def delete(self, tenant_id: str, memory_id: str, agent_id: str = "") -> Memory:
         validate_tenant(tenant_id, self._settings.limits)
         return await self._store.soft_delete(tenant_id, memory_id, self._clock(), agent_id)
+
+
+def _in_english(contents: list[str]) -> list[bool]:
+    return [language(content) == ENGLISH for content in contents]

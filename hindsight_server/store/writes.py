@@ -106,6 +106,7 @@ class MemoryWrites(MemoryReads):
         multilingual = embeddings.get(VectorSpace.MULTILINGUAL) or [None] * len(memories)
         english = embeddings.get(VectorSpace.ENGLISH) or [None] * len(memories)
         outcomes: list[WriteOutcome] = []
+        keys = await run_pure(sum(len(m.content) for m in memories), _content_keys, memories)
         async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
             await connection.execute(
                 "SELECT pg_advisory_xact_lock(hashtextextended(g, 0)) FROM unnest($1::text[]) AS g",
@@ -118,7 +119,7 @@ class MemoryWrites(MemoryReads):
                     outcomes.append(replayed)
                     continue
                 by_graph = vector is not None and memory.subject in graph_subjects
-                peers = await _peers(connection, memory, vector, now, by_graph=by_graph)
+                peers = await _peers(connection, memory, keys[index], vector, now, by_graph=by_graph)
                 resolution = await run_pure(
                     len(memory.content), decide, memory, peers
                 )  # rules over 16 KB: ms a peer
@@ -454,12 +455,13 @@ def _replay(stored: Memory, sent: Memory) -> WriteOutcome:
 async def _peers(
     connection: asyncpg.Connection,
     memory: Memory,
+    key: str,
     vector: FloatVector | None,
     now: datetime,
     *,
     by_graph: bool,
 ) -> list[Existing]:
-    """The memory's live peers that could be the same thing: the same normalised content, the same
+    """The memory's live peers that could be the same thing: the same normalised content (`key`), the same
     intent, or among the 5 nearest by meaning (`by_graph`: through HNSW, else by an exact scan). Live:
     active and not past its expiry (the expire job marks such a memory only later; recall already
     hides it)."""
@@ -491,7 +493,7 @@ async def _peers(
             memory.subject,
             memory.kind.value,
             memory.tier.value,
-            content_key(memory.content),
+            key,
             memory.intent,
             None if vector is None else Vector(vector),
             memory.visibility.value,
@@ -614,6 +616,10 @@ async def _adjust_df(connection: asyncpg.Connection, tenant_id: str, changes: Ma
         terms,
         [changes[term] for term in terms],
     )
+
+
+def _content_keys(memories: Sequence[Memory]) -> list[str]:
+    return [content_key(memory.content) for memory in memories]
 
 
 def _analysed_columns(memories: Sequence[Memory]) -> tuple[list[LexicalDocument], list[Any]]:
