@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import multiprocessing
 import random
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from multiprocessing.synchronize import Event as ProcessEvent
 from typing import Any
 
 import grpc
@@ -27,7 +29,6 @@ from google.rpc import error_details_pb2, status_pb2
 
 from hindsight.client import HindsightClient, memory_input
 from hindsight.v1 import memory_pb2 as pb
-from hindsight.v1 import memory_pb2_grpc as pb_grpc
 from hindsight_server.bench import cpu
 from hindsight_server.bench.corpus import RecallCorpus
 from hindsight_server.bench.eval_corpus import eval_query
@@ -109,38 +110,63 @@ def _has_retry_info(error: grpc.aio.AioRpcError) -> bool:
     return False
 
 
-async def _flood(
-    stub: pb_grpc.MemoryServiceStub, recalls: int, writers: int, batch_size: int, stop: asyncio.Event
-) -> _FloodTally:
+async def _flood(target: str, recalls: int, writers: int, batch_size: int, stop: ProcessEvent) -> _FloodTally:
     tally = _FloodTally()
     rng = random.Random("nbench-flood")
     query = " ".join(rng.choice(_WORDS) for _ in range(600)).encode()[:4000].decode(errors="ignore")
     text = " ".join(rng.choice(_WORDS) for _ in range(2400)).encode()[:16000].decode(errors="ignore")
+    # Serialised once: the flood's own CPU, on the cores the server shares here, goes to sending.
+    recall_request = pb.RecallRequest(tenant_id=FLOOD_TENANT, query=query, top_k=100).SerializeToString()
+    memories = [memory_input(f"{index} {text}", tier="episodic", kind="event") for index in range(batch_size)]
+    batch = pb.WriteBatchRequest(tenant_id=FLOOD_TENANT, memories=memories).SerializeToString()
+    channel = grpc.aio.insecure_channel(target, options=[("grpc.enable_retries", 0)])
+    Send = grpc.aio.UnaryUnaryMultiCallable[bytes, bytes]  # no serialiser: bytes in, bytes out
+    recall: Send = channel.unary_unary("/hindsight.v1.MemoryService/Recall")
+    write_batch: Send = channel.unary_unary("/hindsight.v1.MemoryService/WriteBatch")
 
-    async def call(kind: str, make: Any) -> None:
+    async def call(kind: str, send: Any, request: bytes, timeout_s: float) -> None:
         while not stop.is_set():
             try:
-                await make()
+                await send(request, timeout=timeout_s)
                 tally.answered[kind] += 1
             except grpc.aio.AioRpcError as exc:
                 tally.refused[exc.code().name] += 1
                 tally.with_retry_info += _has_retry_info(exc)
                 await asyncio.sleep(0.01)  # a client that barely waits: the worst neighbour
 
-    def recall() -> Any:
-        return stub.Recall(pb.RecallRequest(tenant_id=FLOOD_TENANT, query=query, top_k=100), timeout=30)
-
-    def write_batch() -> Any:
-        memories = [
-            memory_input(f"{index} {text}", tier="episodic", kind="event") for index in range(batch_size)
-        ]
-        return stub.WriteBatch(pb.WriteBatchRequest(tenant_id=FLOOD_TENANT, memories=memories), timeout=60)
-
     await asyncio.gather(
-        *(call("recall", recall) for _ in range(recalls)),
-        *(call("write_batch", write_batch) for _ in range(writers)),
+        *(call("recall", recall, recall_request, 30) for _ in range(recalls)),
+        *(call("write_batch", write_batch, batch, 60) for _ in range(writers)),
     )
+    await channel.close()
     return tally
+
+
+def _flood_main(
+    target: str, recalls: int, writers: int, batch_size: int, stop: ProcessEvent, results: Any
+) -> None:
+    tally = asyncio.run(_flood(target, recalls, writers, batch_size, stop))
+    results.put((dict(tally.answered), dict(tally.refused), tally.with_retry_info))
+
+
+class _FloodProcess:
+    """The flooding tenant in a process of its own (spawned: no copy of this process's gRPC state)."""
+
+    def __init__(self, target: str, recalls: int, writers: int, batch_size: int) -> None:
+        spawn = multiprocessing.get_context("spawn")
+        self._stop, self._results = spawn.Event(), spawn.Queue()
+        self._process = spawn.Process(
+            target=_flood_main,
+            args=(target, recalls, writers, batch_size, self._stop, self._results),
+            daemon=True,
+        )
+        self._process.start()
+
+    async def stop(self) -> _FloodTally:
+        self._stop.set()
+        answered, refused, with_retry_info = await asyncio.to_thread(self._results.get, timeout=120)
+        await asyncio.to_thread(self._process.join, 30)
+        return _FloodTally(Counter(answered), Counter(refused), with_retry_info)
 
 
 async def _loop_lag(target: str) -> dict[str, Any]:
@@ -163,22 +189,15 @@ async def run_neighbour_bench(
         await _quiet(client, corpus, 3.0)  # warm: caches, plans, connections
         phases = []
         for name in ("idle", "flood"):
-            stop = asyncio.Event()
-            tally = _FloodTally()
-            flood: asyncio.Task[_FloodTally] | None = None
-            channel = grpc.aio.insecure_channel(target, options=[("grpc.enable_retries", 0)])
+            flood: _FloodProcess | None = None
             if name == "flood":
-                stub = pb_grpc.MemoryServiceStub(channel)
-                flood = asyncio.ensure_future(_flood(stub, flood_recalls, flood_writers, batch_size, stop))
-                await asyncio.sleep(2.0)  # the flood at full tilt before the quiet tenant is measured
+                flood = _FloodProcess(target, flood_recalls, flood_writers, batch_size)
+                await asyncio.sleep(3.0)  # the flood at full tilt before the quiet tenant is measured
             before = cpu.sample(pids)
             latencies, errors = await _quiet(client, corpus, seconds)
             after = cpu.sample(pids)
             lag = await _loop_lag(target)  # the status window (60 s) covers the phase
-            stop.set()
-            if flood is not None:
-                tally = await flood
-            await channel.close()
+            tally = await flood.stop() if flood is not None else _FloodTally()
             phases.append(
                 Phase(
                     name=name,

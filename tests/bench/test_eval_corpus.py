@@ -71,7 +71,7 @@ async def test_the_real_text_bench_loads_once_and_recalls_by_user(
     result = await run_recall_bench(target, corpus, concurrency=1, seconds=1, warmup_s=0.2, progress=None)
 
     assert (result.load.memories, result.load.created) == (40, 40)
-    assert result.error_count == 0 and result.recalls > 0
+    assert result.error_count == 0 and result.recalls > 0, result.errors
     assert result.query_mix.get("subject") == 1.0  # every recall names its user
     assert result.hits_per_recall > 0
     # The test server runs in this process beside a local PostgreSQL: both are measured.
