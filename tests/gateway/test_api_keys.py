@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Callable
 
 import mcp_types as types
@@ -11,7 +10,7 @@ import pytest
 from hindsight_server.app import RunningServer, start_server
 from hindsight_server.config import Settings
 from tests.gateway.conftest import Connect
-from tests.support.processes import run_cli
+from tests.support.processes import create_key
 
 
 @pytest.fixture
@@ -29,8 +28,7 @@ def _text(result: types.CallToolResult) -> str:
 async def test_the_gateway_sends_its_tenants_api_key(
     connect: Connect, keyed_target: str, postgres_dsn: str, tenant: str
 ) -> None:
-    made = await run_cli(["tenants", "create", tenant, "--dsn", postgres_dsn, "--json"])
-    api_key = json.loads(made.stdout)["api_key"]
+    api_key = (await create_key(postgres_dsn, tenant))["api_key"]
     write = {"session_id": "s", "memory_type": "semantic", "summary": "用户偏好靠窗座位"}
     async with connect(targets=[keyed_target]) as without_key:
         refused = await without_key.call_tool("memory_write", write)

@@ -5,7 +5,6 @@ in the output of a real `hindsight serve`."""
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import random
 import uuid
@@ -17,14 +16,7 @@ import pytest
 from hindsight.client import HindsightClient, memory_input
 from hindsight_server.app import start_server
 from hindsight_server.config import Settings
-from tests.support.processes import Background, run_cli
-
-
-async def _api_key(dsn: str, tenant: str) -> str:
-    made = await run_cli(["tenants", "create", tenant, "--dsn", dsn, "--json"])
-    assert made.code == 0, made.stderr
-    key: str = json.loads(made.stdout)["api_key"]
-    return key
+from tests.support.processes import Background, create_key
 
 
 async def _every_call(target: str, tenant: str, key: str, secret: str) -> None:
@@ -81,7 +73,7 @@ async def test_nothing_secret_in_the_log_of_a_server_in_process(
     make_settings: Callable[..., Settings], postgres_dsn: str, tenant: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     secret = f"zq{uuid.uuid4().hex[:10]}"
-    key = await _api_key(postgres_dsn, tenant)
+    key = (await create_key(postgres_dsn, tenant))["api_key"]
     caplog.set_level(logging.INFO)  # the root: every logger of the server, the libraries' too
     running = await start_server(make_settings(security__require_api_keys=True, security__api_key_cache_s=0))
     try:
@@ -109,7 +101,7 @@ async def test_nothing_secret_in_the_output_of_hindsight_serve(
     await server.start()
     try:
         port = int((await server.wait_for(r"listening on 127\.0\.0\.1:(\d+)")).group(1))
-        key = await _api_key(dsn, tenant)
+        key = (await create_key(dsn, tenant))["api_key"]
         await _every_call(f"127.0.0.1:{port}", tenant, key, secret)
     finally:
         assert await server.stop() == 0

@@ -25,7 +25,7 @@ from hindsight_server.config import Settings
 from hindsight_server.rpc.auth import METHOD_SCOPES
 from hindsight_server.rpc.ops import StatusUnavailable, fetch_status
 from tests.support.certs import self_signed
-from tests.support.processes import free_port, run_cli
+from tests.support.processes import create_key, free_port, run_cli
 from tests.support.rich_errors import detail
 
 UNKNOWN_ID = "01a22b8a-0000-7000-8000-000000000000"
@@ -55,17 +55,10 @@ async def keyed_server(make_settings: Callable[..., Settings]) -> AsyncIterator[
     await running.stop()
 
 
-async def _create_key(dsn: str, tenant: str, *options: str) -> dict[str, Any]:
-    made = await run_cli(["tenants", "create", tenant, "--dsn", dsn, "--label", "test", "--json", *options])
-    assert made.code == 0, made.stderr
-    created: dict[str, Any] = json.loads(made.stdout)
-    return created
-
-
 async def test_calls_need_their_tenants_key(
     keyed_server: RunningServer, postgres_dsn: str, tenant: str
 ) -> None:
-    key = await _create_key(postgres_dsn, tenant)
+    key = await create_key(postgres_dsn, tenant)
     assert key["api_key"].startswith(f"hs_{key['key_id']}_")
     target = f"127.0.0.1:{keyed_server.port}"
     async with HindsightClient(target) as anonymous:
@@ -102,10 +95,10 @@ async def test_ops_status_needs_an_admin_key_where_keys_are_required(
     for api_key, refused in (("", "UNAUTHENTICATED"), ("hs_nope_nope", "UNAUTHENTICATED")):
         with pytest.raises(StatusUnavailable, match=refused):
             await fetch_status(target, timeout_s=5, api_key=api_key)
-    everyday = await _create_key(postgres_dsn, tenant)  # read,write
+    everyday = await create_key(postgres_dsn, tenant)  # read,write
     with pytest.raises(StatusUnavailable, match=r"PERMISSION_DENIED: Ops/Status needs .* admin scope"):
         await fetch_status(target, timeout_s=5, api_key=everyday["api_key"])
-    key = await _create_key(postgres_dsn, tenant, "--scopes", "admin")
+    key = await create_key(postgres_dsn, tenant, "--scopes", "admin")
     status = await fetch_status(target, timeout_s=5, api_key=key["api_key"])
     assert status.serving == "SERVING" and "recall" in status.figures
 
@@ -144,11 +137,11 @@ async def test_a_key_does_only_what_its_scopes_allow(
     keyed_server: RunningServer, postgres_dsn: str, tenant: str
 ) -> None:
     target = f"127.0.0.1:{keyed_server.port}"
-    everyday = await _create_key(postgres_dsn, tenant)
+    everyday = await create_key(postgres_dsn, tenant)
     assert everyday["scopes"] == ["read", "write"] and everyday["agent_id"] == ""  # the default
-    reader = await _create_key(postgres_dsn, tenant, "--scopes", "read")
-    porter = await _create_key(postgres_dsn, tenant, "--scopes", "export,erase")
-    admin = await _create_key(postgres_dsn, tenant, "--scopes", "admin")
+    reader = await create_key(postgres_dsn, tenant, "--scopes", "read")
+    porter = await create_key(postgres_dsn, tenant, "--scopes", "export,erase")
+    admin = await create_key(postgres_dsn, tenant, "--scopes", "admin")
     async with HindsightClient(target, api_key=everyday["api_key"]) as agent:
         written = await agent.write(tenant, "the everyday key writes", tier="semantic", kind="fact")
         await agent.update(tenant, written.memory.id, content="and updates")
@@ -196,11 +189,11 @@ async def test_a_key_bound_to_an_agent_never_sees_another_agents_private_memorie
 ) -> None:
     target = f"127.0.0.1:{keyed_server.port}"
     scopes = ("--scopes", "read,write,export")
-    travel = await _create_key(
+    travel = await create_key(
         postgres_dsn, tenant, "--scopes", "read,write,export,admin", "--agent", "travel"
     )
-    calendar = await _create_key(postgres_dsn, tenant, *scopes, "--agent", "calendar")
-    service = await _create_key(postgres_dsn, tenant, *scopes)  # bound to no agent: the whole tenant
+    calendar = await create_key(postgres_dsn, tenant, *scopes, "--agent", "calendar")
+    service = await create_key(postgres_dsn, tenant, *scopes)  # bound to no agent: the whole tenant
     assert travel["agent_id"] == "travel"
     async with HindsightClient(target, api_key=travel["api_key"]) as own:
         # No agent_id sent: the key's agent is the writer, so the memory can be PRIVATE.
@@ -256,7 +249,7 @@ async def test_a_key_bound_to_an_agent_never_sees_another_agents_private_memorie
 
 
 async def test_the_cli_sends_the_key(keyed_server: RunningServer, postgres_dsn: str, tenant: str) -> None:
-    key = await _create_key(postgres_dsn, tenant)
+    key = await create_key(postgres_dsn, tenant)
     common = ["--target", f"127.0.0.1:{keyed_server.port}", "--tenant", tenant]
     refused = await run_cli(["recall", *common, "--query", "x"])
     assert refused.code != 0 and "UNAUTHENTICATED" in refused.stderr
@@ -457,8 +450,8 @@ async def test_an_abandoned_claim_does_not_block_its_key(
 async def test_export_import_and_erase_need_their_tenants_key(
     keyed_server: RunningServer, postgres_dsn: str, tenant: str
 ) -> None:
-    owner_key = await _create_key(postgres_dsn, tenant, "--scopes", "read,write,export,erase,admin")
-    other_key = await _create_key(postgres_dsn, f"{tenant}-other")
+    owner_key = await create_key(postgres_dsn, tenant, "--scopes", "read,write,export,erase,admin")
+    other_key = await create_key(postgres_dsn, f"{tenant}-other")
     target = f"127.0.0.1:{keyed_server.port}"
     async with HindsightClient(target, api_key=owner_key["api_key"]) as owner:
         written = await owner.write(tenant, "the owner's memory", tier="semantic", kind="fact")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import signal
@@ -12,6 +13,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 HINDSIGHT = [sys.executable, "-m", "hindsight_server"]
 
@@ -52,6 +54,14 @@ async def run_cli(
     stdout, stderr = await asyncio.wait_for(process.communicate(), timeout_s)
     assert process.returncode is not None
     return CliResult(process.returncode, stdout.decode(), stderr.decode())
+
+
+async def create_key(dsn: str, tenant: str, *options: str) -> dict[str, Any]:
+    """`hindsight tenants create` for the tenant (with `--scopes`, `--agent`...): its JSON answer."""
+    made = await run_cli(["tenants", "create", tenant, "--dsn", dsn, "--label", "test", "--json", *options])
+    assert made.code == 0, made.stderr
+    created: dict[str, Any] = json.loads(made.stdout)
+    return created
 
 
 class Background:
