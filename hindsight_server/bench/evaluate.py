@@ -176,8 +176,15 @@ async def _wait_embedded(
 ) -> None:
     """Recall quality is measured on embedded memories: waits for the background worker if needed."""
     deadline = time.monotonic() + timeout_s
+    # A few reads at a time: hundreds at once are one tenant flooding the server, which sheds them.
+    in_flight = asyncio.Semaphore(4)
+
+    async def state_of(memory_id: str) -> pb.Memory:
+        async with in_flight:
+            return await client.get(tenant, memory_id)
+
     while pending and time.monotonic() < deadline:
-        states = await asyncio.gather(*(client.get(tenant, memory_id) for memory_id in pending))
+        states = await asyncio.gather(*(state_of(memory_id) for memory_id in pending))
         pending = [m.id for m in states if m.embedding_state == pb.EMBEDDING_STATE_PENDING]
         if pending:
             await asyncio.sleep(0.2)
