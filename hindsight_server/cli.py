@@ -551,6 +551,18 @@ def cmd_bench_neighbour(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_conflicts(args: argparse.Namespace) -> int:
+    from hindsight_server.bench.conflicts import load_cases, report, run_conflict_bench
+
+    cases = load_cases(Path(args.cases)) if args.cases else load_cases()
+
+    async def work(target: str) -> str:
+        return report(await run_conflict_bench(target, cases), args.json)
+
+    print(_on_stack(args, work))
+    return 0
+
+
 def cmd_bench_mcp(args: argparse.Namespace) -> int:
     from hindsight_server.bench.mcp import report, run_mcp_bench
 
@@ -841,6 +853,16 @@ def build_parser() -> argparse.ArgumentParser:
     neighbour_bench.add_argument("--embeddings", action=argparse.BooleanOptionalAction, default=True)
     neighbour_bench.add_argument("--json", action="store_true")
     neighbour_bench.set_defaults(handler=cmd_bench_neighbour)
+
+    conflicts_bench = benches.add_parser(
+        "conflicts",
+        help="precision and recall of supersede and merge on labelled update/duplicate/look-alike pairs",
+    )
+    conflicts_bench.add_argument("--target", help="HOST:PORT of a running server (default: a private stack)")
+    conflicts_bench.add_argument("--cases", help="a case table (default: the shipped one)")
+    conflicts_bench.add_argument("--embeddings", action=argparse.BooleanOptionalAction, default=True)
+    conflicts_bench.add_argument("--json", action="store_true")
+    conflicts_bench.set_defaults(handler=cmd_bench_conflicts)
 
     replicas_bench = benches.add_parser(
         "replicas", help="the consistency token's cost and the replica lag under writes (a running server)"

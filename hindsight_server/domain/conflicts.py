@@ -1,18 +1,28 @@
 """Dedupe and supersede: what a new memory does to the active memories already there.
 
 Only memories with the same subject, kind and tier are compared (an episode never replaces a habit),
-and never two that name different things (`ConflictPolicy.distinct_keys`: an order id, a session).
-For each such existing memory, the first rule that holds, in this order:
+and never two that name different things: entities that name the thing itself
+(`ConflictPolicy.distinct_keys`: an order id, a session) with different values, or contents that both
+name identifiers and share none (order 3F9A0C21DE, order 7B2E11F0AA: domain/facts.py). For each such
+existing memory, the first rule that holds, in this order:
 
 1. SUPERSEDE, structured: the same non-empty `intent` and an entity key both carry with different
    values ({"date": "2026-12-02"} then {"date": "2026-12-04"}). Which keys count is
    `ConflictPolicy.value_keys` (None: every key).
 2. MERGE, exact: the same normalised content (NFKC, case folded, white space and punctuation
    dropped), so duplicates merge without embeddings.
-3. MERGE, near-identical: similarity above `merge_above` (0.95) and no differing value token.
-4. SUPERSEDE, similar: similarity at least `supersede_from` (0.9) and the contents differ in a value
-   token: a number, a date word (周五, Friday), a place (A栋), or a name (CSV, Excel, Berlin).
-5. otherwise nothing: the memory is NEW with respect to this one.
+3. By slot, for facts and preferences: both fill the same slot of the same holder (where the user lives,
+   works, studies; a phone number, a favourite, a spouse: domain/facts.py). SUPERSEDE when the value
+   changed ("lives in Lisbon", "moved to Porto") or the new one ends it ("no longer works at Acme"),
+   whatever the similarity of the wording; MERGE when every slot and value token is the same and the
+   wording is similar (at least `slot_merge_from`).
+4. MERGE, near-identical: similarity above `merge_above` (0.95) and no differing value token.
+5. SUPERSEDE, similar: similarity at least `supersede_from` (0.9), the contents differ in a value token
+   (a number, a date word, a place, a name), and the new content reads as a change of the old one: it
+   names an identifier the old one names, or it has an update cue ("now", "moved", "改成", a
+   preference). Look-alike facts without either are two facts.
+6. otherwise nothing: the memory is NEW with respect to this one. Where the rules are unsure they keep
+   both: a wrong supersede hides a true fact, a wrong keep costs a line in recall.
 
 Across existing memories, the strongest rule wins (lower number first), then the higher similarity,
 then the earlier in the given order. Every resolution carries its reason.
@@ -27,6 +37,17 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from hindsight_server.domain.errors import InvalidArgument
+from hindsight_server.domain.facts import (
+    Preference,
+    Slot,
+    has_update_cue,
+    identifiers,
+    preference,
+    relations,
+    slots,
+    swapped,
+    topic_terms,
+)
 from hindsight_server.domain.language import language
 from hindsight_server.domain.model import Entities, JsonValue, Kind, Memory, MemoryDraft, Tier
 from hindsight_server.domain.numerals import parse_number
@@ -39,6 +60,7 @@ __all__ = [
     "Resolution",
     "content_key",
     "resolve",
+    "slot_keys",
     "value_tokens",
 ]
 
@@ -53,6 +75,17 @@ class Action(StrEnum):
 class ConflictPolicy:
     merge_above: float = 0.95  # DESIGN: similarity > 0.95 merges
     supersede_from: float = 0.9  # DESIGN: > 0.9 with a different value supersedes
+    # Two facts filling the same slots with the same values merge from this similarity: "the user lives
+    # in Lisbon" and "I live in Lisbon" are one fact, worded two ways.
+    slot_merge_from: float = 0.8
+    # A rewording of a fact (most of its content terms shared, the same values and people, no change
+    # cue) merges from this similarity: "I'm allergic to peanuts" and "the user is allergic to peanuts".
+    reworded_merge_from: float = 0.7
+    reworded_overlap: float = 0.4  # of content terms (Jaccard)
+    # A content worded as a change ("switched", "换了") that shares a topic with a fact of the same
+    # people supersedes it from this similarity: updates are worded far apart ("I bank with Chase",
+    # "I closed my Chase account and moved to Ally"), look-alikes are not worded as changes.
+    changed_supersede_from: float = 0.45
     value_keys: frozenset[str] | None = None  # entity keys whose change makes a new version; None: all
     # Entities that name the thing itself: differing, the memories are two things (two orders, two
     # sessions' episodes), never two versions of one.
@@ -61,7 +94,15 @@ class ConflictPolicy:
     )
 
     def __post_init__(self) -> None:
-        for name, value in (("merge_above", self.merge_above), ("supersede_from", self.supersede_from)):
+        thresholds = (
+            ("merge_above", self.merge_above),
+            ("supersede_from", self.supersede_from),
+            ("slot_merge_from", self.slot_merge_from),
+            ("reworded_merge_from", self.reworded_merge_from),
+            ("reworded_overlap", self.reworded_overlap),
+            ("changed_supersede_from", self.changed_supersede_from),
+        )
+        for name, value in thresholds:
             if not 0.0 <= value <= 1.0:
                 raise InvalidArgument(name, "must be between 0 and 1")
         if self.supersede_from > self.merge_above:
@@ -130,18 +171,24 @@ _DATE_WORD = (
     rf"(?:周|星期|礼拜)[一二三四五六日天]|[春夏秋冬][天季]|\b(?:{'|'.join(_EN_WEEKDAYS)}|"
     r"january|february|march|april|june|july|august|september|october|november|december)\b"
 )
-_ZH_TOKENS = re.compile(rf"{_DATE_WORD}|{_NUMBER}|[a-z][a-z0-9+#.-]*", re.IGNORECASE)
-_EN_TOKENS = re.compile(rf"{_DATE_WORD}|[0-9]+(?:[.:/-][0-9]+)*", re.IGNORECASE)
+_ZH_TOKENS = re.compile(rf"{_DATE_WORD}|[0-9]+(?:[ -][0-9]+)+|{_NUMBER}|[a-z][a-z0-9+#.-]*", re.IGNORECASE)
+_EN_TOKENS = re.compile(
+    rf"{_DATE_WORD}|[0-9]+(?:[ -][0-9]+)+(?![.:/])|[0-9]+(?:[.:/-][0-9]+)*", re.IGNORECASE
+)
 _EN_PROPER = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][A-Za-z0-9+#-]*")
 
 
+_GROUPED_DIGITS = re.compile(r"[0-9]+(?:[ -][0-9]+)+")
 _WEEKDAYS = {name: index for index, name in enumerate(_EN_WEEKDAYS)}
 _ZH_WEEKDAYS = {char: index for index, char in enumerate("一二三四五六日")} | {"天": 6}
 
 
 def _canonical(token: str) -> str:
-    """One spelling per value: 十 and 10 are "10"; 周五, 星期五 and Friday are "weekday:4"."""
+    """One spelling per value: 十 and 10 are "10"; 周五, 星期五 and Friday are "weekday:4"; a number
+    written with separators is its digits (555-0148 and 555 0148 are one phone number)."""
     key = token.casefold()
+    if _GROUPED_DIGITS.fullmatch(key):
+        return re.sub(r"[^0-9]", "", key)
     if key in _WEEKDAYS:
         return f"weekday:{_WEEKDAYS[key]}"
     if key[-1] in _ZH_WEEKDAYS and key[:-1] in ("周", "星期", "礼拜"):
@@ -171,8 +218,58 @@ def _same(a: JsonValue, b: JsonValue) -> bool:
     return str(a) == str(b) if not isinstance(a, list | dict) else a == b
 
 
-def _distinct(new: NewMemory, old: Existing, policy: ConflictPolicy) -> bool:
+@dataclass(frozen=True, slots=True)
+class _Reading:
+    """What the rules read in a content, once: its value tokens, slots and identifiers."""
+
+    values: frozenset[str]
+    slots: dict[tuple[str, str], Slot]
+    identifiers: frozenset[str]
+    preference: Preference | None
+    relations: frozenset[str]
+    topic: frozenset[str]
+    cue: bool  # reads as a change or a preference: has_update_cue
+    changes: bool  # says on its own that something changed: has_update_cue(strong=True)
+
+    @classmethod
+    def of(cls, content: str, kind: Kind) -> _Reading:
+        filled = slots(content) if kind in _SLOT_KINDS else ()
+        in_values = [slot.value for slot in filled]
+        # A slot's value (a username, an e-mail) is what changes, not what names the thing.
+        named = frozenset(i for i in identifiers(content) if not any(i in value for value in in_values))
+        prefers = preference(content) if kind in _SLOT_KINDS else None
+        return cls(
+            value_tokens(content),
+            {slot.key: slot for slot in filled},
+            named,
+            prefers,
+            relations(content),
+            topic_terms(content),
+            has_update_cue(content),
+            has_update_cue(content, strong=True),
+        )
+
+
+def slot_keys(content: str) -> tuple[str, ...]:
+    """The slots a content fills, as the store indexes them to find a fact's earlier versions
+    ("self:residence"), whatever the memory's kind (the rules check kinds themselves)."""
+    return tuple(f"{slot.holder}:{slot.name}" for slot in slots(content))
+
+
+# Kinds whose memories fill a person's slots; an event that moved a person is not their address.
+_SLOT_KINDS = frozenset({Kind.FACT, Kind.PREFERENCE})
+
+
+def _distinct(
+    new: NewMemory, new_reading: _Reading, old: Existing, old_reading: _Reading, policy: ConflictPolicy
+) -> bool:
     """Both name the thing they are about (an order id, a session) and the names differ."""
+    if (
+        new_reading.identifiers
+        and old_reading.identifiers
+        and not new_reading.identifiers & old_reading.identifiers
+    ):
+        return True
     return any(
         key in old.entities and not _same(new.entities[key], old.entities[key])
         for key in policy.distinct_keys
@@ -195,9 +292,89 @@ def _changed_values(
     )
 
 
-def _rule(new: NewMemory, old: Existing, policy: ConflictPolicy) -> tuple[int, Resolution] | None:
+def _within(short: str, long: str) -> bool:
+    """Whether `short` is part of `long`: its words ("lisbon" in "lisbon portugal"), or for Chinese its
+    characters in order, with gaps ("白色model" in "白色特斯拉model")."""
+    if language(short + long) != "zh":
+        return set(_WORDS.findall(short)) <= set(_WORDS.findall(long))
+    rest = iter(long)
+    return all(char in rest for char in short)
+
+
+_WORDS = re.compile(r"\w+")
+
+
+def _by_slot(
+    new: _Reading, old: _Reading, old_memory: Existing, policy: ConflictPolicy
+) -> tuple[int, Resolution] | None:
+    """Rule 3: the same slot of the same holder, changed or ended (SUPERSEDE), or the same (MERGE)."""
+    shared = [key for key in new.slots if key in old.slots]
+    for key in shared:
+        now, before = new.slots[key], old.slots[key]
+        label = key[1] if key[0] == "self" else f"{key[0]}'s {key[1]}"
+        # One value inside the other ("Lisbon", "Lisbon, Portugal"; "白色model", "白色特斯拉model") is a
+        # detail, not a change.
+        inside = _within(now.value, before.value) or _within(before.value, now.value)
+        if not inside and not now.negated and not before.negated:
+            reason = f"same slot, new value: {label} {before.value!r} -> {now.value!r}"
+            return 3, Resolution(Action.SUPERSEDE, old_memory.id, reason)
+        if now.value == before.value and now.negated != before.negated:
+            reason = f"same slot, {'ended' if now.negated else 'holds again'}: {label} {now.value!r}"
+            return 3, Resolution(Action.SUPERSEDE, old_memory.id, reason)
+    similar = old_memory.similarity is not None and old_memory.similarity >= policy.slot_merge_from
+    if (
+        new.preference is not None
+        and old.preference is not None
+        and new.preference.holder == old.preference.holder
+    ):
+        changed = _preference_change(new.preference, old.preference)
+        if changed is None and similar and not shared:
+            reason = f"same preference: {' '.join(new.preference.words)!r}"
+            return 3, Resolution(Action.MERGE, old_memory.id, reason)
+        if changed is not None and changed[0] and changed[1] and (changed[2] or similar):
+            reason = f"same preference, new value: {changed[0]!r} -> {changed[1]!r}"
+            return 3, Resolution(Action.SUPERSEDE, old_memory.id, reason)
+    if shared and similar and new.slots == old.slots and new.values == old.values:
+        labels = ", ".join(f"{name} {new.slots[(holder, name)].value!r}" for holder, name in shared)
+        return 3, Resolution(Action.MERGE, old_memory.id, f"same slot, same value: {labels}")
+    return None
+
+
+def _preference_change(new: Preference, old: Preference) -> tuple[str, str, bool] | None:
+    """What changed between two preferences of one holder: (old value, new value, whether they share a
+    context: "in the morning"); None when they are the same. The value is what is left of each once
+    their common beginning and end are taken off; empty on one side when one only adds to the other
+    ("tea" and "green tea"), which the rules leave alone."""
+    if new.words == old.words:
+        return None
+    head = 0
+    while head < min(len(new.words), len(old.words)) and new.words[head] == old.words[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(new.words), len(old.words)) - head and new.words[-1 - tail] == old.words[-1 - tail]:
+        tail += 1
+    now, before = new.words[head : len(new.words) - tail], old.words[head : len(old.words) - tail]
+    if not now or not before:
+        return None if not now and not before else ("", "", False)
+    joiner = "" if all(len(word) == 1 for word in now + before) else " "
+    return joiner.join(before), joiner.join(now), bool(head or tail)
+
+
+def _adds_to_preference(new: _Reading, old: _Reading) -> bool:
+    """One preference of the holder's only adds to the other ("tea", "green tea"): neither a change
+    nor the same, so both stay."""
+    if new.preference is None or old.preference is None or new.preference.holder != old.preference.holder:
+        return False
+    changed = _preference_change(new.preference, old.preference)
+    return changed is not None and not (changed[0] and changed[1])
+
+
+def _rule(
+    new: NewMemory, new_reading: _Reading, old: Existing, policy: ConflictPolicy
+) -> tuple[int, Resolution] | None:
     """The first rule of the module's list that holds, with its number (lower wins), or None."""
-    if _distinct(new, old, policy):
+    old_reading = _Reading.of(old.content, old.kind)
+    if _distinct(new, new_reading, old, old_reading, policy):
         return None
     changed = _changed_values(new, old, policy)
     if changed:
@@ -206,25 +383,51 @@ def _rule(new: NewMemory, old: Existing, policy: ConflictPolicy) -> tuple[int, R
         return 1, Resolution(Action.SUPERSEDE, old.id, reason, changed)
     if content_key(new.content) == content_key(old.content):
         return 2, Resolution(Action.MERGE, old.id, "same content")
-    if old.similarity is None or old.similarity < policy.supersede_from:
+    by_slot = _by_slot(new_reading, old_reading, old, policy)
+    if by_slot is not None:
+        return by_slot
+    if old.similarity is None or _adds_to_preference(new_reading, old_reading):
         return None
-    differing = sorted(value_tokens(new.content) ^ value_tokens(old.content))
-    if not differing and old.similarity > policy.merge_above:
-        return 3, Resolution(Action.MERGE, old.id, f"near-identical (similarity {old.similarity:.3f})")
-    if differing:
-        reason = f"similar (similarity {old.similarity:.3f}) but a value differs: {', '.join(differing[:6])}"
-        return 4, Resolution(Action.SUPERSEDE, old.id, reason)
+    differing = sorted(new_reading.values ^ old_reading.values)
+    same_people = new_reading.relations == old_reading.relations
+    # Two facts that differ by the people they are about or by one swapped name ("黄山", "泰山") are two
+    # facts, however near their vectors.
+    alike = same_people and not swapped(new.content, old.content)
+    if not differing and alike and old.similarity > policy.merge_above:
+        return 4, Resolution(Action.MERGE, old.id, f"near-identical (similarity {old.similarity:.3f})")
+    shared = new_reading.topic & old_reading.topic
+    overlap = len(shared) / len(new_reading.topic | old_reading.topic) if shared else 0.0
+    if (
+        not differing
+        and alike
+        and not new_reading.changes
+        and old.similarity >= policy.reworded_merge_from
+        and overlap >= policy.reworded_overlap
+    ):
+        reason = f"reworded (similarity {old.similarity:.3f}, {overlap:.0%} of its terms shared)"
+        return 4, Resolution(Action.MERGE, old.id, reason)
+    same_thing = new_reading.identifiers & old_reading.identifiers
+    if differing and old.similarity >= policy.supersede_from and (same_thing or new_reading.cue):
+        why = f"the same {', '.join(sorted(same_thing))}" if same_thing else "worded as a change"
+        values = ", ".join(differing[:6])
+        reason = f"similar (similarity {old.similarity:.3f}), {why}, and a value differs: {values}"
+        return 5, Resolution(Action.SUPERSEDE, old.id, reason)
+    if new_reading.changes and same_people and shared and old.similarity >= policy.changed_supersede_from:
+        terms = ", ".join(sorted(shared)[:4])
+        reason = f"worded as a change of it (similarity {old.similarity:.3f}, about {terms})"
+        return 6, Resolution(Action.SUPERSEDE, old.id, reason)
     return None
 
 
 def resolve(new: NewMemory, existing: Sequence[Existing], policy: ConflictPolicy | None = None) -> Resolution:
     """MERGE into, SUPERSEDE, or NEW (see the module's rules); pure and explained."""
     policy = policy or ConflictPolicy()
+    reading = _Reading.of(new.content, new.kind)
     found: list[tuple[int, float, int, Resolution]] = []
     for position, old in enumerate(existing):
         if (old.subject, old.kind, old.tier) != (new.subject, new.kind, new.tier):
             continue
-        ruled = _rule(new, old, policy)
+        ruled = _rule(new, reading, old, policy)
         if ruled is not None:
             found.append((ruled[0], -(old.similarity or 0.0), position, ruled[1]))
     if not found:

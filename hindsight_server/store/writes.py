@@ -14,7 +14,7 @@ from typing import Any
 import asyncpg
 from pgvector import Vector
 
-from hindsight_server.domain.conflicts import Action, Existing, content_key
+from hindsight_server.domain.conflicts import Action, Existing, content_key, slot_keys
 from hindsight_server.domain.conflicts import Resolution as ConflictResolution
 from hindsight_server.domain.errors import Aborted, FailedPrecondition, InvalidArgument
 from hindsight_server.domain.language import language
@@ -106,7 +106,7 @@ class MemoryWrites(MemoryReads):
         multilingual = embeddings.get(VectorSpace.MULTILINGUAL) or [None] * len(memories)
         english = embeddings.get(VectorSpace.ENGLISH) or [None] * len(memories)
         outcomes: list[WriteOutcome] = []
-        keys = await run_pure(sum(len(m.content) for m in memories), _content_keys, memories)
+        keys = await run_pure(sum(len(m.content) for m in memories), _peer_keys, memories)
         async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
             await connection.execute(
                 "SELECT pg_advisory_xact_lock(hashtextextended(g, 0)) FROM unnest($1::text[]) AS g",
@@ -119,7 +119,7 @@ class MemoryWrites(MemoryReads):
                     outcomes.append(replayed)
                     continue
                 by_graph = vector is not None and memory.subject in graph_subjects
-                peers = await _peers(connection, memory, keys[index], vector, now, by_graph=by_graph)
+                peers = await _peers(connection, memory, *keys[index], vector, now, by_graph=by_graph)
                 resolution = await run_pure(
                     len(memory.content), decide, memory, peers
                 )  # rules over 16 KB: ms a peer
@@ -164,6 +164,7 @@ class MemoryWrites(MemoryReads):
             assignments.append(f"lexical_terms = {sql.param(lexical.length)}")
             assignments.append(f"language = {sql.param(language(patch.content))}")
             assignments.append(f"content_key = {sql.param(content_key(patch.content))}")
+            assignments.append(f"fact_slot = {sql.param(next(iter(slot_keys(patch.content)), None))}")
             assignments.append(
                 f"embedding_state = {sql.param(embedding_state.value)}, embedding = NULL, embedding_en = NULL"
             )
@@ -278,7 +279,7 @@ _INSERT_COLUMNS = (
     "id, tenant_id, subject, agent_id, session_id, tier, kind, intent, entities, content, confidence, "
     "status, valid_from, valid_to, created_at, updated_at, expires_at, idempotency_key, embedding_state, "
     "lexical, lexical_terms, language, content_key, supersedes, derived_from, provenance, visibility, "
-    "access_count, last_accessed_at, version, seen_count, last_seen_at, embedding, embedding_en"
+    "access_count, last_accessed_at, version, seen_count, last_seen_at, fact_slot, embedding, embedding_en"
 )
 # A write may repeat an earlier one's idempotency key (that one is answered); an import skips whatever
 # is here already, by id or by key.
@@ -315,15 +316,15 @@ async def _insert(
                        u.embedding_state, u.lexical::tsvector, u.lexical_terms, u.language,
                        u.content_key, u.supersedes, u.derived_from::uuid[], u.provenance::jsonb,
                        u.visibility, u.access_count, u.last_accessed_at, u.version, u.seen_count,
-                       u.last_seen_at, u.embedding, u.embedding_en
+                       u.last_seen_at, u.fact_slot, u.embedding, u.embedding_en
                 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
                             $7::text[], $8::text[], $9::text[], $10::text[], $11::float8[],
                             $12::text[], $13::timestamptz[], $14::timestamptz[], $15::timestamptz[],
                             $16::timestamptz[], $17::timestamptz[], $18::text[], $19::text[],
                             $20::text[], $21::int[], $22::text[], $23::text[], $24::uuid[],
                             $25::text[], $26::text[], $27::text[], $28::bigint[], $29::timestamptz[],
-                            $30::bigint[], $31::bigint[], $32::timestamptz[], $33::vector[],
-                            $34::vector[])
+                            $30::bigint[], $31::bigint[], $32::timestamptz[], $33::text[],
+                            $34::vector[], $35::vector[])
                      AS u({_INSERT_COLUMNS})
                 {on_conflict}
                 RETURNING id""",
@@ -456,13 +457,15 @@ async def _peers(
     connection: asyncpg.Connection,
     memory: Memory,
     key: str,
+    slots: tuple[str, ...],
     vector: FloatVector | None,
     now: datetime,
     *,
     by_graph: bool,
 ) -> list[Existing]:
     """The memory's live peers that could be the same thing: the same normalised content (`key`), the same
-    intent, or among the 5 nearest by meaning (`by_graph`: through HNSW, else by an exact scan). Live:
+    intent, a fact of the same slot (`slots`: "lives in Lisbon" for "moved to Porto"), or among the 5
+    nearest by meaning (`by_graph`: through HNSW, else by an exact scan). Live:
     active and not past its expiry (the expire job marks such a memory only later; recall already
     hides it)."""
     # Two look-ups, each by its index: the nearest by meaning through HNSW (a user's peers can be
@@ -483,7 +486,8 @@ async def _peers(
                            ELSE embedding <=> $7::vector END AS distance
                FROM memories
                WHERE {peer}
-                 AND ((md5(content_key) = md5($5) AND content_key = $5) OR ($6 <> '' AND intent = $6))
+                 AND ((md5(content_key) = md5($5) AND content_key = $5) OR ($6 <> '' AND intent = $6)
+                      OR (fact_slot IS NOT NULL AND fact_slot = ANY($11::text[])))
                ORDER BY distance NULLS LAST LIMIT 20)
            SELECT id, content, intent, entities, 1 - distance AS similarity
            FROM (SELECT * FROM nearest UNION SELECT * FROM alike) AS found
@@ -499,6 +503,7 @@ async def _peers(
             memory.visibility.value,
             memory.agent_id,
             now,
+            list(slots),
         )
     return [
         Existing(
@@ -618,8 +623,9 @@ async def _adjust_df(connection: asyncpg.Connection, tenant_id: str, changes: Ma
     )
 
 
-def _content_keys(memories: Sequence[Memory]) -> list[str]:
-    return [content_key(memory.content) for memory in memories]
+def _peer_keys(memories: Sequence[Memory]) -> list[tuple[str, tuple[str, ...]]]:
+    """Each memory's content key and slot keys: what finds its peers besides meaning."""
+    return [(content_key(memory.content), slot_keys(memory.content)) for memory in memories]
 
 
 def _analysed_columns(memories: Sequence[Memory]) -> tuple[list[LexicalDocument], list[Any]]:
@@ -664,4 +670,5 @@ def _insert_values(memory: Memory, lexical: LexicalDocument) -> tuple[Any, ...]:
         memory.version,
         memory.seen_count,
         memory.last_seen_at,
+        next(iter(slot_keys(memory.content)), None),
     )

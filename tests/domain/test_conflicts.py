@@ -106,9 +106,23 @@ def existing_fact(memory_id: str, content: str, similarity: float | None) -> Exi
             "m-1",
             "same content",
         ),
-        (  # near-identical paraphrase
+        (  # near-identical paraphrase: the same slot, the same value
             replace(FACT, content="用户在杭州上班"),
             [existing_fact("m-1", "用户在杭州工作", 0.96)],
+            Action.MERGE,
+            "m-1",
+            "same slot, same value: employer '杭州'",
+        ),
+        (  # near-identical, no slot
+            replace(FACT, content="The user is allergic to peanuts!"),
+            [existing_fact("m-1", "The user is allergic to peanuts.", 0.97)],
+            Action.MERGE,
+            "m-1",
+            "same content",
+        ),
+        (
+            replace(FACT, content="The user has a peanut allergy"),
+            [existing_fact("m-1", "The user is allergic to peanuts", 0.96)],
             Action.MERGE,
             "m-1",
             "near-identical (similarity 0.960)",
@@ -118,7 +132,7 @@ def existing_fact(memory_id: str, content: str, similarity: float | None) -> Exi
             [replace(existing_fact("m-1", "用户偏好CSV格式导出", 0.96), kind=Kind.PREFERENCE)],
             Action.SUPERSEDE,
             "m-1",
-            "similar (similarity 0.960) but a value differs: csv, excel",
+            "same preference, new value: 'csv' -> 'excel'",
         ),
         (
             replace(FACT, kind=Kind.EVENT, tier=Tier.EPISODIC, content="The review moved to Friday at 15:00"),
@@ -134,11 +148,25 @@ def existing_fact(memory_id: str, content: str, similarity: float | None) -> Exi
             ],
             Action.SUPERSEDE,
             "m-1",
-            "similar (similarity 0.920) but a value differs: weekday:2, weekday:4",
+            "similar (similarity 0.920), worded as a change, and a value differs: weekday:2, weekday:4",
         ),
-        (  # similar, same values, below the merge line: a new memory
+        (  # the same slot and value, similar wording below the merge line: one fact
             replace(FACT, content="用户在杭州上班"),
             [existing_fact("m-1", "用户在杭州工作", 0.93)],
+            Action.MERGE,
+            "m-1",
+            "same slot, same value: employer '杭州'",
+        ),
+        (  # the same slot and value, but not worded alike: kept, unsure
+            replace(FACT, content="用户在杭州上班"),
+            [existing_fact("m-1", "用户在杭州工作", 0.6)],
+            Action.NEW,
+            None,
+            "no active memory with the same subject, kind and tier matches",
+        ),
+        (  # similar, same values, no slot, below the merge line: a new memory
+            replace(FACT, content="The user has a peanut allergy"),
+            [existing_fact("m-1", "The user is allergic to peanuts", 0.93)],
             Action.NEW,
             None,
             "no active memory with the same subject, kind and tier matches",
@@ -157,6 +185,73 @@ def test_resolve(
 ) -> None:
     resolution = resolve(new, existing)
     assert (resolution.action, resolution.target_id, resolution.reason) == (action, target, reason)
+
+
+def fact(content: str) -> NewMemory:
+    return replace(FACT, content=content)
+
+
+@pytest.mark.parametrize(
+    ("new", "old", "similarity", "action", "reason"),
+    [
+        # the same slot, a new value: a version, however far apart the wording
+        ("The user moved and now lives in Porto.", "The user lives in Lisbon.", 0.4, Action.SUPERSEDE,
+         "same slot, new value: residence 'lisbon' -> 'porto'"),
+        ("用户搬家了，现在住在北京。", "用户住在上海。", None, Action.SUPERSEDE,
+         "same slot, new value: residence '上海' -> '北京'"),
+        ("The user no longer works at Google.", "The user works at Google.", 0.8, Action.SUPERSEDE,
+         "same slot, ended: employer 'google'"),
+        ("用户的手机号改成了13987654321。", "用户的手机号是13812345678。", 0.9, Action.SUPERSEDE,
+         "same slot, new value: phone '13812345678' -> '13987654321'"),
+        # whose fact it is decides: the sister's city is not the user's
+        ("The user lives in Boston.", "The user's sister lives in Boston.", 0.97, Action.NEW, None),
+        ("用户的朋友小刘住在广州。", "用户的朋友小张住在深圳。", 0.9, Action.NEW, None),
+        # one value inside the other is a detail, not a change
+        ("The user lives in Lisbon, Portugal.", "The user lives in Lisbon.", 0.5, Action.NEW, None),
+        # identifiers name the thing: two orders are two memories, however alike
+        ("Order 7B2E11F0AA for the user ships to Porto next week.",
+         "Order 3F9A0C21DE for the user ships to Porto next week.", 0.99, Action.NEW, None),
+        ("用户的订单号是88232，明天到货。", "用户的订单号是88231，明天到货。", 0.99, Action.NEW, None),
+        # the same identifier, worded as a change: the order's new version
+        ("Order 3F9A0C21DE now ships to Lisbon on Friday.", "Order 3F9A0C21DE ships to Porto on Monday.",
+         0.91, Action.SUPERSEDE,
+         "similar (similarity 0.910), the same 3f9a0c21de, and a value differs: lisbon, porto, "
+         "weekday:0, weekday:4"),
+        # look-alikes that are not worded as changes stay two facts
+        ("The user likes Thai food.", "The user likes Italian food.", 0.93, Action.NEW, None),
+        ("用户喜欢去泰山爬山。", "用户喜欢去黄山爬山。", 0.97, Action.NEW, None),
+        # a rewording merges: the same people, values and most of the terms
+        ("The user is allergic to peanuts.", "I'm allergic to peanuts", 0.8, Action.MERGE,
+         "reworded (similarity 0.800, 100% of its terms shared)"),
+        # ... but not a swap of the thing itself
+        ("The user's cat is named Pepper", "The user's dog is named Pepper", 0.88, Action.NEW, None),
+        # worded as a change of a fact on the same topic, far apart in wording
+        ("I closed my Chase account and moved everything to Ally Bank", "I bank with Chase", 0.6,
+         Action.SUPERSEDE, "worded as a change of it (similarity 0.600, about bank, chase)"),
+        ("I closed my Chase account and moved everything to Ally Bank", "I bank with Chase", 0.3,
+         Action.NEW, None),
+        # preferences: one replaces the other
+        ("The user now prefers coffee in the morning.", "The user prefers tea in the morning.", 0.7,
+         Action.SUPERSEDE, "same preference, new value: 'tea' -> 'coffee'"),
+        ("The user prefers green tea.", "The user prefers tea.", 0.9, Action.NEW, None),
+    ],
+)  # fmt: skip
+def test_identity_slots_and_rewordings(
+    new: str, old: str, similarity: float | None, action: Action, reason: str | None
+) -> None:
+    resolution = resolve(fact(new), [existing_fact("m-1", old, similarity)])
+    assert resolution.action is action
+    if reason is not None:
+        assert resolution.reason == reason
+
+
+def test_an_event_fills_no_slot() -> None:
+    """ "Moved to Porto" as an event is something that happened, not an address that replaces one."""
+    moved = replace(fact("The user moved to Porto."), kind=Kind.EVENT, tier=Tier.EPISODIC)
+    earlier = replace(
+        existing_fact("m-1", "The user moved to Lisbon.", 0.5), kind=Kind.EVENT, tier=Tier.EPISODIC
+    )
+    assert resolve(moved, [earlier]).action is Action.NEW
 
 
 def test_a_structured_supersede_lists_what_changed() -> None:

@@ -1,0 +1,575 @@
+"""What a fact is about, as the conflict rules need it: the identifiers that name a thing, and the slot a
+person's fact fills.
+
+Two facts that name different identifiers (order 3F9A0C21DE, order 7B2E11F0AA) are two things however
+alike their wording; two facts that fill the same slot of the same holder with different values ("the
+user lives in Lisbon", "the user moved and now lives in Porto") are two versions of one. A slot is
+(holder, name): the holder is whose fact it is ("self" for the memory's subject, else the relation or
+name before the verb: "sister", "sister anna", "小王"), the name is what the fact says of them
+("residence", "employer", "phone", "favourite:colour", "relation:spouse").
+
+Only single-valued slots are recognised: a person lives in one place and has one phone number, but
+likes many foods and has many friends, so "likes" and "friend" fill no slot. Everything here is regular
+expressions without nested repetition over at most the first `MAX_FACT_CHARS` characters: linear in the
+text, and a fact is a sentence or two.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from hindsight_server.domain.language import CHINESE, language
+from hindsight_server.domain.lexical import ENGLISH_STOPWORDS, query_terms
+
+__all__ = [
+    "MAX_FACT_CHARS",
+    "Preference",
+    "Slot",
+    "has_update_cue",
+    "identifiers",
+    "preference",
+    "relations",
+    "slots",
+    "swapped",
+    "topic_terms",
+]
+
+# Facts are sentences: the rules read this much of a content and no more (a 16 KB memory is a document,
+# and its first lines say what it is about).
+MAX_FACT_CHARS = 2_000
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    holder: str  # "self", or who else the fact is about
+    name: str  # what it says of them: "residence", "favourite:colour", ...
+    value: str  # normalised: case folded, articles and surrounding punctuation dropped
+    negated: bool = False  # "no longer lives in Lisbon", "不再住在上海": the slot held `value`, not now
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.holder, self.name
+
+
+def _clean(text: str) -> str:
+    return unicodedata.normalize("NFKC", text[:MAX_FACT_CHARS])
+
+
+# --- identifiers ---------------------------------------------------------------------------------------
+
+# A code: letters and digits mixed, five or more (3F9A0C21DE, TP1234X, A-77B21). ASCII only, so it is
+# found inside Chinese text too.
+_CODE = re.compile(
+    r"(?<![A-Za-z0-9])(?=[A-Za-z0-9-]*[0-9])(?=[A-Za-z0-9-]*[A-Za-z])[A-Za-z0-9][A-Za-z0-9-]{4,}"
+)
+_EN_IDENTITY = re.compile(
+    r"\b(?:order|booking|ticket|reservation|invoice|account|case|tracking|confirmation|reference|policy|"
+    r"parcel|package|shipment|claim|contract|membership)s?\s*(?:number|no\.?|id|code|#)?\s*[:#]?\s*"
+    r"([A-Za-z0-9][A-Za-z0-9-]{2,})",
+    re.IGNORECASE,
+)
+_ZH_IDENTITY = re.compile(
+    r"(?:订单|单号|工单|票号|账号|账户|预订|编号|运单|快递单|发票|保单|合同|会员)(?:号码|"
+    r"号)?\s*(?:是|为|:)?\s*"
+    r"([A-Za-z0-9][A-Za-z0-9-]{2,})"
+)
+_TICKET = re.compile(r"#\s?([0-9]{3,})")
+
+
+def identifiers(text: str) -> frozenset[str]:
+    """The identifiers a content names, case folded: codes that mix letters and digits, numbers after a
+    word that names a thing (order 12345, 订单号 88231), and #-numbers (#4521). A slot's value (a phone
+    number) is not an identifier: see `slots`."""
+    clean = _clean(text)
+    found = {match.group(0) for match in _CODE.finditer(clean)}
+    for pattern in (_EN_IDENTITY, _ZH_IDENTITY):
+        found.update(m.group(1) for m in pattern.finditer(clean) if any(c.isdigit() for c in m.group(1)))
+    found.update(m.group(1) for m in _TICKET.finditer(clean))
+    return frozenset(token.strip("-").casefold() for token in found)
+
+
+# --- update cues ---------------------------------------------------------------------------------------
+
+# Words that say a fact changed. Strong ones ("switched", "换了") say so on their own; weak ones
+# ("now", "现在", "new") also open restatements ("the user is currently studying Japanese").
+_EN_CHANGE = (
+    r"moved|moving|changed|changes|switched|switching|no longer|not any ?more|anymore|any more|instead|"
+    r"became|updated|rescheduled|postponed|pushed back|brought forward|replaced|renamed|from now on|quit|"
+    r"stopped|left|cancell?ed|closed|sold|transferred|promoted|broke up|divorced|retired|turned|finally"
+)
+_EN_WEAK = r"now|new|currently|these days|nowadays|latest|become"
+_ZH_CHANGE = (
+    r"改成|改为|改到|改在|改期|改了|改喝|改用|换成|换了|换到|换号|换车|搬|不再|变成|以后|推迟|提前|延期|已经不|离职|"
+    r"辞职|转学|转专业|转岗|调到|调走|分手|卖了|退休|涨|戒|不.{0,4}了"
+)
+_ZH_WEAK = r"现在|目前|如今|新的|新号|最新"
+_EN_STRONG_CUE = re.compile(rf"\b(?:{_EN_CHANGE})\b", re.IGNORECASE)
+_EN_CUE = re.compile(rf"\b(?:{_EN_CHANGE}|{_EN_WEAK})\b", re.IGNORECASE)
+_ZH_STRONG_CUE = re.compile(_ZH_CHANGE)
+_ZH_CUE = re.compile(rf"{_ZH_CHANGE}|{_ZH_WEAK}")
+# A preference is exclusive by its meaning: preferring Excel replaces preferring CSV.
+_EN_PREFERS = re.compile(r"\b(?:prefers?|preferred|preferring|rather)\b", re.IGNORECASE)
+_ZH_PREFERS = re.compile(r"偏好|更喜欢|更爱|习惯用|宁愿")
+
+
+def has_update_cue(text: str, *, strong: bool = False) -> bool:
+    """Whether a content reads as a change of something known ("now", "moved", "改成", "不再"), or
+    as a preference, which one value replaces. `strong`: only words that say so on their own
+    ("switched", "换了"), not "now" or "new", and not a preference."""
+    clean = _clean(text)
+    if strong:
+        pattern = _ZH_STRONG_CUE if language(clean) == CHINESE else _EN_STRONG_CUE
+        return bool(pattern.search(clean) or _EN_STRONG_CUE.search(clean))
+    if language(clean) == CHINESE:
+        return bool(_ZH_CUE.search(clean) or _ZH_PREFERS.search(clean) or _EN_CUE.search(clean))
+    return bool(_EN_CUE.search(clean) or _EN_PREFERS.search(clean))
+
+
+# --- slots: English --------------------------------------------------------------------------------------
+
+# What a slot's value runs to: the first of these, or punctuation.
+_EN_STOP = (
+    r"now|since|with|and|but|because|for|as|from|until|till|next|last|this|these|when|where|while|after|"
+    r"before|which|who|that|so|anymore|any more|again|too|also|currently|today|yesterday|tomorrow|instead|"
+    r"at the moment|these days|nowadays|full[- ]time|part[- ]time|on|in|at|by|near|to"
+)
+_EN_VALUE = rf"(?P<value>(?:(?!\b(?:{_EN_STOP})\b)[^.,;:!?()\n])+)"
+_EN_VALUE_TO_END = r"(?P<value>[^,;!?()\n]+?)(?=[.,;!?()\n]|$)"
+_ARTICLES = re.compile(r"^(?:the|a|an|my|his|her|their|our|your|its)\s+", re.IGNORECASE)
+
+_EN_RELATIONS = {
+    "wife": "spouse", "husband": "spouse", "spouse": "spouse", "partner": "partner",
+    "girlfriend": "partner", "boyfriend": "partner", "fiancee": "partner", "fiance": "partner",
+    "fiancée": "partner", "fiancé": "partner", "mother": "mother", "mom": "mother", "mum": "mother",
+    "father": "father", "dad": "father", "boss": "boss", "manager": "boss", "landlord": "landlord",
+    "doctor": "doctor", "dentist": "dentist",
+}  # fmt: skip
+# Whose fact it is when it is not the subject's own: the last of these before the verb.
+_EN_HOLDERS = (
+    "wife|husband|spouse|partner|girlfriend|boyfriend|fiancee|fiance|mother|mom|mum|father|dad|parents|"
+    "brother|sister|son|daughter|kids?|children|child|baby|friend|boss|manager|colleague|coworker|"
+    "roommate|flatmate|neighbou?r|cousin|aunt|uncle|niece|nephew|grandmother|grandfather|grandma|grandpa|"
+    "grandparents|team|company|dog|cat|puppy|kitten|pet|landlord|doctor|dentist|teacher"
+)
+_EN_HOLDER = re.compile(rf"\b({_EN_HOLDERS})(?:'s)?(?:\s+([A-Z][a-z]+))?\b", re.IGNORECASE)
+_EN_SELF = {"the", "user", "i", "he", "she", "they", "we", "my", "me", "his", "her", "their", "our", "it"}
+# A capitalised word that opens a sentence without naming anyone ("These days the user ...").
+_EN_NOT_NAMES = _EN_SELF | ENGLISH_STOPWORDS | {"today", "yesterday", "recently", "lately", "now", "user's"}
+_EN_NAME = re.compile(r"\s*([A-Z][a-z]+)\b")
+_EN_CLAUSE = re.compile(r"[.,;:!?()]|\b(?:and|but|so|then|because|after|before|while)\b")
+_EN_NEGATION = re.compile(
+    r"\b(?:no longer|not any ?more|doesn't|does not|don't|do not|isn't|is not|stopped|never|not)\b",
+    re.IGNORECASE,
+)
+
+_V = _EN_VALUE
+_EN_SLOTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (name, re.compile(pattern, re.IGNORECASE))
+    for name, pattern in (
+        ("residence", rf"\b(?:moved|moving|relocated|relocating|"
+            rf"moves)\s+(?:back\s+)?(?:from\s+[^,.;]+?\s+)?to\s+(?:live\s+in\s+)?{_V}"),
+        ("residence", rf"\b(?:lives?|living|lived|resides?|residing|settled|stays?|staying)\s+(?:now\s+|"
+            rf"currently\s+)?in\s+{_V}"),
+        ("residence", rf"\b(?:is|are)\s+(?:now\s+)?based\s+in\s+{_V}"),
+        ("residence", rf"\b(?:home|address|hometown)\s+(?:is|was)\s+(?:now\s+)?(?:in\s+)?{_EN_VALUE_TO_END}"),
+        ("employer", rf"\b(?:works?|working|worked|employed|interns?|interning)\s+(?:now\s+)?(?:at|for|"
+            rf"by)\s+{_V}"),
+        ("employer", rf"\b(?:joined|joining|hired by|got a job at|new job at|started at|job is at)\s+{_V}"),
+        ("employer", rf"\b(?:employer|company)\s+is\s+(?:now\s+)?{_V}"),
+        ("job", rf"\b(?:works?|working)\s+(?:now\s+)?as\s+{_V}"),
+        ("job", rf"\b(?:job|job title|profession|occupation|role|position)\s+is\s+(?:now\s+)?{_V}"),
+        ("job", rf"\b(?:became|becomes|is now|was promoted to)\s+(?:a|an)\s+{_V}"),
+        ("school", rf"\b(?:studies|studying|studied|enrolled|"
+            rf"student)(?:\s+[a-z]+){{0,3}}?\s+(?:now\s+)?at\s+{_V}"),
+        ("school", rf"\b(?:enrolled|student)\s+in\s+{_V}"),
+        ("school", rf"\b(?:goes to|attends|attending|transferred to)\s+{_V}\s+(?:university|college|"
+            rf"school)\b"),
+        ("school", rf"\b(?:university|college|school)\s+is\s+(?:now\s+)?{_V}"),
+        ("major", rf"\b(?:majors?|majoring)\s+in\s+{_V}"),
+        ("major", rf"\bmajor\s+is\s+(?:now\s+)?{_V}"),
+        ("phone", r"\b(?:(?:phone|mobile|cell|telephone)(?:\s+number)?|new\s+number)(?:\s*(?:is|was|to|:|now|"
+            r"changed))*\s*(?P<value>\+?[0-9][0-9 ().-]{5,}[0-9])"),
+        ("diet", r"(?:\bis|\bam|\bare|'m|'re|\bbecame|\bbecome|\bwent|\bgone|"
+            r"\bturned)\s+(?:now\s+)?(?:a\s+|fully\s+|strictly\s+)?(?P<value>vegetarian|vegan|"
+                r"pescatarian|keto|gluten[- ]free|lactose[- ]free|halal|kosher|omnivore)\b"),
+        ("diet", r"\b(?:diet|eats)\s+(?:is\s+)?(?P<value>vegetarian|vegan|pescatarian|keto|"
+            r"gluten[- ]free|meat|everything)\b"),
+        ("vehicle", rf"\b(?:drives|driving|drove)\s+(?:a|an|the)\s+{_V}"),
+        ("vehicle", rf"\b(?:car|vehicle|motorbike|motorcycle)\s+is\s+(?:now\s+)?(?:a|an)\s+{_V}"),
+        ("vehicle", rf"\bbought\s+(?:a|an)\s+(?:new\s+)?(?:car|motorbike|motorcycle)\s*[:,-]?\s*(?:a|"
+            rf"an)?\s*{_V}"),
+        ("bank", rf"\b(?:banks?\s+with|bank\s+is|bank\s+account\s+is\s+(?:at|with))\s+(?:now\s+)?{_V}"),
+        ("username", rf"\b(?:username|user name|handle|login)\s+is\s+(?:now\s+)?{_EN_VALUE_TO_END}"),
+    )
+)  # fmt: skip
+_EN_FAVOURITE = re.compile(
+    rf"\bfavou?rite\s+(?P<what>[a-z]+(?:\s+[a-z]+)?)\s+(?:(?:these days|nowadays|now)\s+)?(?:is|are|was)\s+"
+    rf"(?:now\s+)?{_EN_VALUE_TO_END}",
+    re.IGNORECASE,
+)
+_EN_RELATION = re.compile(
+    r"\b(?P<rel>wife|husband|spouse|partner|girlfriend|boyfriend|fiancee|fiance|mother|mom|mum|father|dad|"
+    r"boss|manager|landlord|doctor|dentist)(?:'s\s+name)?\s+(?:is|was)\s+(?:now\s+)?(?:called\s+|named\s+)?"
+    r"(?P<value>[A-Z][\w.-]*(?:\s+[A-Z][\w.-]*)?)"
+)
+_EN_MARRIED = re.compile(
+    r"\b(?:married to|engaged to|dating|is seeing)\s+(?P<value>[A-Z][\w-]*(?:\s+[A-Z][\w-]*)?)"
+)
+_EMAIL = re.compile(r"(?P<value>[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9.-]{1,190}\.[A-Za-z]{2,24})")
+
+
+# A person has a work address and a personal one: which, when the fact says so.
+_EN_EMAIL_KIND = re.compile(r"\b(work|office|business|personal|private|home|school)\s+e-?mail", re.IGNORECASE)
+_ZH_EMAIL_KIND = re.compile(r"(工作|公司|私人|个人|学校)邮箱")
+_EMAIL_KINDS = {
+    "office": "work", "business": "work", "private": "personal", "home": "personal", "工作": "work",
+    "公司": "work", "私人": "personal", "个人": "personal", "学校": "school",
+}  # fmt: skip
+
+
+def _email_slot(prefix: str) -> str:
+    kind = _EN_EMAIL_KIND.search(prefix[-40:]) or _ZH_EMAIL_KIND.search(prefix[-12:])
+    if kind is None:
+        return "email"
+    word = kind.group(1).casefold()
+    return f"email:{_EMAIL_KINDS.get(word, word)}"
+
+
+def _en_holder(prefix: str) -> str:
+    """Whose fact: the last holder word before the verb (with a name right after it), else a name
+    that opens the verb's clause ("Caroline lives in Boston"), else the subject itself."""
+    found = list(_EN_HOLDER.finditer(prefix))
+    if found:
+        last = found[-1]
+        relation = last.group(1).casefold()
+        return f"{relation} {last.group(2).casefold()}" if last.group(2) else relation
+    clause = _EN_CLAUSE.split(prefix)[-1]
+    opening = _EN_NAME.match(clause)
+    if opening is None or opening.group(1).casefold() in _EN_NOT_NAMES:
+        return "self"
+    return opening.group(1).casefold()
+
+
+def _value(raw: str) -> str:
+    value = _ARTICLES.sub("", raw.strip(" \t'\"“”‘’.-")).strip()
+    value = re.sub(r"\s+(?:now|again|too|as well)$", "", value, flags=re.IGNORECASE)
+    return re.sub(r"\s+", " ", value).casefold()
+
+
+def _phone(raw: str) -> str:
+    return re.sub(r"[^0-9+]", "", raw)
+
+
+def _english_slots(text: str) -> list[Slot]:
+    found: dict[tuple[str, str], Slot] = {}
+
+    def add(holder: str, name: str, value: str, start: int) -> None:
+        if not value or (holder, name) in found:
+            return
+        # Only a negation in the verb's own clause: "left Google and now works at Microsoft" is not one.
+        clause = _EN_CLAUSE.split(text[max(0, start - 40) : start])[-1]
+        negated = bool(_EN_NEGATION.search(clause))
+        found[(holder, name)] = Slot(holder, name, value, negated)
+
+    for name, pattern in _EN_SLOTS:
+        for match in pattern.finditer(text):
+            raw = match.group("value")
+            value = _phone(raw) if name == "phone" else _value(raw)
+            if name == "diet":
+                value = value.replace(" ", "-")
+            add(_en_holder(text[: match.start()]), name, value, match.start())
+    for match in _EN_FAVOURITE.finditer(text):
+        what = _value(match.group("what")).replace("colour", "color")
+        add(
+            _en_holder(text[: match.start()]),
+            f"favourite:{what}",
+            _value(match.group("value")),
+            match.start(),
+        )
+    for match in _EN_RELATION.finditer(text):
+        relation = _EN_RELATIONS[match.group("rel").casefold()]
+        add(
+            _en_holder(text[: match.start()]),
+            f"relation:{relation}",
+            _value(match.group("value")),
+            match.start(),
+        )
+    for match in _EN_MARRIED.finditer(text):
+        add(_en_holder(text[: match.start()]), "relation:spouse", _value(match.group("value")), match.start())
+    for match in _EMAIL.finditer(text):
+        add(
+            _en_holder(text[: match.start()]),
+            _email_slot(text[: match.start()]),
+            match.group("value").casefold(),
+            match.start(),
+        )
+    return list(found.values())
+
+
+# --- slots: Chinese --------------------------------------------------------------------------------------
+
+_ZH_STOP = (
+    r"[，,。.；;！!？?、（(）)\s]|现在|目前|已经|了|和|跟|与|并|而|但|因为|所以|工作|上班|读书|上学|的时候"
+)
+_ZH_VALUE = rf"(?P<value>(?:(?!{_ZH_STOP}).){{1,16}})"
+_ZH_RELATIONS = {
+    "妻子": "spouse", "老婆": "spouse", "太太": "spouse", "丈夫": "spouse", "老公": "spouse",
+    "爱人": "spouse", "先生": "spouse", "女朋友": "partner", "男朋友": "partner", "对象": "partner",
+    "未婚妻": "partner", "未婚夫": "partner", "妈妈": "mother", "母亲": "mother", "爸爸": "father",
+    "父亲": "father", "老板": "boss", "领导": "boss", "上司": "boss", "经理": "boss", "房东": "landlord",
+}  # fmt: skip
+_ZH_HOLDERS = (
+    "未婚妻|未婚夫|女朋友|男朋友|妻子|老婆|太太|丈夫|老公|爱人|对象|妈妈|母亲|爸爸|父亲|父母|哥哥|弟弟|姐姐|"
+    "妹妹|儿子|女儿|孩子|朋友|妈|爸|同事|同学|室友|邻居|老板|领导|上司|经理|房东|爷爷|奶奶|外公|外婆|叔叔|阿姨|"
+    "表哥|表姐|表弟|表妹|公司|团队|狗|猫|(?<=我)[哥姐弟妹]"
+)
+_ZH_HOLDER = re.compile(_ZH_HOLDERS)
+# What a plain subject is written as: its removal leaves nothing when the fact is the subject's own.
+_ZH_SELF = re.compile(
+    r"用户|我们|我|他们|她们|他|她|它|本人|自己|现在|目前|如今|已经|刚刚|刚|最近|之前|以前|后来|也|"
+    r"还|都|就|又|的|了|"
+    r"[上下这本前去今明后]?个?(?:年|月|周|星期|礼拜|天)(?:前|后)?|\s"
+)
+_ZH_SELF_FIRST = re.compile(r"\s*(?:用户|我|他|她|它|本人)")
+_ZH_CLAUSE = re.compile(r"[，,。.；;！!？?]")
+_ZH_NEGATION = re.compile(r"不再|不|没有|没|已经不|辞职|离开")
+
+_ZV = _ZH_VALUE
+_ZH_SLOTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (name, re.compile(pattern))
+    for name, pattern in (
+        ("residence", r"(?:搬到了?|搬去了?|搬回了?|搬家到|迁到|定居(?:在|于)?|住在|居住在|住到了?|"
+            rf"家在|安家在|落户)\s*{_ZV}"),
+        ("residence", r"(?:地址|住址)(?:是|为|改成|改为|换成)\s*(?P<value>[^，,。；;！!？?\s]{2,40})"),
+        ("employer", rf"(?<![住家现正还也])在\s*{_ZV}\s*(?:工作|上班|任职|实习|就职)"),
+        ("employer", r"(?:就职于|任职于|供职于|入职了?|跳槽到了?|跳槽去了?|加入了?|"
+            rf"受雇于)\s*{_ZV}\s*(?:工作|上班|公司)?"),
+        ("employer", rf"(?:公司|单位|雇主)(?:是|为|换成了?|改成了?)\s*{_ZV}"),
+        ("job", rf"(?:职业|工作|职位|岗位|职务)(?:是|为|换成了?|改成了?)\s*{_ZV}"),
+        ("job", rf"(?:是一名|是一位|当了?一名|成为了?一名|做了?一名|升职为|升为)\s*{_ZV}"),
+        ("school", rf"(?<![住家现正还也])在\s*{_ZV}\s*(?:读书|上学|读大学|读研|读博|念书|读高中|"
+            r"读初中|上大学)"),
+        ("school", rf"(?:就读于|考上了?|转学到了?|被)\s*{_ZV}(?:录取)?"),
+        ("major", rf"(?:专业)(?:是|为|换成了?|改成了?)\s*{_ZV}"),
+        ("major", rf"(?:学的是|主修|读的是)\s*{_ZV}(?:专业)?"),
+        ("phone", r"(?:电话|手机|手机号|手机号码|电话号码|联系方式)(?:是|为|改成了?|换成了?|"
+            r":)?\s*(?P<value>\+?[0-9][0-9 -]{5,}[0-9])"),
+        ("diet", r"(?P<value>吃素|素食|纯素|全素|不吃肉|生酮|清真)"),
+        ("vehicle", rf"(?:开(?:一辆|的是|着一辆)|车是|座驾是|买了一辆(?:新的?)?|换了一辆(?:新的?)?)\s*{_ZV}"),
+        ("bank", rf"(?:银行是|开户行是)\s*{_ZV}"),
+        ("bank", rf"(?<![住家现正还也])在\s*{_ZV}\s*(?:开户|办卡|开的户)"),
+        ("username", r"(?:用户名|账号名|昵称)(?:是|为|改成了?|"
+            r"换成了?)\s*(?P<value>[^，,。；;！!？?\s]{1,40})"),
+    )
+)  # fmt: skip
+_ZH_FAVOURITE = re.compile(
+    rf"最喜欢(?:吃|喝|看|听|玩|用|穿|去)?的\s*(?P<what>[^，,。；;！!？?\s是]{{1,6}}?)\s*(?:现在|目前|已经)?\s*(?:是|变成了?|"
+    rf"换成了?)\s*{_ZV}"
+)
+_ZH_RELATION = re.compile(
+    r"(?P<rel>未婚妻|未婚夫|女朋友|男朋友|妻子|老婆|太太|丈夫|老公|爱人|对象|妈妈|母亲|爸爸|父亲|"
+    r"老板|领导|上司|经理|房东)"
+    rf"(?:的名字)?(?:现在)?(?:叫做|叫|名叫|是|换成了?|改成了?|变成了?)\s*{_ZV}"
+)
+_ZH_MARRIED = re.compile(
+    r"(?:和|跟|与)\s*(?P<value>[^，,。；;！!？?\s和跟与]{1,8}?)\s*(?:结婚|订婚|在一起|谈恋爱)"
+)
+
+
+_ZH_VALUE_FILLER = re.compile(r"^(?:[一两这那]?[辆台部个只件套家所])|的|(?<=\w)[市省](?=\w)")
+
+
+def _zh_holder(prefix: str) -> str:
+    """Whose fact: the last holder word in the verb's clause (with a name right after it: 朋友小张),
+    else a short name that is the whole clause (小王住在深圳), else the subject itself."""
+    clause = _ZH_CLAUSE.split(prefix)[-1]
+    found = list(_ZH_HOLDER.finditer(clause))
+    if found:
+        last = found[-1]
+        name = _ZH_SELF.sub("", clause[last.end() :])
+        return last.group(0) + name if 2 <= len(name) <= 3 else last.group(0)
+    if _ZH_SELF_FIRST.match(clause):
+        return "self"
+    rest = _ZH_SELF.sub("", clause).strip()
+    return rest if 2 <= len(rest) <= 3 and clause.startswith(rest) else "self"
+
+
+def _chinese_slots(text: str) -> list[Slot]:
+    found: dict[tuple[str, str], Slot] = {}
+
+    def add(holder: str, name: str, value: str, start: int) -> None:
+        # "一辆白色的特斯拉" is "白色特斯拉", "深圳市" is "深圳": a measure word, 的 and an administrative
+        # suffix say nothing of the value.
+        value = _ZH_VALUE_FILLER.sub("", value.strip().casefold())
+        if not value or (holder, name) in found:
+            return
+        negated = bool(_ZH_NEGATION.search(_ZH_CLAUSE.split(text[max(0, start - 6) : start])[-1]))
+        found[(holder, name)] = Slot(holder, name, value, negated)
+
+    diets = {
+        "吃素": "vegetarian",
+        "素食": "vegetarian",
+        "不吃肉": "vegetarian",
+        "纯素": "vegan",
+        "全素": "vegan",
+    }
+    for name, pattern in _ZH_SLOTS:
+        for match in pattern.finditer(text):
+            value = match.group("value")
+            if name == "phone":
+                value = _phone(value)
+            elif name == "diet":
+                value = diets.get(value, value)
+            # A verb's leftovers are not a holder: "用户不再" is the subject, negated.
+            holder = _zh_holder(_ZH_NEGATION.sub("", text[: match.start()]))
+            add(holder, name, value, match.start())
+    for match in _ZH_FAVOURITE.finditer(text):
+        add(
+            _zh_holder(text[: match.start()]),
+            f"favourite:{match.group('what')}",
+            match.group("value"),
+            match.start(),
+        )
+    for match in _ZH_RELATION.finditer(text):
+        relation = _ZH_RELATIONS[match.group("rel")]
+        add(_zh_holder(text[: match.start()]), f"relation:{relation}", match.group("value"), match.start())
+    for match in _ZH_MARRIED.finditer(text):
+        add(_zh_holder(text[: match.start()]), "relation:spouse", match.group("value"), match.start())
+    for match in _EMAIL.finditer(text):
+        add(
+            _zh_holder(text[: match.start()]),
+            _email_slot(text[: match.start()]),
+            match.group("value").casefold(),
+            match.start(),
+        )
+    return list(found.values())
+
+
+def slots(text: str) -> tuple[Slot, ...]:
+    """The single-valued slots a fact fills, one per (holder, name), the first mention winning."""
+    clean = _clean(text)
+    found = _chinese_slots(clean) if language(clean) == CHINESE else _english_slots(clean)
+    return tuple(found)
+
+
+# --- preferences -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Preference:
+    """A preference statement split at its verb: who prefers (`holder`) and what (`words`, its
+    object and context, normalised: cue words and punctuation dropped; words in English, characters
+    in Chinese)."""
+
+    holder: str
+    words: tuple[str, ...]
+
+
+_EN_PREFER_VERB = re.compile(r"\b(?:prefers?|preferred|preferring|would rather|'d rather)\b", re.IGNORECASE)
+_ZH_PREFER_VERB = re.compile(r"偏好|更喜欢|更爱|习惯用|宁愿")
+_EN_FILLER = re.compile(r"\b(?:now|instead|these days|nowadays|again|really|still|always|the|a|an)\b|[^\w\s]")
+_PLURAL = re.compile(r"(?<=[a-z]{3})s$")
+_ZH_FILLER = re.compile(r"现在|目前|如今|改为|改成|换成|还是|了|的|[^\w]")
+
+
+def preference(text: str) -> Preference | None:
+    """The preference a content states ("the user prefers tea in the morning", "用户偏好CSV格式导出"),
+    or None."""
+    clean = _clean(text)
+    if language(clean) == CHINESE:
+        verb = _ZH_PREFER_VERB.search(clean)
+        if verb is None:
+            return None
+        rest = _ZH_CLAUSE.split(clean[verb.end() :])[0]
+        return Preference(_zh_holder(clean[: verb.start()]), tuple(_ZH_FILLER.sub("", rest.casefold())))
+    verb = _EN_PREFER_VERB.search(clean)
+    if verb is None:
+        return None
+    rest = re.split(r"[.;!?]", clean[verb.end() :])[0]
+    # Plurals folded: "in the mornings" is "in the morning".
+    words = [_PLURAL.sub("", word) for word in _EN_FILLER.sub(" ", rest.casefold()).split()]
+    return Preference(_en_holder(clean[: verb.start()]), tuple(words))
+
+
+# --- who else a fact names, and what it is about ---------------------------------------------------------
+
+_NOT_PEOPLE = frozenset(
+    {"dog", "cat", "puppy", "kitten", "pet", "company", "team", "狗", "猫", "公司", "团队"}
+)
+_SELF_TERMS = frozenset({"user", "users", "用户", "户的", "我的", "的用", "i"})
+
+
+# One name per relation, so "mom" and "mother", "妈" and "妈妈" are the same person.
+_SAME_RELATION = {
+    "mom": "mother", "mum": "mother", "妈": "mother", "妈妈": "mother", "母亲": "mother",
+    "dad": "father", "爸": "father", "爸爸": "father", "父亲": "father", "wife": "spouse",
+    "husband": "spouse", "spouse": "spouse", "妻子": "spouse", "老婆": "spouse", "太太": "spouse",
+    "丈夫": "spouse", "老公": "spouse", "爱人": "spouse", "kid": "child", "kids": "child",
+    "children": "child", "child": "child", "孩子": "child", "boss": "boss", "manager": "boss",
+    "老板": "boss", "领导": "boss", "上司": "boss", "经理": "boss", "girlfriend": "partner",
+    "boyfriend": "partner", "女朋友": "partner", "男朋友": "partner", "对象": "partner",
+}  # fmt: skip
+
+
+def relations(text: str) -> frozenset[str]:
+    """The people other than the subject a content names by their relation to it (sister, 老公, boss):
+    a fact of the user's sister is not a fact of the user's."""
+    clean = _clean(text)
+    if language(clean) == CHINESE:
+        found = set(_ZH_HOLDER.findall(clean))
+    else:
+        found = {match.group(1).casefold() for match in _EN_HOLDER.finditer(clean)}
+    return frozenset(_SAME_RELATION.get(word, word) for word in found - _NOT_PEOPLE)
+
+
+# Suffixes folded off English words, longest first, so "majoring" and "majors", "smoker" and
+# "smoking" share a term. Crude on purpose: only the overlap of two facts is measured with it.
+_SUFFIX = re.compile(r"(?<=[a-z]{3})(?:ings?|ers?|ed|es|s)$")
+_ZH_FUNCTION = re.compile(r"用户|我|她|他|的|了|是|在|有|很|都|也|就|[^\w]")
+
+
+def topic_terms(text: str) -> frozenset[str]:
+    """The content terms of a fact (lexical.query_terms: words without function words, CJK bigrams),
+    without the words that name the subject itself or a change ("now", "现在"). English words are
+    folded to a rough stem; Chinese loses its function characters first, so "我对花生过敏" and
+    "用户花生过敏" share every bigram of 花生过敏."""
+    clean = _clean(text)
+    if language(clean) == CHINESE:
+        cue: re.Pattern[str] = _ZH_CUE
+        terms = frozenset(query_terms(_ZH_FUNCTION.sub(" ", clean)))
+        return frozenset(term for term in terms - _SELF_TERMS if not cue.fullmatch(term))
+    return frozenset(
+        _SUFFIX.sub("", term)
+        for term in query_terms(clean)
+        if term not in _SELF_TERMS and not _EN_CUE.fullmatch(term)
+    )
+
+
+_SWAP_SELF = re.compile(
+    r"the user's|the user|user's|user|i'm|i|my|me|also|too|用户|我|的|了|也|还|都|又|[^\w]", re.IGNORECASE
+)
+
+
+def swapped(a: str, b: str) -> bool:
+    """Whether two contents differ by one short span swapped for another of the same length: a name,
+    a place or an object ("黄山" for "泰山", "dog" for "cat"), which makes them two facts however much
+    of their wording they share."""
+    clean_a, clean_b = _clean(a), _clean(b)
+    if language(clean_a) == CHINESE:
+        left, right, longest = _SWAP_SELF.sub("", clean_a), _SWAP_SELF.sub("", clean_b), 3
+        units_a: list[str] = list(left)
+        units_b: list[str] = list(right)
+    else:
+        units_a = [w for w in re.findall(r"\w+", clean_a.casefold()) if not _SWAP_SELF.fullmatch(w)]
+        units_b = [w for w in re.findall(r"\w+", clean_b.casefold()) if not _SWAP_SELF.fullmatch(w)]
+        longest = 2
+    head = 0
+    while head < min(len(units_a), len(units_b)) and units_a[head] == units_b[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(units_a), len(units_b)) - head and units_a[-1 - tail] == units_b[-1 - tail]:
+        tail += 1
+    rest_a, rest_b = len(units_a) - head - tail, len(units_b) - head - tail
+    return 1 <= rest_a == rest_b <= longest

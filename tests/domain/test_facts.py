@@ -1,0 +1,171 @@
+"""What a fact is about (domain/facts.py): slots, identifiers, change cues, the people named."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from hindsight_server.domain.facts import (
+    MAX_FACT_CHARS,
+    has_update_cue,
+    identifiers,
+    preference,
+    relations,
+    slots,
+    swapped,
+    topic_terms,
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("The user lives in Lisbon.", [("self", "residence", "lisbon", False)]),
+        ("The user moved and now lives in Porto.", [("self", "residence", "porto", False)]),
+        ("I moved from Lisbon to Porto last month", [("self", "residence", "porto", False)]),
+        ("The user's sister lives in Berlin with her husband", [("sister", "residence", "berlin", False)]),
+        ("The user's friend Tom lives in Leeds.", [("friend tom", "residence", "leeds", False)]),
+        ("Caroline lives in Boston", [("caroline", "residence", "boston", False)]),
+        ("These days the user lives in Rome", [("self", "residence", "rome", False)]),
+        ("The user left Google and now works at Microsoft.", [("self", "employer", "microsoft", False)]),
+        ("The user no longer works at Google", [("self", "employer", "google", True)]),
+        ("The user works as a nurse.", [("self", "job", "nurse", False)]),
+        ("The user studies computer science at MIT", [("self", "school", "mit", False)]),
+        ("The user's phone number is +351 912 345 678", [("self", "phone", "+351912345678", False)]),
+        ("My new number is 415-555-0199", [("self", "phone", "4155550199", False)]),
+        ("The user's email is Bob@Example.com", [("self", "email", "bob@example.com", False)]),
+        ("My favourite colour is blue.", [("self", "favourite:color", "blue", False)]),
+        ("Her favorite color these days is purple", [("self", "favourite:color", "purple", False)]),
+        ("I'm pescatarian now", [("self", "diet", "pescatarian", False)]),
+        ("The user drives a Toyota Corolla", [("self", "vehicle", "toyota corolla", False)]),
+        ("The user's wife is called Anna", [("self", "relation:spouse", "anna", False)]),
+        ("The user is married to Maria", [("self", "relation:spouse", "maria", False)]),
+        ("The user likes Italian food", []),  # many-valued: no slot
+        ("The user's friend is called Anna", []),  # a person has many friends
+        ("Order 3F9A0C21DE for the user ships to Porto next week", []),
+        ("用户住在上海", [("self", "residence", "上海", False)]),
+        ("用户搬家了，现在住在北京", [("self", "residence", "北京", False)]),
+        ("我上个月搬到了苏州。", [("self", "residence", "苏州", False)]),
+        ("用户不再住在上海了", [("self", "residence", "上海", True)]),
+        ("用户的妹妹住在杭州", [("妹妹", "residence", "杭州", False)]),
+        ("用户的朋友小张住在深圳。", [("朋友小张", "residence", "深圳", False)]),
+        ("小王住在深圳", [("小王", "residence", "深圳", False)]),
+        ("用户在阿里巴巴工作", [("self", "employer", "阿里巴巴", False)]),
+        ("我现在在字节跳动工作。", [("self", "employer", "字节跳动", False)]),
+        ("用户跳槽到了腾讯", [("self", "employer", "腾讯", False)]),
+        ("用户的手机号是13812345678", [("self", "phone", "13812345678", False)]),
+        ("我最喜欢的水果现在是芒果。", [("self", "favourite:水果", "芒果", False)]),
+        ("用户吃素", [("self", "diet", "vegetarian", False)]),
+        ("用户的车是一辆白色的特斯拉", [("self", "vehicle", "白色特斯拉", False)]),
+        ("用户的老板换成了李总。", [("self", "relation:boss", "李总", False)]),
+        ("用户和李娜结婚了", [("self", "relation:spouse", "李娜", False)]),
+        ("用户在北京大学读书", [("self", "school", "北京大学", False)]),
+        ("用户喜欢吃川菜。", []),
+    ],
+)
+def test_slots(text: str, expected: list[tuple[str, str, str, bool]]) -> None:
+    assert [(s.holder, s.name, s.value, s.negated) for s in slots(text)] == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Order 3F9A0C21DE for the user ships to Porto", {"3f9a0c21de"}),
+        ("用户的订单3F9A0C21DE下周寄往杭州", {"3f9a0c21de"}),
+        ("用户的订单号是88231，明天到货", {"88231"}),
+        ("Ticket #4521 about the login bug is still open", {"4521"}),
+        ("The user's booking 88231 is for two nights", {"88231"}),
+        ("Invoice INV-20931 was paid on Monday", {"inv-20931"}),
+        ("The user's phone number is 555-0134", set()),  # a value, not a name
+        ("The review moved to Friday at 15:00", set()),
+        ("The user has 2 cats", set()),
+    ],
+)
+def test_identifiers(text: str, expected: set[str]) -> None:
+    assert identifiers(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "any_cue", "strong"),
+    [
+        ("The user moved to Porto", True, True),
+        ("The user is currently studying Japanese", True, False),  # "currently" restates as often
+        ("My new number is 415-555-0199", True, False),
+        ("The user prefers Excel", True, False),  # a preference: one value replaces another
+        ("I quit smoking three months ago", True, True),
+        ("The user lives in Lisbon", False, False),
+        ("用户跳槽到了腾讯", False, False),
+        ("用户换了一辆车", True, True),
+        ("我现在不跑步了", True, True),
+        ("用户现在住在上海", True, False),
+        ("用户住在上海", False, False),
+    ],
+)
+def test_update_cues(text: str, any_cue: bool, strong: bool) -> None:
+    assert has_update_cue(text) is any_cue
+    assert has_update_cue(text, strong=True) is strong
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("The user's mom is allergic to shellfish", {"mother"}),
+        ("My mother lives in Leeds", {"mother"}),
+        ("我妈住在成都", {"mother"}),
+        ("用户的妈妈住在成都", {"mother"}),
+        ("The user's dog is named Rex", set()),  # pets are not people
+        ("The user lives in Boston", set()),
+    ],
+)
+def test_relations(text: str, expected: set[str]) -> None:
+    assert relations(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        ("用户喜欢去黄山爬山。", "用户喜欢去泰山爬山。", True),
+        ("The user's dog is named Pepper", "The user's cat is named Pepper", True),
+        ("用户每天早上跑步。", "用户每天早上都跑步。", False),  # an insertion, not a swap
+        ("The user plays the guitar.", "The user plays guitar.", False),
+        ("I'm allergic to peanuts", "The user is allergic to peanuts", False),
+    ],
+)
+def test_swapped(a: str, b: str, expected: bool) -> None:
+    assert swapped(a, b) is expected
+
+
+def test_topic_terms_fold_stems_and_drop_the_subject() -> None:
+    assert {"major"} <= topic_terms("The user is majoring in biology") & topic_terms("switched majors")
+    assert "user" not in topic_terms("The user lives in Lisbon")
+    assert topic_terms("我对花生过敏") >= {"花生", "过敏"} and topic_terms("用户花生过敏") >= {"花生", "过敏"}
+
+
+def test_preference_splits_holder_and_object() -> None:
+    tea = preference("The user prefers tea in the mornings")
+    assert tea is not None and tea.holder == "self" and tea.words == ("tea", "in", "morning")
+    excel = preference("用户现在偏好Excel格式导出")
+    assert excel is not None and "".join(excel.words) == "excel格式导出"
+    assert preference("The user likes tea") is None
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "9" * 100_000,
+        "a1" * 50_000,
+        "lives in " * 20_000,
+        "住在" * 50_000,
+        "The user's sister's " * 10_000 + "lives in Lisbon",
+        "@" * 50_000 + "a" * 50_000,
+        "order " * 20_000,
+    ],
+    ids=["digits", "codes", "verbs", "zh-verbs", "holders", "at-signs", "identity-nouns"],
+)
+def test_hostile_text_costs_a_bounded_time(hostile: str) -> None:
+    """Only the first MAX_FACT_CHARS characters are read, and no pattern backtracks without bound."""
+    started = time.process_time()
+    slots(hostile), identifiers(hostile), has_update_cue(hostile), relations(hostile), topic_terms(hostile)
+    assert time.process_time() - started < 1.0
+    assert len(hostile) > MAX_FACT_CHARS

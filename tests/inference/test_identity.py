@@ -1,0 +1,108 @@
+"""Facts that look alike stay distinct, real updates supersede: the conflict rules through the real
+server, with real embeddings (domain/facts.py, domain/conflicts.py, bench/conflicts.py)."""
+
+from __future__ import annotations
+
+import random
+import string
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from embedder.triton import TritonServer
+from hindsight.client import HindsightClient
+from hindsight_server.app import RunningServer, start_server
+from hindsight_server.bench.conflicts import load_cases, report, run_conflict_bench
+from hindsight_server.config import Settings
+
+FACT = {"tier": "semantic", "kind": "fact"}
+
+
+@pytest.fixture(scope="module")
+async def server(
+    make_settings: Callable[..., Settings], triton_server: TritonServer
+) -> AsyncIterator[RunningServer]:
+    """A server with the real inference tier: the rules see real similarities, as in production."""
+    running = await start_server(
+        make_settings(inference__url=triton_server.grpc_url, inference__inline_budget_s=2.0)
+    )
+    yield running
+    await running.stop()
+
+
+@pytest.fixture(scope="module")
+async def client(server: RunningServer) -> AsyncIterator[HindsightClient]:
+    async with HindsightClient(f"127.0.0.1:{server.port}", timeout_s=30) as shared:
+        yield shared
+
+
+async def test_the_labelled_cases_meet_the_targets(server: RunningServer) -> None:
+    """The shipped table: 60 true updates, 55 true duplicates, 60 look-alikes, English and Chinese."""
+    scores = await run_conflict_bench(f"127.0.0.1:{server.port}", load_cases())
+    print(report(scores, as_json=False))
+    assert scores.cases >= 170
+    assert scores.precision["supersede"] >= 0.95 and scores.recall["supersede"] >= 0.8, scores.wrong
+    assert scores.precision["merge"] >= 0.95, scores.wrong
+    assert scores.confusion["new"]["new"] == sum(scores.confusion["new"].values()), scores.wrong
+
+
+def test_a_malformed_case_table_is_named(tmp_path: Path) -> None:
+    table = tmp_path / "cases.tsv"
+    table.write_text("# comment\nsupersede\tonly two fields\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"cases.tsv:2: expected 'supersede\|merge\|new"):
+        load_cases(table)
+
+
+async def test_an_update_finds_its_fact_among_many_by_slot(client: HindsightClient, tenant: str) -> None:
+    """ "Moved to Porto" supersedes "lives in Lisbon" even when 60 other facts of the user are nearer
+    in meaning: the write finds the earlier fact by its slot, not only among the nearest."""
+    subject = "user-1"
+    lisbon = await client.write(tenant, "The user lives in Lisbon.", subject=subject, **FACT)
+    for index in range(60):
+        await client.write(
+            tenant, f"The user moved the meeting number {index} to another room.", subject=subject, **FACT
+        )
+    moved = await client.write(
+        tenant, "We finally moved: the user now lives in Porto.", subject=subject, **FACT
+    )
+    assert moved.resolution == "superseded", moved.resolution_reason
+    assert moved.memory.supersedes == lisbon.memory.id
+    assert "residence 'lisbon' -> 'porto'" in moved.resolution_reason
+
+
+def _code(rng: random.Random) -> str:
+    return "".join(rng.choice(string.ascii_uppercase + string.digits) for _ in range(8)) + str(
+        rng.randrange(10, 99)
+    )
+
+
+async def test_two_hundred_look_alike_orders_stay_distinct_and_each_is_found(
+    client: HindsightClient, tenant: str
+) -> None:
+    """200 facts of one user that differ only by an order id (100 English, 100 Chinese): all created, and a
+    question naming an id finds its order in the top 3."""
+    rng = random.Random(22)
+    cities = ["Porto", "Lisbon", "Berlin", "Madrid"]
+    zh_cities = ["杭州", "南京", "成都", "苏州"]
+    orders: dict[str, str] = {}
+    for index in range(200):
+        code = _code(rng)
+        while code in orders:
+            code = _code(rng)
+        english = index % 2 == 0
+        content = (
+            f"Order {code} for the user ships to {cities[index % 4]} next week."
+            if english
+            else f"用户的订单{code}下周寄往{zh_cities[index % 4]}。"
+        )
+        written = await client.write(tenant, content, subject="user-1", **FACT)
+        assert written.resolution == "created", (content, written.resolution_reason)
+        orders[code] = written.memory.id
+    missed = []
+    for position, (code, memory_id) in enumerate(orders.items()):
+        question = f"Where does order {code} ship to?" if position % 2 == 0 else f"订单{code}寄到哪里？"
+        response = await client.recall(tenant, question, subject="user-1", top_k=3)
+        if memory_id not in [hit.memory.id for hit in response.hits]:
+            missed.append(code)
+    assert not missed, f"{len(missed)} of 200 orders not in the top 3 by their id: {missed[:10]}"
