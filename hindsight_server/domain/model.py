@@ -342,6 +342,7 @@ class ChannelResult:
     hits: Sequence[ChannelHit]
     elapsed_ms: float
     error: str = ""  # non-empty: the channel could not answer
+    rare_terms: tuple[str, ...] = ()  # lexical: the query's terms rare in the tenant (domain/bm25.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,6 +354,7 @@ class ScoreBreakdown:
     fusion: float
     rerank: float
     final: float
+    exact_evidence: float = 0.0  # the share of the query's rare terms the memory holds
 
 
 @dataclass(frozen=True, slots=True)

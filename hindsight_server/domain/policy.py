@@ -96,6 +96,8 @@ class RecallPolicy:
     common_term_share: float = 0.3
     bm25_match_terms: int = 8
     bm25_match_rows: int = 300
+    rare_term_df: int = 3  # see domain/bm25.py: exact evidence of a rare query term
+    rare_term_min_documents: int = 50
     # The turns right before and after the context_candidates strongest matches join the candidates,
     # and each candidate gains context_weight x its best neighbour's score (conversations answer a
     # question in the next turn; LoCoMo dev R@5 +4 in the measurements).

@@ -8,6 +8,8 @@ in the best vector space it has a vector in) and fetches the turns around the st
 from __future__ import annotations
 
 import math
+import re
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -57,6 +59,7 @@ class RankQuery:
     lexical_weight: float  # BM25's share of the similarity (by the query's language)
     context_weight: float
     recency_half_life: timedelta
+    rare_terms: tuple[str, ...] = ()  # the query's terms rare in the tenant (domain/bm25.py)
 
 
 def _mix(candidates: Sequence[Candidate], lexical_weight: float) -> list[float]:
@@ -83,26 +86,60 @@ def is_relevant(candidate: Candidate, context_of: Set[str], entities: Entities) 
     )
 
 
+def exact_evidence(candidate: Candidate, rare_terms: Sequence[str]) -> float:
+    """The share of the query's rare terms the memory holds. Only the lexical channel's candidates can
+    hold one: rare terms select its candidates."""
+    if not rare_terms or Channel.LEXICAL not in candidate.channels:
+        return 0.0
+    text = unicodedata.normalize("NFKC", candidate.memory.content).casefold()
+    held = sum(1 for term in rare_terms if _holds(text, term))
+    return held / len(rare_terms)
+
+
+def _holds(text: str, term: str) -> bool:
+    """A lexical term in a normalised text: a word as a whole word (bounded by anything but letters and
+    digits of its own script: "订单abc123下周" holds "abc123"), CJK characters as they are."""
+    if not term.isascii():
+        return term in text
+    return re.search(rf"(?<![a-z0-9]){re.escape(term)}(?![a-z0-9])", text) is not None
+
+
 def rank(candidates: Sequence[Candidate], around: Around, query: RankQuery) -> list[RankedMemory]:
     """Scores the relevant candidates, best first (ties: fusion, then id). A candidate's similarity is
-    its hybrid mix plus context_weight x its best neighbour's, relative to the best candidate's."""
+    its hybrid mix plus context_weight x its best neighbour's, relative to the best candidate's.
+
+    Exact evidence comes first: a memory holding the query's rare terms (an order number, a code) is
+    lifted by its share of them times the whole spread of the mix and one deviation more, so it ranks
+    above every memory that only resembles the query (a vector's near-identical neighbours), and
+    recency or tier cannot undo it (they move a score by at most its similarity's share)."""
     position = {c.memory.id: i for i, c in enumerate(candidates)}
     neighbours = [
         [position[n] for n in around.get(c.memory.id, (None, None)) if n in position] for c in candidates
     ]
     mix = scoring.with_context(_mix(candidates, query.lexical_weight), neighbours, query.context_weight)
+    evidence = [exact_evidence(candidate, query.rare_terms) for candidate in candidates]
+    if any(evidence):
+        lift = max(mix) - min(mix) + _EVIDENCE_MARGIN
+        mix = [score + share * lift for score, share in zip(mix, evidence, strict=True)]
     context_of = {n for pair in around.values() for n in pair if n}
     ranked = [
         RankedMemory(
             candidate.memory,
             candidate.channels,
-            breakdown(candidate, similarity, query),
+            breakdown(candidate, similarity, query, held),
             directly_relevant=candidate.matches,
         )
-        for candidate, similarity in zip(candidates, scoring.relative_to_best(mix), strict=True)
+        for candidate, similarity, held in zip(
+            candidates, scoring.relative_to_best(mix), evidence, strict=True
+        )
         if is_relevant(candidate, context_of, query.entities)
     ]
     return best_first(ranked)
+
+
+# Beyond the spread: e^-2 in similarity, more than recency and tier can make up (at most 1 / w_sim,
+# 2.5 with the default weights).
+_EVIDENCE_MARGIN = 2.0
 
 
 def best_first(hits: Iterable[RankedMemory]) -> list[RankedMemory]:
@@ -110,7 +147,9 @@ def best_first(hits: Iterable[RankedMemory]) -> list[RankedMemory]:
     return sorted(hits, key=lambda hit: (-hit.score.final, -hit.score.fusion, hit.memory.id))
 
 
-def breakdown(candidate: Candidate, similarity: float, query: RankQuery) -> ScoreBreakdown:
+def breakdown(
+    candidate: Candidate, similarity: float, query: RankQuery, evidence: float = 0.0
+) -> ScoreBreakdown:
     """DESIGN's components and the final score, before any rerank."""
     memory = candidate.memory
     entity_match = scoring.entity_match(
@@ -133,6 +172,7 @@ def breakdown(candidate: Candidate, similarity: float, query: RankQuery) -> Scor
         fusion=candidate.fusion,
         rerank=0.0,
         final=final,
+        exact_evidence=evidence,
     )
 
 

@@ -172,8 +172,9 @@ class RecallPipeline:
             with stage("recall.fuse") as span:
                 candidates = reciprocal_rank_fusion(results, k=policy.rrf_k, limit=policy.max_candidates)
                 span.set_attribute("hindsight.candidates", len(candidates))
+            rare = next((r.rare_terms for r in results if r.channel is Channel.LEXICAL), ())
             ranked, context = await self._rank(
-                store, query, scope, candidates, vectors, _embedded(query_vector), spoken, spaces
+                store, query, scope, candidates, vectors, _embedded(query_vector), spoken, spaces, rare
             )
             return ([*results, context] if context is not None else results), ranked
 
@@ -320,6 +321,8 @@ class RecallPipeline:
                 policy.common_term_share,
                 policy.bm25_match_terms,
                 policy.bm25_match_rows,
+                policy.rare_term_df,
+                policy.rare_term_min_documents,
             )
             channels[Channel.LEXICAL] = lambda: store.lexical_channel(scope, terms, limit, bm25, spaces)
         # A vague time ("上次", "recently") only prefers recent memories, which the final score does;
@@ -349,6 +352,7 @@ class RecallPipeline:
         query_vector: QueryVectors | None,
         spoken: TimeExpression | None,
         spaces: tuple[VectorSpace, ...],
+        rare_terms: tuple[str, ...],
     ) -> tuple[list[RankedMemory], ChannelResult | None]:
         """Scores the fused candidates and the turns around the strong ones (domain/ranking.py) and
         drops the irrelevant; also returns the context stage's result when it ran."""
@@ -377,6 +381,7 @@ class RecallPipeline:
             lexical_weight=lexical_weight,
             context_weight=policy.context_weight,
             recency_half_life=policy.recency_half_life,
+            rare_terms=rare_terms,
         )
         return ranking.rank(candidates, around, rank_query), context
 
@@ -484,7 +489,7 @@ async def _run_channels(
                 return failed, {}
             span.set_attribute("hindsight.rows", len(rows.hits))
         elapsed_ms = (time.perf_counter() - started) * 1000
-        return ChannelResult(channel, rows.hits, elapsed_ms=elapsed_ms), rows.vectors
+        return ChannelResult(channel, rows.hits, elapsed_ms, rare_terms=rows.rare_terms), rows.vectors
 
     try:
         async with asyncio.TaskGroup() as group:

@@ -381,6 +381,7 @@ def _hit_to_proto(hit: RankedMemory) -> pb.RecallHit:
             fusion=s.fusion,
             rerank=s.rerank,
             final=s.final,
+            exact_evidence=s.exact_evidence,
         ),
         packed=hit.packed,
         matches_query=hit.directly_relevant,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import asyncpg
 from pgvector import Vector
@@ -66,6 +66,7 @@ class ChannelRows:
 
     hits: list[ChannelHit]
     vectors: Vectors
+    rare_terms: tuple[str, ...] = ()  # the lexical channel's: the query terms rare in the tenant
 
 
 def vector_columns(spaces: Sequence[VectorSpace]) -> str:
@@ -151,7 +152,7 @@ class RecallChannels(OnPool):
                     ORDER BY channel_score DESC, created_at DESC LIMIT {sql.param(limit)}""",
                 *sql.args,
             )
-        return channel_rows(rows, spaces)
+        return replace(channel_rows(rows, spaces), rare_terms=plan.rare)
 
     async def structured_channel(
         self, scope: Scope, entities: Entities, limit: int, spaces: Sequence[VectorSpace]

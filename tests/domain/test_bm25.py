@@ -1,4 +1,5 @@
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -33,3 +34,19 @@ def test_plan(dfs: dict[str, int], documents: int, scoring: set[str], match: tup
 def test_idf_falls_with_document_frequency_and_stays_positive() -> None:
     assert idf(1000, 1) > idf(1000, 10) > idf(1000, 900) > 0
     assert idf(1000, 1) == pytest.approx(math.log(1 + 999.5 / 1.5))
+
+
+@pytest.mark.parametrize(
+    ("dfs", "documents", "rare"),
+    [
+        ({"3f9a0c21de": 1, "order": 200}, 200, ("3f9a0c21de",)),  # a code in one memory
+        ({"88231": 2, "订单": 150}, 200, ("88231",)),  # five digits: an order number
+        ({"inv-20931": 3}, 200, ("inv-20931",)),
+        ({"3f9a0c21de": 4}, 200, ()),  # in more memories than rare_df: a common code
+        ({"pottery": 1}, 200, ()),  # a word is never lifted, however rare
+        ({"2023": 1, "18th": 2}, 200, ("18th",)),  # a year is not a code; letters and digits are
+        ({"3f9a0c21de": 1}, 30, ()),  # too few memories for statistics to mean anything
+    ],
+)
+def test_rare_codes(dfs: dict[str, int], documents: int, rare: tuple[str, ...]) -> None:
+    assert plan_bm25_query(dfs, documents, replace(BM25, match_terms=8)).rare == rare

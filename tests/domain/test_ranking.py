@@ -11,7 +11,15 @@ import pytest
 
 from hindsight_server.domain.model import Channel, ChannelHit, Tier, TimeWindow
 from hindsight_server.domain.policy import DEFAULT_PROFILES
-from hindsight_server.domain.ranking import Candidate, RankQuery, is_relevant, rank, rescored, strongest
+from hindsight_server.domain.ranking import (
+    Candidate,
+    RankQuery,
+    exact_evidence,
+    is_relevant,
+    rank,
+    rescored,
+    strongest,
+)
 from tests.domain.builders import memory
 
 NOW = datetime(2024, 3, 20, tzinfo=UTC)
@@ -117,6 +125,48 @@ def test_the_time_the_query_speaks_of_counts_as_a_match_of_structure() -> None:
     assert hit.score.entity_match == 1.0
     (outside,) = rank([candidate(9, lexical=2.0)], {}, window_query)
     assert outside.score.entity_match == 0.0
+
+
+def test_exact_evidence_of_a_rare_code_outranks_every_look_alike() -> None:
+    """The lexical channel found the memory holding the query's order number; twenty near-identical
+    neighbours have higher cosines and are newer. Exact evidence ranks first, and explain shows it."""
+    held = replace(
+        candidate(30, lexical=3.0, dense=0.70, min_similarity=0.4),
+        memory=memory(
+            id="m30", content="用户的订单NJDJKA5U37下周寄往苏州。", created_at=NOW - timedelta(days=30)
+        ),
+    )
+    neighbours = [
+        replace(
+            candidate(
+                n, channels=(Channel.VECTOR, Channel.LEXICAL), lexical=2.5, dense=0.93, min_similarity=0.4
+            ),
+            memory=memory(
+                id=f"m{n}", content=f"用户的订单AB{n:02d}CD{n:02d}EF下周寄往南京。", created_at=NOW
+            ),
+        )
+        for n in range(20)
+    ]
+    ranked = rank([*neighbours, held], {}, replace(QUERY, rare_terms=("njdjka5u37",)))
+    assert ranked[0].memory.id == "m30"
+    assert ranked[0].score.exact_evidence == 1.0 and ranked[1].score.exact_evidence == 0.0
+    assert ranked[0].score.final > ranked[1].score.final
+    # without the statistics' rare term, the look-alikes win, as before
+    assert rank([*neighbours, held], {}, QUERY)[0].memory.id != "m30"
+
+
+@pytest.mark.parametrize(
+    ("content", "held"),
+    [
+        ("Order 3F9A0C21DE ships", 1.0),
+        ("用户的订单3F9A0C21DE下周寄往杭州", 1.0),  # a code inside Chinese text
+        ("Order 3F9A0C21DEX ships", 0.0),  # a longer code is another code
+        ("Order X3F9A0C21DE ships", 0.0),
+    ],
+)
+def test_a_code_is_held_as_a_whole_word(content: str, held: float) -> None:
+    found = replace(candidate(1, lexical=1.0), memory=memory(id="m1", content=content))
+    assert exact_evidence(found, ("3f9a0c21de",)) == held
 
 
 def test_the_cross_encoder_blends_into_the_similarity() -> None:

@@ -104,5 +104,10 @@ async def test_two_hundred_look_alike_orders_stay_distinct_and_each_is_found(
         question = f"Where does order {code} ship to?" if position % 2 == 0 else f"订单{code}寄到哪里？"
         response = await client.recall(tenant, question, subject="user-1", top_k=3)
         if memory_id not in [hit.memory.id for hit in response.hits]:
-            missed.append(code)
+            explained = await client.recall(tenant, question, subject="user-1", top_k=10, explain=True)
+            found = [
+                (hit.memory.content[:40], round(hit.components.exact_evidence, 2), round(hit.score, 3))
+                for hit in explained.hits
+            ]
+            missed.append(f"{question} -> {found}")
     assert not missed, f"{len(missed)} of 200 orders not in the top 3 by their id: {missed[:10]}"
