@@ -30,6 +30,7 @@ then the earlier in the given order. Every resolution carries its reason.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -233,6 +234,13 @@ class _Reading:
 
     @classmethod
     def of(cls, content: str, kind: Kind) -> _Reading:
+        # A subject's nearest peers are the same memories write after write: each is read once.
+        if len(content) <= _CACHED_CHARS:
+            return _cached_reading(content, kind)
+        return cls.read(content, kind)
+
+    @classmethod
+    def read(cls, content: str, kind: Kind) -> _Reading:
         filled = slots(content) if kind in _SLOT_KINDS else ()
         in_values = [slot.value for slot in filled]
         # A slot's value (a username, an e-mail) is what changes, not what names the thing.
@@ -254,6 +262,14 @@ def slot_keys(content: str) -> tuple[str, ...]:
     """The slots a content fills, as the store indexes them to find a fact's earlier versions
     ("self:residence"), whatever the memory's kind (the rules check kinds themselves)."""
     return tuple(f"{slot.holder}:{slot.name}" for slot in slots(content))
+
+
+_CACHED_CHARS = 2_000  # readings of contents up to this long are kept (at most 4,096: ~10 MB)
+
+
+@functools.lru_cache(maxsize=4_096)
+def _cached_reading(content: str, kind: Kind) -> _Reading:
+    return _Reading.read(content, kind)
 
 
 # Kinds whose memories fill a person's slots; an event that moved a person is not their address.
