@@ -173,7 +173,10 @@ _EN_SLOTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("residence", rf"\b(?:lives?|living|lived|resides?|residing|settled|stays?|staying)\s+(?:now\s+|"
             rf"currently\s+)?in\s+{_V}"),
         ("residence", rf"\b(?:is|are)\s+(?:now\s+)?based\s+in\s+{_V}"),
-        ("residence", rf"\b(?:home|address|hometown)\s+(?:is|was)\s+(?:now\s+)?(?:in\s+)?{_EN_VALUE_TO_END}"),
+        # A home address; an office, shipping or e-mail address is another slot.
+        ("residence", rf"\b(?<!office )(?<!work )(?<!business )(?<!billing )(?<!shipping )(?<!delivery )"
+            rf"(?<!mailing )(?<!e-mail )(?<!email )(?<!ip )(?<!web )(?:home|address|hometown)\s+(?:is|was)\s+"
+            rf"(?:now\s+)?(?:in\s+)?{_EN_VALUE_TO_END}"),
         ("employer", rf"\b(?:works?|working|worked|employed|interns?|interning)\s+(?:now\s+)?(?:at|for|"
             rf"by)\s+{_V}"),
         ("employer", rf"\b(?:joined|joining|hired by|got a job at|new job at|started at|job is at)\s+{_V}"),
@@ -342,7 +345,8 @@ _ZH_SLOTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     for name, pattern in (
         ("residence", r"(?:搬到了?|搬去了?|搬回了?|搬家到|迁到|定居(?:在|于)?|住在|居住在|住到了?|"
             rf"家在|安家在|落户)\s*{_ZV}"),
-        ("residence", r"(?:地址|住址)(?:是|为|改成|改为|换成)\s*(?P<value>[^，,。；;！!？?\s]{2,40})"),
+        ("residence", r"(?<!公司)(?<!单位)(?<!办公)(?<!收货)(?<!发货)(?<!快递)(?<!邮箱)(?<!网站)(?:地址|住址)"
+            r"(?:是|为|改成|改为|换成)\s*(?P<value>[^，,。；;！!？?\s]{2,40})"),
         ("employer", rf"(?<![住家现正还也])在\s*{_ZV}\s*(?:工作|上班|任职|实习|就职)"),
         ("employer", r"(?:就职于|任职于|供职于|入职了?|跳槽到了?|跳槽去了?|加入了?|"
             rf"受雇于)\s*{_ZV}\s*(?:工作|上班|公司)?"),

@@ -21,7 +21,8 @@ from tests.gateway.conftest import Connect
 
 ADDRESS = "用户的住址是北京市朝阳区建国路88号"
 NEW_ADDRESS = "用户的住址是上海市徐汇区漕溪北路1号"
-ADDRESS_EN = "The user's home address is 12 Baker Street, London"
+# The office's, not the home's: a home address in English would be a new version of the Chinese one.
+ADDRESS_EN = "The user's office address is 12 Baker Street, London"
 TEA = "用户喜欢喝乌龙茶"
 PEANUTS = "用户对花生过敏"
 
