@@ -101,8 +101,14 @@ class RecallPolicy:
     # question in the next turn; LoCoMo dev R@5 +4 in the measurements).
     context_weight: float = 0.5
     context_candidates: int = 20
-    # With a cross-encoder in the inference tier, the rerank_candidates best are rescored and their
-    # similarity becomes (1 - rerank_weight) x similarity + rerank_weight x sigmoid(logit).
+    # With a cross-encoder in the inference tier, a recall whose query is mostly Latin script (the
+    # shipped one is English; domain/rerank.py) has its rerank_candidates best rescored, their
+    # similarity becoming (1 - rerank_weight) x similarity + rerank_weight x sigmoid(logit). `rerank` is
+    # the default of every profile, rerank_by_profile (profile -> on or off) overrides it per profile:
+    # on CPU the cross-encoder costs ~30 ms per candidate (BENCHMARKS.md, "A real cross-encoder").
+    # Depth 0: never rerank.
+    rerank: bool = False
+    rerank_by_profile: dict[str, bool] = field(default_factory=lambda: {"knowledge_qa": True})
     rerank_candidates: int = 20
     rerank_weight: float = 0.7
     # Returned memories need at least this final score (similarity is relative to the candidates,
@@ -122,6 +128,21 @@ class RecallPolicy:
     # under sqrt(exact_search_factor x the table's), domain/search_plan.py; 0: always HNSW.
     exact_search_factor: float = 180.0
     profiles: dict[str, ScoreWeights] = field(default_factory=lambda: dict(DEFAULT_PROFILES))
+
+    def __post_init__(self) -> None:
+        # ValueErrors: the configuration reports them as validation errors of the field they name.
+        if self.rerank_candidates < 0:
+            raise ValueError(
+                f"recall.rerank_candidates must be 0 (never rerank) or more, not {self.rerank_candidates}"
+            )
+        if not 0 <= self.rerank_weight <= 1:
+            raise ValueError(f"recall.rerank_weight must be between 0 and 1, not {self.rerank_weight}")
+        unknown = sorted(set(self.rerank_by_profile) - set(self.profiles))
+        if unknown:
+            raise ValueError(
+                f"recall.rerank_by_profile names unknown profiles {', '.join(unknown)}; "
+                f"known: {', '.join(sorted(self.profiles))}"
+            )
 
 
 @dataclass(frozen=True, slots=True)
