@@ -226,12 +226,7 @@ class RecallPipeline:
             )
         except InferenceUnavailable:
             return ranked, False  # answer without it rather than late
-        rescored = [
-            ranking.rescored(hit, logit, policy.rerank_weight, query.weights)
-            for hit, logit in zip(head, logits, strict=True)
-        ]
-        merged = rescored + tail
-        return ranking.best_first(merged), True
+        return ranking.reranked(head, logits, tail, policy.rerank_weight, query.weights), True
 
     def _spaces_for(self, text: str, size: ScopeSize | None) -> tuple[VectorSpace, ...]:
         """The vector spaces a query is compared in, preferred first. An English query is judged by the
