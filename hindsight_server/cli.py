@@ -616,7 +616,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return EXIT_USAGE
 
     async def work(target: str) -> str:
-        result = await evaluate(target, conversations, args.k, min_score=None if args.thresholds else 0.0)
+        result = await evaluate(
+            target,
+            conversations,
+            args.k,
+            min_score=None if args.thresholds else 0.0,
+            private_stack=not args.target,
+        )
         return report(result, args.json)
 
     try:

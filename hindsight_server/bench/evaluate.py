@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import sys
 import time
@@ -197,10 +198,13 @@ async def evaluate(
     ks: Sequence[int],
     concurrency: int = 4,
     min_score: float | None = 0.0,
+    private_stack: bool = False,
 ) -> dict[str, Any]:
     """min_score 0 (default) measures the ranking alone; None applies the server's threshold too. Also
     counts the recalls the cross-encoder rescored and, for a stack on this machine, its processes' CPU
-    per recall (cpu.py; Triton's is the reranker's cost beside the query embeddings)."""
+    per recall (cpu.py; Triton's is the reranker's cost beside the query embeddings): with
+    `private_stack` (started by this process) only that stack's, else every stack's on the machine."""
+    within = os.getpid() if private_stack else None
     scores = RecallScores(tuple(sorted(ks)))
     degraded: dict[str, int] = defaultdict(int)  # channel -> queries it could not answer
     reranked = 0
@@ -229,9 +233,9 @@ async def evaluate(
 
             # Sampled around the recalls only: loading a conversation embeds it, which is not recall's cost.
             queries = [q for q in conversation.queries if q.evidence]
-            before = cpu.sample(())
+            before = cpu.sample((), within)
             await asyncio.gather(*(recall(q) for q in queries))
-            for group, ms in before.per_call_ms(cpu.sample(()), 1).items():
+            for group, ms in before.per_call_ms(cpu.sample((), within), 1).items():
                 cpu_ms[group] += ms
     if degraded:
         # The figures measure the method only if every channel answered: say so when one did not.
