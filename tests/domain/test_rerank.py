@@ -7,7 +7,8 @@ import pytest
 from hindsight_server.domain.policy import RecallPolicy
 from hindsight_server.domain.rerank import latin_share, rerank_depth
 
-ON = RecallPolicy(rerank=True, rerank_by_profile={}, rerank_candidates=20)
+ON = RecallPolicy(rerank=True, rerank_candidates=20)  # the depth set apart from the default (10)
+QA = RecallPolicy(rerank_by_profile={"knowledge_qa": True})
 
 
 @pytest.mark.parametrize(
@@ -40,10 +41,11 @@ def test_only_mostly_latin_queries_are_reranked(text: str, share: float, reranke
 @pytest.mark.parametrize(
     ("policy", "profile", "depth"),
     [
-        (RecallPolicy(), "default", 0),  # off by default ...
-        (RecallPolicy(), "knowledge_qa", 20),  # ... on for the profile that favours answers over latency
-        (RecallPolicy(), "custom", 0),  # explicit weights: the default
-        (RecallPolicy(rerank=True), "support", 20),
+        (RecallPolicy(), "default", 0),  # off by default
+        (RecallPolicy(), "knowledge_qa", 0),
+        (QA, "knowledge_qa", 10),  # a profile turns it on
+        (QA, "custom", 0),  # explicit weights follow the default
+        (RecallPolicy(rerank=True), "support", 10),
         (RecallPolicy(rerank=True, rerank_by_profile={"support": False}), "support", 0),
         (RecallPolicy(rerank=True, rerank_candidates=40), "default", 40),
         (RecallPolicy(rerank=True, rerank_candidates=0), "default", 0),  # depth 0: never
