@@ -94,8 +94,8 @@ class EncoderModelOptions:
 
 
 # Tokens per (query, passage) pair: the passage is cut to fit, the query to at most half. The model's
-# cost grows with every token (~0.6 ms of CPU per token here, BENCHMARKS.md), and on LoCoMo dev 128 kept
-# every turn whole while 64 cut the longest tenth (BENCHMARKS.md, "A real cross-encoder").
+# cost grows with every token (~0.7 ms of CPU per token on 2 AVX2 cores); on LoCoMo dev 128 cuts no turn
+# while 64 cuts a fifth of them (BENCHMARKS.md, "A real cross-encoder").
 RERANK_MAX_LENGTH = 128
 
 
