@@ -1,6 +1,6 @@
 """Which recalls the cross-encoder rescores, and how deep: routed by the query's script.
 
-The shipped cross-encoder (ms-marco-MiniLM-L-12-v2) is English: its vocabulary holds few CJK characters,
+The shipped cross-encoder (ms-marco-MiniLM-L-12-v2) is English: its vocabulary holds 244 Han characters,
 so a Chinese query reaches it mostly as unknown tokens and its scores then harm the ranking. Until a
 Chinese cross-encoder ships, only queries that are mostly Latin script are reranked.
 """
