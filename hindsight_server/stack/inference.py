@@ -21,7 +21,14 @@ def embedded_triton(
 ) -> TritonServer:
     """A TritonServer ready to start(); the repository is rebuilt from the templates on every start."""
     work_dir = data_dir / "triton"
-    rerank = RerankModelOptions(Path(settings.rerank_model_dir)) if settings.rerank_model_dir else None
+    rerank = (
+        RerankModelOptions(
+            model_dir=Path(settings.rerank_model_dir) if settings.rerank_model_dir else None,
+            max_length=settings.rerank_max_length,
+        )
+        if settings.rerank
+        else None
+    )
     embed = EmbedModelOptions(
         onnx_path=Path(settings.embed_onnx) if settings.embed_onnx else None,
         dimension=dimension,

@@ -230,6 +230,8 @@ class Stack:
             env["HINDSIGHT_SECURITY__REQUIRE_API_KEYS"] = "false"
         if self._triton_english() is None and not self.settings.inference.url:
             env["HINDSIGHT_INFERENCE__ENGLISH_MODEL"] = ""  # the embedded tier serves no English model
+        if not self.settings.stack.rerank and not self.settings.inference.url:
+            env["HINDSIGHT_INFERENCE__RERANK_MODEL"] = ""  # nor a cross-encoder: never probed for one
         return [
             Child(
                 name="memory server" if self.servers == 1 else f"memory server {index + 1}",

@@ -17,6 +17,7 @@ from hindsight_server.domain.ranking import (
     exact_evidence,
     is_relevant,
     rank,
+    reranked,
     rescored,
     strongest,
 )
@@ -177,3 +178,24 @@ def test_the_cross_encoder_blends_into_the_similarity() -> None:
     assert doubtful.score.similarity < confident.score.similarity <= hit.score.similarity
     assert doubtful.score.final < confident.score.final
     assert confident.memory.tier is Tier.SEMANTIC and confident.score.recency == hit.score.recency
+
+
+def test_the_cross_encoder_reorders_the_head_and_never_drops_it_below_the_tail() -> None:
+    hits = rank([candidate(i, lexical=10.0 - i, channels=(Channel.LEXICAL,)) for i in range(4)], {}, QUERY)
+    head = hits[:3]
+    # A candidate it does not judge, scoring above what the head's worst will score once judged.
+    tail = [replace(hits[3], score=replace(hits[3].score, final=0.5))]
+    # The cross-encoder finds the head's last the best and its first the worst ...
+    order = reranked(head, [-9.0, 1.0, 9.0], tail, 0.7, QUERY.weights)
+    assert [hit.memory.id for hit in order] == ["m2", "m1", "m0", "m3"]
+    # ... the worst still ahead of the candidate it did not judge, which is untouched.
+    assert order[2].score.final < order[3].score.final and order[3] == tail[0]
+    assert [hit.score.rerank > 0 for hit in order] == [True, True, True, False]
+
+
+def test_the_cross_encoder_does_not_undo_exact_evidence() -> None:
+    base = rank([candidate(1, lexical=1.0), candidate(2, lexical=2.0)], {}, QUERY)
+    evidence = [replace(base[1], score=replace(base[1].score, exact_evidence=1.0)), base[0]]
+    # the cross-encoder much prefers the look-alike: the memory holding the code still comes first
+    again = reranked(evidence, [-8.0, 8.0], [], 0.7, QUERY.weights)
+    assert [hit.score.exact_evidence for hit in again] == [1.0, 0.0]

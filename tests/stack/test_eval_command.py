@@ -47,6 +47,15 @@ async def test_eval_prints_recall_at_k_overall_and_by_category(server: RunningSe
     assert report["overall"]["R@3"] == 100.0  # every answer shares a rare word with its question
     assert report["by_category"]["1"]["queries"] == 2
     assert report["by_category"]["2"]["R@1"] == 100.0
+    assert report["reranked"] == 0  # the test server has no inference tier
+
+
+async def test_eval_refuses_reranker_flags_with_a_target(tmp_path: Path) -> None:
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(EVAL_FILE, ensure_ascii=False), encoding="utf-8")
+    result = await run_cli(["eval", str(path), "--target", "127.0.0.1:9", "--rerank", "--rerank-depth", "10"])
+    assert result.code == 2
+    assert "--rerank, --rerank-depth configure the private stack" in result.stderr
 
 
 async def test_eval_rejects_a_file_that_is_not_memory_eval(tmp_path: Path) -> None:
