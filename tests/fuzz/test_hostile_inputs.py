@@ -5,17 +5,14 @@ naming the field, never INTERNAL, and nothing left behind that breaks a later ca
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
 import pytest
 
-from embedder.triton import TritonServer
 from hindsight.client import HindsightClient
 from hindsight.v1 import memory_pb2 as pb
-from hindsight_server.app import RunningServer, start_server
-from hindsight_server.config import Settings
+from hindsight_server.app import RunningServer
 from hindsight_server.domain.query import MAX_EMBEDDED_TURNS
 
 POISON = "9" * 4400 + "人"
@@ -102,17 +99,6 @@ async def test_deep_entities_are_refused_whatever_the_depth(
         assert levels <= 3
     async with HindsightClient(f"127.0.0.1:{server.port}") as client:
         assert (await client.get(tenant, answer.memory.id)).id == answer.memory.id
-
-
-@pytest.fixture(scope="module")
-async def tier_server(
-    make_settings: Callable[..., Settings], triton_server: TritonServer
-) -> AsyncIterator[RunningServer]:
-    running = await start_server(
-        make_settings(inference__url=triton_server.grpc_url, inference__inline_budget_s=2.0)
-    )
-    yield running
-    await running.stop()
 
 
 async def test_a_dialogue_query_embeds_a_bounded_number_of_turns(

@@ -5,41 +5,28 @@ from __future__ import annotations
 
 import random
 import string
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from embedder.triton import TritonServer
 from hindsight.client import HindsightClient
-from hindsight_server.app import RunningServer, start_server
+from hindsight_server.app import RunningServer
 from hindsight_server.bench.conflicts import load_cases, report, run_conflict_bench
-from hindsight_server.config import Settings
 
 FACT = {"tier": "semantic", "kind": "fact"}
 
 
 @pytest.fixture(scope="module")
-async def server(
-    make_settings: Callable[..., Settings], triton_server: TritonServer
-) -> AsyncIterator[RunningServer]:
-    """A server with the real inference tier: the rules see real similarities, as in production."""
-    running = await start_server(
-        make_settings(inference__url=triton_server.grpc_url, inference__inline_budget_s=2.0)
-    )
-    yield running
-    await running.stop()
-
-
-@pytest.fixture(scope="module")
-async def client(server: RunningServer) -> AsyncIterator[HindsightClient]:
-    async with HindsightClient(f"127.0.0.1:{server.port}", timeout_s=30) as shared:
+async def client(tier_server: RunningServer) -> AsyncIterator[HindsightClient]:
+    """On a server with the real inference tier: the rules see real similarities, as in production."""
+    async with HindsightClient(f"127.0.0.1:{tier_server.port}", timeout_s=30) as shared:
         yield shared
 
 
-async def test_the_labelled_cases_meet_the_targets(server: RunningServer) -> None:
+async def test_the_labelled_cases_meet_the_targets(tier_server: RunningServer) -> None:
     """The shipped table: 60 true updates, 55 true duplicates, 60 look-alikes, English and Chinese."""
-    scores = await run_conflict_bench(f"127.0.0.1:{server.port}", load_cases())
+    scores = await run_conflict_bench(f"127.0.0.1:{tier_server.port}", load_cases())
     print(report(scores, as_json=False))
     assert scores.cases >= 170
     assert scores.precision["supersede"] >= 0.95 and scores.recall["supersede"] >= 0.8, scores.wrong
