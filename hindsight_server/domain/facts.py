@@ -165,11 +165,17 @@ _EN_NEGATION = re.compile(
 )
 
 _V = _EN_VALUE
+_EN_MOVER = (
+    rf"(?P<mover>\b(?:user|i|i'm|we|we're|he|he's|she|she's|they|they're|family|{_EN_HOLDERS})"
+    r"|\b(?-i:[A-Z][a-z]+))"
+)
 _EN_SLOTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (name, re.compile(pattern, re.IGNORECASE))
     for name, pattern in (
-        ("residence", rf"\b(?:moved|moving|relocated|relocating|"
-            rf"moves)\s+(?:back\s+)?(?:from\s+[^,.;]+?\s+)?to\s+(?:live\s+in\s+)?{_V}"),
+        # Moved, of a person ("the review moved to Friday" is a schedule): right after who moved.
+        ("residence", rf"{_EN_MOVER}\s+(?:(?:has|have|had|just|finally|recently|then|also|now|and)\s+)*"
+            rf"(?:moved|moving|relocated|relocating|moves)\s+(?:back\s+)?(?:from\s+[^,.;]+?\s+)?to\s+"
+            rf"(?:live\s+in\s+)?{_V}"),
         ("residence", rf"\b(?:lives?|living|lived|resides?|residing|settled|stays?|staying)\s+(?:now\s+|"
             rf"currently\s+)?in\s+{_V}"),
         ("residence", rf"\b(?:is|are)\s+(?:now\s+)?based\s+in\s+{_V}"),
@@ -207,6 +213,22 @@ _EN_SLOTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("username", rf"\b(?:username|user name|handle|login)\s+is\s+(?:now\s+)?{_EN_VALUE_TO_END}"),
     )
 )  # fmt: skip
+# A recurring or planned slot of time, named by what it is for: "the yoga class is on Tuesdays", "the
+# weekly standup moved to 9:30". Only when the activity stands right before the verb ("the meeting with
+# Anna is on Monday" names a meeting, not the meeting).
+_EN_ACTIVITY = (
+    r"(?<![\w'])(?P<what>(?:[a-z]+\s+){0,2}?(?:class|classes|lesson|lessons|meeting|standup|stand-up|appointment|"
+    r"session|practice|training|shift|rehearsal|check-in|checkup|check-up|1:1|one-on-one|deadline))"
+)
+_EN_WHEN_PREFIX = re.compile(r"^(?:on|at|by|every|for)\s+")
+_EN_SCHEDULE = re.compile(
+    rf"\b{_EN_ACTIVITY}\s+(?:(?:is|are|was|has been|got|was)\s+)?(?:now\s+)?"
+    rf"(?:(?:moved|rescheduled|changed|pushed|pushed back|postponed|brought forward)\s+"
+    rf"(?:from\s+[^,.;]+?\s+)?to"
+    rf"|(?:is|are)\s+(?:now\s+)?(?:on|at|every|due)|(?:is|are)\s+(?:now\s+)?due\s+(?:on|by))\s+"
+    rf"{_EN_VALUE_TO_END}",
+    re.IGNORECASE,
+)
 _EN_FAVOURITE = re.compile(
     rf"\bfavou?rite\s+(?P<what>[a-z]+(?:\s+[a-z]+)?)\s+(?:(?:these days|nowadays|now)\s+)?(?:is|are|was)\s+"
     rf"(?:now\s+)?{_EN_VALUE_TO_END}",
@@ -282,7 +304,13 @@ def _english_slots(text: str) -> list[Slot]:
             value = _phone(raw) if name == "phone" else _value(raw)
             if name == "diet":
                 value = value.replace(" ", "-")
-            add(_en_holder(text[: match.start()]), name, value, match.start())
+            # Who moved is part of the match: the holder is read up to the verb.
+            verb_at = match.end("mover") if "mover" in pattern.groupindex else match.start()
+            add(_en_holder(text[:verb_at]), name, value, match.start())
+    for match in _EN_SCHEDULE.finditer(text):
+        what = _value(match.group("what"))
+        when = _EN_WHEN_PREFIX.sub("", _value(match.group("value")))
+        add(_en_holder(text[: match.start()]), f"schedule:{what}", when, match.start())
     for match in _EN_FAVOURITE.finditer(text):
         what = _value(match.group("what")).replace("colour", "color")
         add(
@@ -368,6 +396,15 @@ _ZH_SLOTS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
             r"换成了?)\s*(?P<value>[^，,。；;！!？?\s]{1,40})"),
     )
 )  # fmt: skip
+_ZH_WHEN = (
+    r"(?P<value>(?:每)?(?:周|星期|礼拜)[一二三四五六日天](?:[上下]午|晚上|早上)?(?:[0-9一二三四五六七八九十]+点半?)?"
+    r"|(?:[上下]午|晚上|早上)?[0-9一二三四五六七八九十]+点半?|[0-9]+[:：][0-9]+|[0-9]+月[0-9]+[日号])"
+)
+_ZH_SCHEDULE = re.compile(
+    rf"(?:(?<=的)|(?<=^)|(?<=[，,。；;\s])|(?<=用户)|(?<=我))"
+    rf"(?P<what>[\u4e00-\u9fff]{{0,4}}?(?:课|例会|会议|周会|晨会|训练|排练|门诊|复诊|值班|面试|截止日期|截止时间))"
+    rf"(?:时间)?(?:从[^，,。；;]{{1,10}}?)?(?:在|是|定在|改到了?|改在|改成了?|调到了?|挪到了?|推迟到了?|提前到了?)\s*{_ZH_WHEN}"
+)
 _ZH_FAVOURITE = re.compile(
     rf"最喜欢(?:吃|喝|看|听|玩|用|穿|去)?的\s*(?P<what>[^，,。；;！!？?\s是]{{1,6}}?)\s*(?:现在|目前|已经)?\s*(?:是|变成了?|"
     rf"换成了?)\s*{_ZV}"
@@ -429,6 +466,9 @@ def _chinese_slots(text: str) -> list[Slot]:
             # A verb's leftovers are not a holder: "用户不再" is the subject, negated.
             holder = _zh_holder(_ZH_NEGATION.sub("", text[: match.start()]))
             add(holder, name, value, match.start())
+    for match in _ZH_SCHEDULE.finditer(text):
+        what = _ZH_SELF.sub("", match.group("what")) or match.group("what")
+        add(_zh_holder(text[: match.start()]), f"schedule:{what}", match.group("value"), match.start())
     for match in _ZH_FAVOURITE.finditer(text):
         add(
             _zh_holder(text[: match.start()]),

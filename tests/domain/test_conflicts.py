@@ -230,6 +230,11 @@ def fact(content: str) -> NewMemory:
          Action.SUPERSEDE, "worded as a change of it (similarity 0.600, about bank, chase)"),
         ("I closed my Chase account and moved everything to Ally Bank", "I bank with Chase", 0.3,
          Action.NEW, None),
+        # a schedule that moved is a new version; another activity's is not
+        ("The yoga class moved to Thursdays.", "The user's yoga class is on Tuesdays.", 0.5, Action.SUPERSEDE,
+         "same slot, new value: schedule:yoga class 'tuesdays' -> 'thursdays'"),
+        ("The user's piano lesson is on Thursdays.", "The user's yoga class is on Tuesdays.", 0.6,
+         Action.NEW, None),
         # preferences: one replaces the other
         ("The user now prefers coffee in the morning.", "The user prefers tea in the morning.", 0.7,
          Action.SUPERSEDE, "same preference, new value: 'tea' -> 'coffee'"),

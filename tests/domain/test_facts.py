@@ -62,6 +62,17 @@ from hindsight_server.domain.facts import (
         ("用户和李娜结婚了", [("self", "relation:spouse", "李娜", False)]),
         ("用户在北京大学读书", [("self", "school", "北京大学", False)]),
         ("用户喜欢吃川菜。", []),
+        # schedules, named by what they are for
+        ("The user's yoga class is on Tuesdays", [("self", "schedule:yoga class", "tuesdays", False)]),
+        (
+            "My weekly standup was moved from 9:00 to 9:30.",
+            [("self", "schedule:weekly standup", "9:30", False)],
+        ),
+        ("The review moved to Friday at 15:00", []),  # a thing moved in time is not a new home
+        ("The meeting with Anna is on Monday", []),  # one meeting of many
+        ("用户的瑜伽课在周二晚上", [("self", "schedule:瑜伽课", "周二晚上", False)]),
+        ("瑜伽课从周二改到了周四", [("self", "schedule:瑜伽课", "周四", False)]),
+        ("The user's sister moved to Chicago.", [("sister", "residence", "chicago", False)]),
     ],
 )
 def test_slots(text: str, expected: list[tuple[str, str, str, bool]]) -> None:
