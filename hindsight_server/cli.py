@@ -512,6 +512,14 @@ def cmd_bench_recall(args: argparse.Namespace) -> int:
     from hindsight_server.bench.eval_corpus import eval_corpus
     from hindsight_server.bench.recall import report, run_recall_bench
 
+    if args.rerank is not None and args.target:
+        print(
+            "hindsight bench recall: --rerank configures the private stack; not with --target",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    # Measured at the production rerank deadline: a rerank that does not fit it is answered without.
+    env = {} if args.rerank is None else {"HINDSIGHT_RECALL__RERANK": str(args.rerank).lower()}
     if args.corpus:
         corpus = eval_corpus(Path(args.corpus), args.memories, users=args.users, tenants=args.tenants or 1)
     else:
@@ -531,7 +539,7 @@ def cmd_bench_recall(args: argparse.Namespace) -> int:
             reports.append(report(result, args.json))
         return "\n".join(reports)
 
-    print(_on_stack(args, work))
+    print(_on_stack(args, work, env))
     return 0
 
 
@@ -887,6 +895,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=600.0,
         help="seconds a load waits for the background worker's embeddings before measuring",
+    )
+    recall_bench.add_argument(
+        "--rerank",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the private stack reranks English recalls, or not (default: its recall.rerank)",
     )
     recall_bench.add_argument("--json", action="store_true")
     recall_bench.set_defaults(handler=cmd_bench_recall)

@@ -58,6 +58,12 @@ async def test_eval_refuses_reranker_flags_with_a_target(tmp_path: Path) -> None
     assert "--rerank, --rerank-depth configure the private stack" in result.stderr
 
 
+async def test_the_recall_bench_refuses_the_reranker_flag_with_a_target() -> None:
+    result = await run_cli(["bench", "recall", "--target", "127.0.0.1:9", "--rerank"])
+    assert result.code == 2
+    assert "--rerank configures the private stack; not with --target" in result.stderr
+
+
 async def test_eval_rejects_a_file_that_is_not_memory_eval(tmp_path: Path) -> None:
     path = tmp_path / "bad.json"
     path.write_text('{"conversations": [{"items": [{"id": "x"}]}]}', encoding="utf-8")
