@@ -16,12 +16,19 @@ existing memory, the first rule that holds, in this order:
    changed ("lives in Lisbon", "moved to Porto") or the new one ends it ("no longer works at Acme"),
    whatever the similarity of the wording; MERGE when every slot and value token is the same and the
    wording is similar (at least `slot_merge_from`).
-4. MERGE, near-identical: similarity above `merge_above` (0.95) and no differing value token.
+   A preference replaces the holder's earlier one on the same thing ("prefers tea in the morning",
+   "now prefers coffee in the morning"); one that only adds to it ("green tea") is left alone.
+4. MERGE, alike: the same people and no name swapped for another ("黄山", "泰山"), no differing value
+   token, and either a similarity above `merge_above` (0.95), or a rewording: similarity at least
+   `reworded_merge_from` with `reworded_overlap` of the content terms shared and no change cue.
 5. SUPERSEDE, similar: similarity at least `supersede_from` (0.9), the contents differ in a value token
    (a number, a date word, a place, a name), and the new content reads as a change of the old one: it
    names an identifier the old one names, or it has an update cue ("now", "moved", "改成", a
    preference). Look-alike facts without either are two facts.
-6. otherwise nothing: the memory is NEW with respect to this one. Where the rules are unsure they keep
+6. SUPERSEDE, worded as a change: the new content says on its own that something changed ("switched",
+   "换了"), it is about the same people and shares a content term, and the similarity is at least
+   `changed_supersede_from` (0.45).
+7. otherwise nothing: the memory is NEW with respect to this one. Where the rules are unsure they keep
    both: a wrong supersede hides a true fact, a wrong keep costs a line in recall.
 
 Across existing memories, the strongest rule wins (lower number first), then the higher similarity,
@@ -41,6 +48,7 @@ from hindsight_server.domain.errors import InvalidArgument
 from hindsight_server.domain.facts import (
     Preference,
     Slot,
+    common_ends,
     has_update_cue,
     identifiers,
     preference,
@@ -49,7 +57,7 @@ from hindsight_server.domain.facts import (
     swapped,
     topic_terms,
 )
-from hindsight_server.domain.language import language
+from hindsight_server.domain.language import CHINESE, language
 from hindsight_server.domain.model import Entities, JsonValue, Kind, Memory, MemoryDraft, Tier
 from hindsight_server.domain.numerals import parse_number
 
@@ -311,7 +319,7 @@ def _changed_values(
 def _within(short: str, long: str) -> bool:
     """Whether `short` is part of `long`: its words ("lisbon" in "lisbon portugal"), or for Chinese its
     characters in order, with gaps ("白色model" in "白色特斯拉model")."""
-    if language(short + long) != "zh":
+    if language(short + long) != CHINESE:
         return set(_WORDS.findall(short)) <= set(_WORDS.findall(long))
     rest = iter(long)
     return all(char in rest for char in short)
@@ -363,12 +371,7 @@ def _preference_change(new: Preference, old: Preference) -> tuple[str, str, bool
     ("tea" and "green tea"), which the rules leave alone."""
     if new.words == old.words:
         return None
-    head = 0
-    while head < min(len(new.words), len(old.words)) and new.words[head] == old.words[head]:
-        head += 1
-    tail = 0
-    while tail < min(len(new.words), len(old.words)) - head and new.words[-1 - tail] == old.words[-1 - tail]:
-        tail += 1
+    head, tail = common_ends(new.words, old.words)
     now, before = new.words[head : len(new.words) - tail], old.words[head : len(old.words) - tail]
     if not now or not before:
         return None if not now and not before else ("", "", False)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hindsight_server.domain.language import CHINESE, language
@@ -27,6 +28,7 @@ __all__ = [
     "MAX_FACT_CHARS",
     "Preference",
     "Slot",
+    "common_ends",
     "has_update_cue",
     "identifiers",
     "preference",
@@ -120,8 +122,8 @@ def has_update_cue(text: str, *, strong: bool = False) -> bool:
     ("switched", "换了"), not "now" or "new", and not a preference."""
     clean = _clean(text)
     if strong:
-        pattern = _ZH_STRONG_CUE if language(clean) == CHINESE else _EN_STRONG_CUE
-        return bool(pattern.search(clean) or _EN_STRONG_CUE.search(clean))
+        chinese = language(clean) == CHINESE
+        return bool((chinese and _ZH_STRONG_CUE.search(clean)) or _EN_STRONG_CUE.search(clean))
     if language(clean) == CHINESE:
         return bool(_ZH_CUE.search(clean) or _ZH_PREFERS.search(clean) or _EN_CUE.search(clean))
     return bool(_EN_CUE.search(clean) or _EN_PREFERS.search(clean))
@@ -609,11 +611,19 @@ def swapped(a: str, b: str) -> bool:
         units_a = [w for w in re.findall(r"\w+", clean_a.casefold()) if not _SWAP_SELF.fullmatch(w)]
         units_b = [w for w in re.findall(r"\w+", clean_b.casefold()) if not _SWAP_SELF.fullmatch(w)]
         longest = 2
-    head = 0
-    while head < min(len(units_a), len(units_b)) and units_a[head] == units_b[head]:
-        head += 1
-    tail = 0
-    while tail < min(len(units_a), len(units_b)) - head and units_a[-1 - tail] == units_b[-1 - tail]:
-        tail += 1
+    head, tail = common_ends(units_a, units_b)
     rest_a, rest_b = len(units_a) - head - tail, len(units_b) - head - tail
     return 1 <= rest_a == rest_b <= longest
+
+
+def common_ends(a: Sequence[str], b: Sequence[str]) -> tuple[int, int]:
+    """How many units two sequences share at their beginning, then at their end (never overlapping):
+    what is left between is where they differ."""
+    shortest = min(len(a), len(b))
+    head = 0
+    while head < shortest and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < shortest - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    return head, tail
