@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -23,12 +24,44 @@ INFERENCE_HEALTH_NAME = "hindsight.inference"
 _MiB = 1024 * 1024
 _MAX_CONNECTION_AGE_MS = 5 * 60 * 1000
 _MAX_CONNECTION_AGE_GRACE_MS = 30 * 1000
-# The server pings an idle connection each minute and closes it without an answer in 20 s (a client
-# that vanished); it accepts clients' pings down to every 10 s, idle or not (the shared client pings
-# every 30 s, hindsight.client.KEEPALIVE_TIME_MS), and sends GOAWAY to one pinging faster.
-KEEPALIVE_TIME_MS = 60_000
-KEEPALIVE_TIMEOUT_MS = 20_000
-MIN_CLIENT_PING_INTERVAL_MS = 10_000
+
+
+@dataclass(frozen=True)
+class Keepalive:
+    """The server's HTTP/2 pings: it pings an idle connection each `time_ms` and closes it without an
+    answer in `timeout_ms` (a client that vanished); it accepts clients' pings down to every
+    `min_client_ping_interval_ms`, idle or not (the shared client and the MCP gateway ping every 30 s,
+    hindsight.client.KEEPALIVE_TIME_MS), and sends GOAWAY (too_many_pings) to a client that pings faster
+    more than `max_ping_strikes` times in a row."""
+
+    time_ms: int = 60_000
+    timeout_ms: int = 20_000
+    min_client_ping_interval_ms: int = 10_000
+    max_ping_strikes: int = 2
+
+
+KEEPALIVE = Keepalive()
+
+
+def server_options(max_message_bytes: int, keepalive: Keepalive = KEEPALIVE) -> list[tuple[str, int]]:
+    """The memory server's channel arguments (tests/rpc/test_keepalive.py runs them with the ping
+    intervals scaled down)."""
+    return [
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_send_message_length", max(max_message_bytes, 16 * _MiB)),
+        ("grpc.so_reuseport", 0),
+        # Clients that balance over DNS (a headless Service) re-resolve only when a connection
+        # closes: ending connections after a few minutes lets them find servers added since.
+        ("grpc.max_connection_age_ms", _MAX_CONNECTION_AGE_MS),
+        ("grpc.max_connection_age_grace_ms", _MAX_CONNECTION_AGE_GRACE_MS),
+        ("grpc.keepalive_time_ms", keepalive.time_ms),
+        ("grpc.keepalive_timeout_ms", keepalive.timeout_ms),
+        # Also what lets a client ping a connection with no call on it (otherwise: once in 2 hours).
+        ("grpc.keepalive_permit_without_calls", 1),
+        # gRPC core's GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS (its default: 5 minutes).
+        ("grpc.http2.min_ping_interval_without_data_ms", keepalive.min_client_ping_interval_ms),
+        ("grpc.http2.max_ping_strikes", keepalive.max_ping_strikes),
+    ]
 
 
 def build_server(
@@ -46,20 +79,7 @@ def build_server(
         # Outermost first: the request id, then the error table around everything else (auth included),
         # then admission, which weighs only the calls auth let in, by the key's tenant.
         interceptors=[*tracing, RequestIdInterceptor(), ErrorMappingInterceptor(), auth, admission],
-        options=[
-            ("grpc.max_receive_message_length", max_message_bytes),
-            ("grpc.max_send_message_length", max(max_message_bytes, 16 * _MiB)),
-            ("grpc.so_reuseport", 0),
-            # Clients that balance over DNS (a headless Service) re-resolve only when a connection
-            # closes: ending connections after a few minutes lets them find servers added since.
-            ("grpc.max_connection_age_ms", _MAX_CONNECTION_AGE_MS),
-            ("grpc.max_connection_age_grace_ms", _MAX_CONNECTION_AGE_GRACE_MS),
-            ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
-            ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
-            ("grpc.keepalive_permit_without_calls", 1),
-            ("grpc.http2.min_recv_ping_interval_without_data_ms", MIN_CLIENT_PING_INTERVAL_MS),
-            ("grpc.http2.max_ping_strikes", 2),
-        ],
+        options=server_options(max_message_bytes),
     )
     pb_grpc.add_MemoryServiceServicer_to_server(servicer, server)
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
