@@ -20,7 +20,12 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from gateway_mcp.config import GatewayConfigError, GatewaySettings, load_gateway_settings
+from gateway_mcp.config import (
+    GatewayConfigError,
+    GatewaySettings,
+    load_gateway_settings,
+    unknown_environment,
+)
 from hindsight.telemetry import TelemetryConfigError, configure_logging
 
 __all__ = ["add_arguments", "main", "run"]
@@ -61,14 +66,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _problem(error: ValidationError | GatewayConfigError) -> str:
+def _problems(error: ValidationError | GatewayConfigError) -> list[str]:
     if isinstance(error, GatewayConfigError):
-        return str(error)
-    where = "; ".join(
+        return list(error.problems)
+    return [
         f"{'.'.join(str(p) for p in item['loc']) or 'configuration'}: {item['msg']}"
         for item in error.errors(include_url=False, include_input=False)
-    )
-    return f"invalid configuration: {where}"
+    ]
 
 
 def _settings(args: argparse.Namespace) -> GatewaySettings:
@@ -138,10 +142,13 @@ def run(args: argparse.Namespace) -> int:
         if args.http:
             settings.require_safe_http()
     except (ValidationError, GatewayConfigError) as error:
-        print(f"hindsight mcp: {_problem(error)}", file=sys.stderr)
+        for problem in _problems(error):
+            print(f"hindsight mcp: config error: {problem}", file=sys.stderr)
         return EXIT_USAGE
     # stdout is the protocol's channel on stdio: logs go to stderr only.
     configure_logging(logging.INFO, sys.stderr)
+    for line in unknown_environment():  # a misspelt variable is no error, but is said
+        logging.getLogger("gateway_mcp.config").warning("%s", line)
     # Stateless HTTP ends a "session" with every request, and the SDK logs each one at INFO.
     logging.getLogger("mcp.server.streamable_http").setLevel(logging.WARNING)
     from gateway_mcp.telemetry import install_telemetry

@@ -12,15 +12,16 @@ hold both without the server rejecting it.
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import os
 import re
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
 from hindsight.tls import ClientTls
@@ -34,15 +35,22 @@ __all__ = [
     "channel_target",
     "is_loopback",
     "load_gateway_settings",
+    "unknown_environment",
 ]
 
 CONFIG_ENV = "HINDSIGHT_MCP_CONFIG"
+ENV_PREFIX = "HINDSIGHT_MCP__"
 HEALTH_PATH = "/healthz"  # the HTTP gateway's liveness probe (no token needed)
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
 class GatewayConfigError(ValueError):
-    """A configuration the gateway refuses to run with; the message says what to change."""
+    """A configuration the gateway refuses to run with; the message says what to change, a line per
+    problem (`problems`), each naming the key and the file or variable it came from."""
+
+    def __init__(self, *problems: str) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
 
 
 class TokenBinding(BaseModel):
@@ -269,6 +277,66 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _closest(name: str, known: Sequence[str]) -> str | None:
+    matches = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    return matches[0] if matches else None
+
+
+def _problems(
+    error: ValidationError, source_of: Mapping[str, str], skip: frozenset[str] = frozenset()
+) -> list[str]:
+    """A line per problem: the key, where it came from (`source_of` a top-level key), what is wrong;
+    none for the top-level keys in `skip`. A token's value is a tenant or a table (TokenBinding): when
+    the table has problems, the "not a string" of the other reading is left out."""
+    items = [
+        item for item in error.errors(include_url=False) if not item["loc"] or item["loc"][0] not in skip
+    ]
+    tables = {tuple(item["loc"][:2]) for item in items if item["loc"][2:3] == ("TokenBinding",)}
+    lines = []
+    for item in items:
+        if item["loc"][2:3] == ("str",) and tuple(item["loc"][:2]) in tables:
+            continue
+        loc = [str(part) for part in item["loc"] if part not in ("TokenBinding", "str")]
+        key = ".".join(loc) or "configuration"
+        source = source_of.get(loc[0], "the defaults") if loc else "the configuration"
+        where = f"from {source}" if source == "the command line" else f"in {source}"
+        if item["type"] == "extra_forbidden":
+            model = TokenBinding if loc[0] == "tokens" else GatewaySettings
+            suggestion = _closest(loc[-1], list(model.model_fields))
+            hint = f" (did you mean {suggestion}?)" if suggestion else ""
+            lines.append(f"{key} {where}: unknown key{hint}")
+        else:
+            lines.append(f"{key} {where}: {str(item['msg']).removeprefix('Value error, ')}")
+    return lines
+
+
+def _environment_names(environ: Mapping[str, str]) -> dict[str, str]:
+    """The fields the environment sets -> the variable that sets each (matched without case, as
+    pydantic-settings matches them)."""
+    names = {}
+    for variable in environ:
+        field = variable.upper().removeprefix(ENV_PREFIX).lower()
+        if variable.upper().startswith(ENV_PREFIX) and field in GatewaySettings.model_fields:
+            names[field] = variable
+    return names
+
+
+def unknown_environment(environ: Mapping[str, str] | None = None) -> list[str]:
+    """A line for each HINDSIGHT_MCP__ variable that names no gateway setting, with the closest one."""
+    environ = os.environ if environ is None else environ
+    lines = []
+    for variable in sorted(environ):
+        if not variable.upper().startswith(ENV_PREFIX):
+            continue
+        field = variable.upper().removeprefix(ENV_PREFIX).lower()
+        if field in GatewaySettings.model_fields:
+            continue
+        suggestion = _closest(field, list(GatewaySettings.model_fields))
+        hint = f" (did you mean {ENV_PREFIX}{suggestion.upper()}?)" if suggestion else ""
+        lines.append(f"{variable} is not a setting of the MCP gateway, ignored{hint}")
+    return lines
+
+
 def load_gateway_settings(config_file: Path | None = None, **overrides: Any) -> GatewaySettings:
     """Reads the TOML file (if any), applies the environment on top, then explicit overrides (flags)."""
     path = config_file or (Path(os.environ[CONFIG_ENV]) if os.environ.get(CONFIG_ENV) else None)
@@ -277,10 +345,31 @@ def load_gateway_settings(config_file: Path | None = None, **overrides: Any) -> 
         try:
             with path.open("rb") as handle:
                 values = tomllib.load(handle)
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise GatewayConfigError(f"cannot read the gateway configuration {path}: {exc}") from exc
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            raise GatewayConfigError(f"cannot read the gateway configuration {path}: {reason}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise GatewayConfigError(f"the gateway configuration {path}: not valid TOML: {exc}") from None
+    source_of = dict.fromkeys(values, str(path))
+    variables = _environment_names(os.environ)
     # The fields the environment set (defaults are not in model_fields_set) beat the file; flags beat both.
-    from_env = GatewaySettings()
-    values.update({name: getattr(from_env, name) for name in from_env.model_fields_set})
-    values.update({name: value for name, value in overrides.items() if value is not None})
-    return GatewaySettings(**values)
+    problems: list[str] = []
+    said = frozenset[str]()
+    try:
+        from_env = GatewaySettings()
+    except ValidationError as exc:  # said; the file and the flags are still checked
+        problems += _problems(exc, variables)
+        said = frozenset(variables)
+    else:
+        values.update({name: getattr(from_env, name) for name in from_env.model_fields_set})
+        source_of.update({name: variables.get(name, "the environment") for name in from_env.model_fields_set})
+    flags = {name: value for name, value in overrides.items() if value is not None}
+    values.update(flags)
+    source_of.update(dict.fromkeys(flags, "the command line"))
+    try:
+        settings = GatewaySettings(**values)
+    except ValidationError as exc:  # the environment is read again: what it alone set is said already
+        problems += _problems(exc, source_of, said - values.keys())
+    if problems:
+        raise GatewayConfigError(*problems)
+    return settings

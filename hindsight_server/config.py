@@ -3,18 +3,37 @@
 Sources, strongest first: environment variables (`HINDSIGHT_` prefix, `__` between levels, e.g.
 `HINDSIGHT_SERVER__PORT=50052`, `HINDSIGHT_RECALL__MIN_SCORE=0.4`), then an optional TOML file
 (`--config FILE` or `HINDSIGHT_CONFIG`), then the defaults of DESIGN.md.
+
+A configuration that cannot be used is a ConfigError: one line per problem, naming the key and the file or
+variable it came from (an unknown key with the closest known one). A HINDSIGHT_ variable that is no
+setting at all (`HINDSIGHT_RECAL__MIN_SCORE`) is not an error (the environment is shared with other
+programs): unknown_environment() names each, with the closest setting, for the log at start.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import logging
 import os
 import tomllib
+import types
+import typing
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from embedder.repository import RERANK_MAX_LENGTH
@@ -335,6 +354,7 @@ class Settings(BaseSettings):
         env_prefix="HINDSIGHT_", env_nested_delimiter="__", frozen=True, extra="forbid"
     )
 
+    # The embedded stack's data (its PostgreSQL in <data_dir>/postgres), relative to the working directory.
     data_dir: Path = Path("data")
     log_level: str = "INFO"
     server: ServerSettings = ServerSettings()
@@ -352,6 +372,20 @@ class Settings(BaseSettings):
     jobs: JobsSettings = JobsSettings()
     recall: RecallPolicy = RecallPolicy()
     telemetry: TelemetrySettings = TelemetrySettings()
+    # Where each value came from (load_settings), for messages that name it.
+    _origins: _Origins | None = PrivateAttr(None)
+
+    @field_validator("log_level")
+    @classmethod
+    def _a_level(cls, value: str) -> str:
+        if value.upper() not in logging.getLevelNamesMapping():
+            raise ValueError("expected one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
+        return value
+
+    def origin(self, dotted: str) -> str:
+        """Where a setting's value came from: a HINDSIGHT_ variable, the file, the command line, or the
+        default."""
+        return self._origins.of(tuple(dotted.split("."))) if self._origins else "unknown"
 
     @classmethod
     def settings_customise_sources(
@@ -366,16 +400,188 @@ class Settings(BaseSettings):
         return env_settings, init_settings
 
 
-def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
-    """Reads the TOML file (if any), applies the environment on top, then explicit overrides (CLI flags)."""
-    path = config_file or (
-        Path(os.environ["HINDSIGHT_CONFIG"]) if os.environ.get("HINDSIGHT_CONFIG") else None
-    )
-    values: dict[str, Any] = {}
-    if path is not None:
+class ConfigError(ValueError):
+    """A configuration the server cannot run with; each problem is one line naming the key and its
+    source (`recall.rerank_dept in hindsight.toml: unknown key (did you mean rerank_depth?)`)."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = tuple(problems)
+
+
+ENV_PREFIX = "HINDSIGHT_"
+CONFIG_ENV = "HINDSIGHT_CONFIG"
+# HINDSIGHT_ variables that are no setting of this file: the CLI's, the MCP gateway's (HINDSIGHT_MCP__*,
+# gateway_mcp/config.py), deploy/'s (Compose's .env, the Helm chart's database role) and the tests'.
+OTHER_VARIABLES = frozenset(
+    {
+        "HINDSIGHT_CONFIG",
+        "HINDSIGHT_MCP_CONFIG",
+        "HINDSIGHT_API_KEY",
+        "HINDSIGHT_TLS",
+        "HINDSIGHT_TLS_CA_FILE",
+        "HINDSIGHT_TLS_CERT_FILE",
+        "HINDSIGHT_TLS_KEY_FILE",
+        "HINDSIGHT_TLS_SERVER_NAME",
+        "HINDSIGHT_DB_USER",
+        "HINDSIGHT_DB_PASSWORD",
+        "HINDSIGHT_SERVERS",
+        "HINDSIGHT_BIND",
+        "HINDSIGHT_GRPC_PORT",
+        "HINDSIGHT_MCP_PORT",
+        "HINDSIGHT_IMAGE",
+        "HINDSIGHT_GPU_IMAGE",
+        "HINDSIGHT_FUZZ_EXAMPLES",
+    }
+)
+GATEWAY_PREFIX = "HINDSIGHT_MCP__"
+_UNKNOWN_KEY = frozenset({"extra_forbidden", "unexpected_keyword_argument"})
+# Values never repeated in a message.
+_SECRET_WORDS = ("key", "secret", "password", "token", "dsn")
+
+
+def _fields(annotation: Any) -> dict[str, Any] | None:
+    """The fields (name -> type) of a section type: a pydantic model or a dataclass; None for others."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return {name: info.annotation for name, info in annotation.model_fields.items()}
+    if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
+        hints = typing.get_type_hints(annotation)
+        return {field.name: hints[field.name] for field in dataclasses.fields(annotation)}
+    return None
+
+
+def _child(annotation: Any, part: str | int) -> Any:
+    """The type one step down a validation error's location (a field, a map's value, a list's item)."""
+    fields = _fields(annotation)
+    if fields is not None:
+        return fields.get(str(part))
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):  # X | None: the arm that has the part
+        for arm in args:
+            child = _child(arm, part)
+            if child is not None:
+                return child
+        return None
+    if origin in (dict, Mapping) and len(args) == 2:
+        return args[1]
+    if origin in (list, tuple, set, frozenset) and args:
+        return args[0]
+    return None
+
+
+def _known_keys(root: Any, path: Sequence[str | int]) -> list[str]:
+    """The keys a section at `path` (below `root`) has, for a did-you-mean."""
+    annotation = root
+    for part in path:
+        annotation = _child(annotation, part)
+    fields = _fields(annotation) if annotation is not None else None
+    if fields is None and annotation is not None:
+        for arm in typing.get_args(annotation):
+            fields = fields or _fields(arm)
+    return sorted(fields or ())
+
+
+def closest(name: str, known: Sequence[str]) -> str | None:
+    matches = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    return matches[0] if matches else None
+
+
+def _dotted(loc: Sequence[str | int]) -> str:
+    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
+
+
+def _has(values: Mapping[str, Any], loc: Sequence[str | int]) -> bool:
+    node: Any = values
+    for part in loc:
+        in_map = isinstance(node, Mapping) and part in node
+        in_list = isinstance(node, list) and isinstance(part, int) and part < len(node)
+        if not (in_map or in_list):
+            return False
+        node = node[part]
+    return True
+
+
+@dataclasses.dataclass(frozen=True)
+class _Origins:
+    """Which source set which key: the environment's HINDSIGHT_ variables, the file, explicit overrides."""
+
+    file: str | None
+    file_values: Mapping[str, Any]
+    environ: Mapping[str, str]  # HINDSIGHT_ variables by upper-case name -> the name as set
+    overrides: frozenset[tuple[str, ...]] = frozenset()
+
+    @classmethod
+    def of_environment(
+        cls, file: str | None, values: Mapping[str, Any], environ: Mapping[str, str]
+    ) -> _Origins:
+        names = {name.upper(): name for name in environ if name.upper().startswith(ENV_PREFIX)}
+        return cls(file, values, names)
+
+    def variable(self, loc: Sequence[str | int]) -> str | None:
+        """The variable that set `loc` (or the section or map holding it)."""
+        for depth in range(len(loc), 0, -1):
+            name = ENV_PREFIX + "__".join(str(part) for part in loc[:depth]).upper()
+            if name in self.environ:
+                return self.environ[name]
+        return None
+
+    def of(self, loc: Sequence[str | int]) -> str:
+        key = tuple(str(part) for part in loc)
+        if any(key[: len(o)] == o for o in self.overrides):
+            return "the command line"
+        variable = self.variable(loc)
+        if variable is not None:
+            return variable
+        # A whole section's check (a certificate without its key): every source of a key in it.
+        below = ENV_PREFIX + "__".join(key).upper() + "__"
+        sources = [self.file] if self.file and _has(self.file_values, loc) else []
+        sources += sorted(name for upper, name in self.environ.items() if upper.startswith(below))
+        return " and ".join(s for s in sources if s) or "the default"
+
+    def where(self, loc: Sequence[str | int]) -> str:
+        source = self.of(loc)
+        return f"from {source}" if source == "the command line" else f"in {source}"
+
+    def problem(self, error: Mapping[str, Any], prefix: Sequence[str] = ()) -> str:
+        loc: tuple[str | int, ...] = (*prefix, *error["loc"])
+        if error["type"] in _UNKNOWN_KEY:
+            kind = "unknown section" if len(loc) == 1 else "unknown key"
+            suggestion = closest(str(loc[-1]), _known_keys(Settings, loc[:-1]))
+            hint = f" (did you mean {suggestion}?)" if suggestion else ""
+            return f"{_dotted(loc)} {self.where(loc)}: {kind}{hint}"
+        if error["type"] == "missing" and len(loc) > 1:  # a table that lacks a key it needs
+            return f"{_dotted(loc[:-1])} {self.where(loc[:-1])}: {loc[-1]} is required"
+        message = str(error["msg"]).removeprefix("Value error, ")
+        value = error.get("input")
+        secret = any(word in _dotted(loc).lower() for word in _SECRET_WORDS)
+        if isinstance(value, str | int | float) and not secret and len(str(value)) <= 60:
+            message += f" (got {value!r})"
+        return f"{_dotted(loc) or 'configuration'} {self.where(loc)}: {message}"
+
+
+def _read_file(path: Path, named_by: str) -> dict[str, Any]:
+    try:
         with path.open("rb") as handle:
-            values = tomllib.load(handle)
-    settings = Settings(**values)
+            return tomllib.load(handle)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ConfigError([f"cannot read the configuration file {path}{named_by}: {reason}"]) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError([f"{path}{named_by}: not valid TOML: {exc}"]) from None
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Reads the TOML file (if any), applies the environment on top, then explicit overrides (CLI flags).
+    Raises ConfigError for a file it cannot read and for each key it cannot use."""
+    named_by = ""
+    if config_file is None and os.environ.get(CONFIG_ENV):
+        config_file, named_by = Path(os.environ[CONFIG_ENV]), f" ({CONFIG_ENV})"
+    values = _read_file(config_file, named_by) if config_file is not None else {}
+    origins = _Origins.of_environment(str(config_file) if config_file else None, values, os.environ)
+    try:
+        settings = Settings(**values)
+    except ValidationError as exc:
+        raise ConfigError([origins.problem(error) for error in exc.errors()]) from None
     # Explicit overrides (command-line flags) beat the environment, so they bypass the sources.
     updates: dict[str, Any] = {}
     by_section: dict[str, dict[str, Any]] = {}
@@ -385,13 +591,76 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
             by_section.setdefault(name, {})[key] = value
         else:
             updates[name] = value
+    origins = dataclasses.replace(
+        origins,
+        overrides=frozenset(
+            {(name,) for name in updates} | {(name, key) for name, keys in by_section.items() for key in keys}
+        ),
+    )
     # One validation per section, so checks that span fields (a TLS certificate and its key) see both;
     # fields nobody set stay unset (`hindsight up` tells "not configured" from "configured false").
     for name, keys in by_section.items():
         section = getattr(settings, name)
-        if dataclasses.is_dataclass(section):  # the domain's policies (limits, ttl, write, recall)
-            current = {field.name: getattr(section, field.name) for field in dataclasses.fields(section)}
-            updates[name] = TypeAdapter(type(section)).validate_python({**current, **keys})
+        try:
+            if dataclasses.is_dataclass(section):  # the domain's policies (limits, ttl, write, recall)
+                current = {field.name: getattr(section, field.name) for field in dataclasses.fields(section)}
+                updates[name] = TypeAdapter(type(section)).validate_python({**current, **keys})
+            else:
+                updates[name] = type(section).model_validate(
+                    {**section.model_dump(exclude_unset=True), **keys}
+                )
+        except ValidationError as exc:
+            raise ConfigError([origins.problem(error, (name,)) for error in exc.errors()]) from None
+    settings = settings.model_copy(update=updates) if updates else settings
+    settings._origins = origins
+    return settings
+
+
+def _variable_names() -> list[str]:
+    """Every setting's variable below HINDSIGHT_ (lower case, `__` between levels), two levels deep."""
+    names: list[str] = []
+    for name, annotation in (_fields(Settings) or {}).items():
+        names.append(name)
+        names.extend(f"{name}__{key}" for key in _fields(annotation) or ())
+    names.extend(other.removeprefix(ENV_PREFIX).lower() for other in OTHER_VARIABLES)
+    return names
+
+
+def unknown_environment(environ: Mapping[str, str] | None = None) -> list[str]:
+    """A line for each HINDSIGHT_ variable that names no setting (nor one of the other programs'), with
+    the closest that does. A misspelt key inside a known section is a ConfigError instead (its section
+    refuses unknown keys); the MCP gateway's variables are checked by the gateway's configuration."""
+    environ = os.environ if environ is None else environ
+    top_level = _fields(Settings) or {}
+    lines = []
+    for variable in sorted(environ):
+        upper = variable.upper()
+        if not upper.startswith(ENV_PREFIX) or upper in OTHER_VARIABLES or upper.startswith(GATEWAY_PREFIX):
+            continue
+        parts = upper.removeprefix(ENV_PREFIX).lower().split("__")
+        if parts[0] in top_level:
+            continue
+        suggestion = closest("__".join(parts[:2]), _variable_names())
+        if suggestion is not None:
+            rest = "".join(f"__{part}" for part in parts[2:])
+            hint = f" (did you mean {ENV_PREFIX}{(suggestion + rest).upper()}?)"
         else:
-            updates[name] = type(section).model_validate({**section.model_dump(exclude_unset=True), **keys})
-    return settings.model_copy(update=updates) if updates else settings
+            hint = ""
+        lines.append(f"{variable} is not a setting, ignored{hint}")
+    return lines
+
+
+def embedded_database_missing(settings: Settings) -> str | None:
+    """Why a command that needs an existing database finds none, or None: with no database.dsn the
+    embedded PostgreSQL must already be in <data_dir>/postgres (`hindsight up` or `hindsight migrate`
+    creates it; nothing else does)."""
+    if settings.database.dsn:
+        return None
+    postgres = (Path(settings.data_dir) / "postgres").resolve()
+    if (postgres / "PG_VERSION").is_file():
+        return None
+    return (
+        f"no database: {postgres} holds no embedded PostgreSQL (data_dir {str(settings.data_dir)!r} from "
+        f"{settings.origin('data_dir')}, database.dsn not set). Run this where `hindsight up` keeps its "
+        "data, or give --data-dir (HINDSIGHT_DATA_DIR) or --dsn (HINDSIGHT_DATABASE__DSN)"
+    )

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import grpc
@@ -9,7 +12,7 @@ import pytest
 from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
-from gateway_mcp.config import channel_target, is_loopback, load_gateway_settings
+from gateway_mcp.config import GatewayConfigError, channel_target, is_loopback, load_gateway_settings
 from gateway_mcp.errors import UNAVAILABLE_MESSAGE, from_rpc
 from gateway_mcp.prompt import SYSTEM_PROMPT_EN, SYSTEM_PROMPT_ZH
 from hindsight_server.domain.errors import ResourceExhausted, RetryLater, Unavailable
@@ -42,6 +45,49 @@ def test_flags_beat_the_environment_which_beats_the_file(
     assert settings.url == "http://127.0.0.1:9002/mcp"
     with pytest.raises(ValueError, match="one family"):
         load_gateway_settings(targets="127.0.0.1:1,[::1]:2")
+
+
+def test_each_problem_is_a_line_naming_the_key_and_where_it_came_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "gateway.toml"
+    token = f"[tokens.{'a' * 64}]\ntenant = 't'\nsubjct = 's'\n"
+    config.write_text(f'prot = 9000\ndeadline_s = "soon"\n{token}')
+    monkeypatch.setenv("HINDSIGHT_MCP_CONFIG", str(config))
+    monkeypatch.setenv("HINDSIGHT_MCP__MAX_BODY_BYTES", "1")
+    with pytest.raises(GatewayConfigError) as refused:
+        load_gateway_settings(port=70000)
+    assert sorted(refused.value.problems) == [
+        f"deadline_s in {config}: Input should be a valid number, unable to parse string as a number",
+        "max_body_bytes in HINDSIGHT_MCP__MAX_BODY_BYTES: Input should be greater than or equal to 65536",
+        "port from the command line: Input should be less than or equal to 65535",
+        f"prot in {config}: unknown key (did you mean port?)",
+        f"tokens.{'a' * 64}.subjct in {config}: unknown key (did you mean subject?)",
+    ]
+    missing = tmp_path / "nope.toml"
+    with pytest.raises(GatewayConfigError) as unreadable:
+        load_gateway_settings(missing)
+    assert unreadable.value.problems == (
+        f"cannot read the gateway configuration {missing}: No such file or directory",
+    )
+
+
+def test_the_gateway_command_says_a_typo_in_one_line_and_exits_2(tmp_path: Path) -> None:
+    (tmp_path / "gateway.toml").write_text("tenat = 'acme'\n")
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("HINDSIGHT_")}
+    ran = subprocess.run(
+        [sys.executable, "-m", "gateway_mcp", "--stdio", "--gateway-config", "gateway.toml"],
+        cwd=tmp_path,
+        env={**env, "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert ran.stderr.splitlines() == [
+        "hindsight mcp: config error: tenat in gateway.toml: unknown key (did you mean tenant?)"
+    ]
+    assert ran.returncode == 2
 
 
 def test_only_literal_loopback_counts() -> None:

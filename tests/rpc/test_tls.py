@@ -10,12 +10,11 @@ from pathlib import Path
 
 import grpc
 import pytest
-from pydantic import ValidationError
 
 from hindsight.client import HindsightClient
 from hindsight.tls import ClientTls
 from hindsight_server.app import RunningServer, start_server
-from hindsight_server.config import Settings
+from hindsight_server.config import ConfigError, Settings
 from tests.support.certs import SERVER_NAME, Pki, pki, server_tls
 from tests.support.processes import run_cli
 
@@ -115,7 +114,7 @@ async def test_every_cli_command_takes_the_same_tls_options(
 
 
 def test_client_certificates_need_the_servers_own_certificate(make_settings: Callable[..., Settings]) -> None:
-    with pytest.raises(ValidationError, match="tls_client_ca_file"):
+    with pytest.raises(ConfigError, match="tls_client_ca_file"):
         make_settings(security__tls_client_ca_file="/some/ca.pem")
 
 
