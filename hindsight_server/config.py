@@ -357,6 +357,10 @@ class Settings(BaseSettings):
     # The embedded stack's data (its PostgreSQL in <data_dir>/postgres), relative to the working directory.
     data_dir: Path = Path("data")
     log_level: str = "INFO"
+    # text: one line per record (LOG_FORMAT, with the trace context of a traced call); json: one JSON
+    # object per line (time, level, logger, message, and the request and trace ids when there are).
+    # (A plain string, checked below, as log_level is: deploy/'s Helm schema lists those apart from sections.)
+    log_format: str = "text"
     server: ServerSettings = ServerSettings()
     database: DatabaseSettings = DatabaseSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
@@ -380,6 +384,13 @@ class Settings(BaseSettings):
     def _a_level(cls, value: str) -> str:
         if value.upper() not in logging.getLevelNamesMapping():
             raise ValueError("expected one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
+        return value
+
+    @field_validator("log_format")
+    @classmethod
+    def _a_format(cls, value: str) -> str:
+        if value not in ("text", "json"):
+            raise ValueError("expected text or json")
         return value
 
     def origin(self, dotted: str) -> str:

@@ -6,6 +6,7 @@ one."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -212,3 +213,18 @@ def test_a_command_needing_a_database_says_where_it_looked_and_creates_nothing(
     assert "(data_dir 'other' from the command line, database.dsn not set)" in elsewhere.stderr
     assert elsewhere.returncode == 2
     assert os.listdir(tmp_path) == []
+
+
+def test_the_json_log_format_writes_one_object_per_line(tmp_path: Path) -> None:
+    ran = _hindsight(tmp_path, "tenants", "list", HINDSIGHT_LOG_FORMAT="json", HINDSIGHT_LOG_LEVL="DEBUG")
+    (logged, refusal) = ran.stderr.splitlines()
+    entry = json.loads(logged)
+    assert entry.keys() == {"time", "level", "logger", "message", "pid"}
+    assert (entry["level"], entry["logger"]) == ("WARNING", "hindsight_server.config")
+    assert entry["message"].startswith("HINDSIGHT_LOG_LEVL is not a setting")
+    assert entry["time"].endswith("+00:00") and entry["pid"] > 0
+    assert refusal.startswith("hindsight tenants: no database: ")  # the command's own answer stays text
+    bad = _hindsight(tmp_path, "tenants", "list", HINDSIGHT_LOG_FORMAT="yaml")
+    assert bad.stderr.splitlines() == [
+        "hindsight: config error: log_format in HINDSIGHT_LOG_FORMAT: expected text or json (got 'yaml')"
+    ]

@@ -4,6 +4,7 @@ handlers pass the principal down as a value; nothing below rpc reads these varia
 
 from __future__ import annotations
 
+import logging
 import uuid
 from contextvars import ContextVar
 
@@ -27,6 +28,17 @@ def request_id_from(metadata: dict[str, str | bytes]) -> str:
 
 def bind_request_id(request_id: str) -> None:
     _request_id.set(request_id)
+
+
+class RequestIdFilter(logging.Filter):
+    """Puts the request id of the call being served (if any) on each log record, as `request_id`: the
+    JSON log format (hindsight.telemetry.JsonFormatter) writes it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        request_id = _request_id.get()
+        if request_id != "-":
+            record.request_id = request_id
+        return True
 
 
 def current_principal() -> Principal:

@@ -22,14 +22,16 @@ from __future__ import annotations
 import asyncio
 import functools
 import importlib.metadata
+import json
 import logging
 import os
 import re
 import socket
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal, TextIO, cast
 
 import grpc
@@ -54,6 +56,8 @@ __all__ = [
     "TRACEPARENT",
     "Exporter",
     "InstalledTelemetry",
+    "JsonFormatter",
+    "LogFormat",
     "Protocol",
     "TelemetryConfig",
     "TelemetryConfigError",
@@ -99,6 +103,7 @@ SERVER_ERRORS = frozenset(
 RPC_DURATION_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
 # Every process's log line; TraceContextFormatter appends the trace context to lines logged in a span.
 LOG_FORMAT = "%(asctime)s %(levelname)s %(process)d %(name)s: %(message)s"
+LogFormat = Literal["text", "json"]
 
 
 class TelemetryConfigError(ValueError):
@@ -290,11 +295,50 @@ class TraceContextFormatter(logging.Formatter):
         return f"{line} trace_id={context.trace_id:032x} span_id={context.span_id:016x}"
 
 
-def configure_logging(level: int | str, stream: TextIO | None = None) -> None:
-    """A process's logging: LOG_FORMAT lines on `stream` (stderr), with the trace context of lines
-    logged while a traced call runs."""
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record, on one line: `time` (UTC, ISO 8601 with milliseconds), `level`,
+    `logger`, `message`, `pid`; `request_id` when a filter put one on the record (the memory server's,
+    for lines logged while a call runs); `trace_id` and `span_id` for a record logged inside a span;
+    `exception` (the traceback) when the record carries one."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+            "pid": record.process,
+        }
+        request_id = getattr(record, "request_id", None)
+        if request_id:
+            entry["request_id"] = request_id
+        context = trace.get_current_span().get_span_context()
+        if context.is_valid:
+            entry["trace_id"] = f"{context.trace_id:032x}"
+            entry["span_id"] = f"{context.span_id:016x}"
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        elif record.exc_text:
+            entry["exception"] = record.exc_text
+        if record.stack_info:
+            entry["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(entry, ensure_ascii=False, default=str)
+
+
+def configure_logging(
+    level: int | str,
+    stream: TextIO | None = None,
+    *,
+    log_format: LogFormat = "text",
+    filters: Sequence[logging.Filter] = (),
+) -> None:
+    """A process's logging on `stream` (stderr): LOG_FORMAT lines with the trace context of lines logged
+    while a traced call runs ("text"), or one JSON object per line ("json", JsonFormatter). `filters` run
+    on every record first (the memory server's puts the call's request id on it)."""
     handler = logging.StreamHandler(stream)
-    handler.setFormatter(TraceContextFormatter())
+    handler.setFormatter(JsonFormatter() if log_format == "json" else TraceContextFormatter())
+    for record_filter in filters:
+        handler.addFilter(record_filter)
     logging.basicConfig(level=level, handlers=[handler])
 
 

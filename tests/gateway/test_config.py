@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -72,22 +73,39 @@ def test_each_problem_is_a_line_naming_the_key_and_where_it_came_from(
     )
 
 
-def test_the_gateway_command_says_a_typo_in_one_line_and_exits_2(tmp_path: Path) -> None:
-    (tmp_path / "gateway.toml").write_text("tenat = 'acme'\n")
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("HINDSIGHT_")}
-    ran = subprocess.run(
-        [sys.executable, "-m", "gateway_mcp", "--stdio", "--gateway-config", "gateway.toml"],
-        cwd=tmp_path,
-        env={**env, "PYTHONPATH": str(REPO_ROOT)},
+def _gateway(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`python -m gateway_mcp --stdio`, stdin closed (it ends at once), no HINDSIGHT_ variable but env's."""
+    clean = {k: v for k, v in os.environ.items() if not k.upper().startswith("HINDSIGHT_")}
+    return subprocess.run(
+        [sys.executable, "-m", "gateway_mcp", "--stdio", *args],
+        cwd=cwd,
+        env={**clean, "PYTHONPATH": str(REPO_ROOT), **env},
+        stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
+
+
+def test_the_gateway_command_says_a_typo_in_one_line_and_exits_2(tmp_path: Path) -> None:
+    (tmp_path / "gateway.toml").write_text("tenat = 'acme'\n")
+    ran = _gateway(tmp_path, "--gateway-config", "gateway.toml")
     assert ran.stderr.splitlines() == [
         "hindsight mcp: config error: tenat in gateway.toml: unknown key (did you mean tenant?)"
     ]
     assert ran.returncode == 2
+
+
+def test_the_gateway_logs_a_misspelt_variable_in_its_json_log(tmp_path: Path) -> None:
+    ran = _gateway(tmp_path, HINDSIGHT_MCP__LOG_FORMAT="json", HINDSIGHT_MCP__PROT="8766")
+    assert ran.returncode == 0, ran.stderr
+    (line,) = ran.stderr.splitlines()
+    entry = json.loads(line)
+    assert (entry["level"], entry["logger"]) == ("WARNING", "gateway_mcp.config")
+    assert entry["message"] == (
+        "HINDSIGHT_MCP__PROT is not a setting of the MCP gateway, ignored (did you mean HINDSIGHT_MCP__PORT?)"
+    )
 
 
 def test_only_literal_loopback_counts() -> None:

@@ -1,10 +1,12 @@
 """Log lines carry the trace context of the request they were logged in: a real traced call that fails
 inside the server logs "unhandled error in request ..." ending with the server span's trace_id and
-span_id; `hindsight serve`'s logging (cli._configure_logging) formats every line that way."""
+span_id; `hindsight serve`'s logging (cli._configure_logging) formats every line that way. With
+log_format = "json" the line is one JSON object carrying the call's request id and trace context."""
 
 from __future__ import annotations
 
 import io
+import json
 import logging
 import re
 import subprocess
@@ -19,8 +21,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
 from hindsight.client import HindsightClient
-from hindsight.telemetry import TraceContextFormatter
+from hindsight.telemetry import JsonFormatter, TraceContextFormatter
 from hindsight_server.app import RunningServer
+from hindsight_server.rpc.context import RequestIdFilter
 from tests.conftest import REPO_ROOT
 from tests.telemetry.conftest import Telemetry, spans_of_trace
 
@@ -37,6 +40,59 @@ def server_log() -> Iterator[io.StringIO]:
     logger.addHandler(handler)
     yield stream
     logger.removeHandler(handler)
+
+
+@pytest.fixture
+def json_server_log() -> Iterator[io.StringIO]:
+    """The same, through what `hindsight serve` installs with log_format = "json"."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    handler.addFilter(RequestIdFilter())
+    logger = logging.getLogger("hindsight_server.rpc.errors")
+    logger.addHandler(handler)
+    yield stream
+    logger.removeHandler(handler)
+
+
+async def test_a_json_log_line_carries_the_calls_request_id_and_trace(
+    otel: Telemetry,
+    traced_server: RunningServer,
+    tenant: str,
+    json_server_log: io.StringIO,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("the answer could not be built")
+
+    monkeypatch.setattr("hindsight_server.rpc.convert.recall_result_to_proto", broken)
+    trace_id, caller = uuid.uuid4().int, uuid.uuid4().int >> 64
+    request_id = f"req-{uuid.uuid4().hex[:8]}"
+    metadata = [("traceparent", f"00-{trace_id:032x}-{caller:016x}-01"), ("x-request-id", request_id)]
+    async with HindsightClient(f"127.0.0.1:{traced_server.port}", timeout_s=10, metadata=metadata) as client:
+        with pytest.raises(grpc.aio.AioRpcError) as failed:
+            await client.recall(tenant, "window seat")
+    assert failed.value.code() is grpc.StatusCode.INTERNAL
+
+    def served(spans: Sequence[ReadableSpan]) -> bool:
+        return any(s.name == RECALL and s.get_span_context().trace_id == trace_id for s in spans)
+
+    spans = await spans_of_trace(otel, served)
+    (server,) = [s for s in spans if s.name == RECALL and s.get_span_context().trace_id == trace_id]
+    (line,) = json_server_log.getvalue().splitlines()  # the traceback is inside the object
+    entry = json.loads(line)
+    assert entry["level"] == "ERROR" and entry["logger"] == "hindsight_server.rpc.errors"
+    assert entry["message"] == f"unhandled error in request {request_id}"
+    assert entry["request_id"] == request_id
+    assert entry["trace_id"] == f"{trace_id:032x}"
+    assert entry["span_id"] == f"{server.get_span_context().span_id:016x}"
+    assert "RuntimeError: the answer could not be built" in entry["exception"]
+    assert entry["time"].endswith("+00:00")
+
+    logging.getLogger("hindsight_server.rpc.errors").error("outside any request")
+    outside = json.loads(json_server_log.getvalue().splitlines()[-1])
+    assert outside["message"] == "outside any request"
+    assert "request_id" not in outside and "trace_id" not in outside
 
 
 async def test_a_log_line_of_a_traced_call_names_its_trace_and_span(
