@@ -1,4 +1,4 @@
-"""One typed configuration: defaults from DESIGN.md, a TOML file, the environment over the file, and
+"""One typed configuration: defaults from docs/design.md, a TOML file, the environment over the file, and
 explicit overrides (command-line flags) over both."""
 
 from __future__ import annotations
