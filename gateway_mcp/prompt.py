@@ -1,8 +1,9 @@
 """The system-prompt snippet of the original design that tells a model when to use the memory tools.
 
-The seeds measured tool-call accuracy going from ~30% (tools merely available) to over 85% with explicit
-triggers. The gateway sends it as the server's `instructions` and as the prompt `memory_system_prompt`;
-the README shows it to paste into a system prompt. A test keeps the README's copy identical to these strings.
+The original description (docs/design.md) reports tool-call accuracy going from ~30% (tools merely
+available) to over 85% with explicit triggers. The gateway sends it as the server's `instructions` and as
+the prompt `memory_system_prompt`; the README shows it to paste into a system prompt. A test keeps the
+README's copy identical to these strings.
 """
 
 from __future__ import annotations

@@ -446,9 +446,9 @@ def cmd_delete(args: argparse.Namespace) -> int:
     return _client_call(args, call)
 
 
-# The benchmarks' real text (LoCoMo's dev conversations), read where the project's checkout sits beside
-# the shared evaluation data; never copied into the repository (its licence is evaluation only).
-DEFAULT_EVAL_FILE = Path("../shared/eval/locomo_dev.json")
+# The benchmarks' real text is a memory-eval v1 file the caller names (docs/eval-format.md): no default,
+# since the evaluation files are not part of the repository (docs/examples/eval-sample.json is a tiny one).
+CORPUS_HELP = "a memory-eval v1 file (docs/eval-format.md), e.g. docs/examples/eval-sample.json"
 
 
 def _positive_ints(text: str) -> list[int]:
@@ -559,6 +559,9 @@ def cmd_bench_neighbour(args: argparse.Namespace) -> int:
     from hindsight_server.bench.eval_corpus import eval_corpus
     from hindsight_server.bench.neighbour import report, run_neighbour_bench
 
+    if not args.corpus:
+        print(f"hindsight bench neighbour: --corpus FILE is required: {CORPUS_HELP}", file=sys.stderr)
+        return EXIT_USAGE
     corpus = eval_corpus(Path(args.corpus), args.memories)
 
     async def work(target: str) -> str:
@@ -865,10 +868,9 @@ def build_parser() -> argparse.ArgumentParser:
     write_bench.add_argument("--concurrency", type=int, default=2, help="WriteBatch calls in flight")
     write_bench.add_argument(
         "--corpus",
-        nargs="?",
-        const=str(DEFAULT_EVAL_FILE),
-        help="real text: one user's memory from a memory-eval file, the import followed until embedded "
-        f"(default {DEFAULT_EVAL_FILE}); without it, synthetic memories",
+        metavar="FILE",
+        help="real text: one user's memory from FILE, the import followed until embedded; FILE is "
+        f"{CORPUS_HELP}. Without it, synthetic memories",
     )
     write_bench.add_argument(
         "--embeddings",
@@ -891,10 +893,9 @@ def build_parser() -> argparse.ArgumentParser:
     recall_bench.add_argument("--seconds", type=float, default=30.0, help="measured duration")
     recall_bench.add_argument(
         "--corpus",
-        nargs="?",
-        const=str(DEFAULT_EVAL_FILE),
-        help="real text: a memory-eval file's items as one user's memory, its questions as the queries "
-        f"(default {DEFAULT_EVAL_FILE}); without it, the synthetic corpus",
+        metavar="FILE",
+        help="real text: FILE's items as one user's memory, its questions as the queries; FILE is "
+        f"{CORPUS_HELP}. Without it, the synthetic corpus",
     )
     recall_bench.add_argument(
         "--users", type=int, default=1, help="with --corpus: subjects per tenant sharing the memories"
@@ -922,7 +923,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     neighbour_bench.add_argument("--target", help="HOST:PORT of a running server (default: a private stack)")
     neighbour_bench.add_argument(
-        "--corpus", default=str(DEFAULT_EVAL_FILE), help="the quiet tenant's real text (a memory-eval file)"
+        "--corpus", metavar="FILE", help=f"required: the quiet tenant's real text, {CORPUS_HELP}"
     )
     neighbour_bench.add_argument("--memories", type=int, default=5_000, help="of the quiet tenant")
     neighbour_bench.add_argument("--seconds", type=float, default=30.0, help="measured, per phase")

@@ -2,7 +2,7 @@
 
 Sources, strongest first: environment variables (`HINDSIGHT_` prefix, `__` between levels, e.g.
 `HINDSIGHT_SERVER__PORT=50052`, `HINDSIGHT_RECALL__MIN_SCORE=0.4`), then an optional TOML file
-(`--config FILE` or `HINDSIGHT_CONFIG`), then the defaults of DESIGN.md.
+(`--config FILE` or `HINDSIGHT_CONFIG`), then the defaults (docs/design.md lists them).
 
 A configuration that cannot be used is a ConfigError: one line per problem, naming the key and the file or
 variable it came from (an unknown key with the closest known one). A HINDSIGHT_ variable that is no
@@ -206,7 +206,7 @@ class InferenceSettings(_Section):
     inline_budget_per_item_s: float = Field(0.002, ge=0)
     query_timeout_s: float = Field(0.25, gt=0)  # recall's query embedding deadline
     query_cache_size: int = Field(10_000, ge=0)
-    query_cache_ttl_s: float = Field(300.0, ge=0)  # DESIGN: 5 minutes
+    query_cache_ttl_s: float = Field(300.0, ge=0)  # docs/design.md: 5 minutes
     # The most of the query cache one tenant's entries may hold: a tenant's flood of new queries evicts
     # its own entries first, never the others' (entries are also kept apart per tenant).
     query_cache_max_share: float = Field(0.25, gt=0, le=1)
@@ -230,7 +230,7 @@ class InferenceSettings(_Section):
 
 
 class SessionConfig(_Section):
-    """Working memory, the session summary and consolidation (DESIGN.md's defaults)."""
+    """Working memory, the session summary and consolidation (docs/design.md's defaults)."""
 
     keep_turns: int = Field(5, ge=1)  # working memory keeps the last turns (plus the summary)
     refresh_every_turns: int = Field(3, ge=1)  # the summary is refreshed this often, or on a key change
@@ -254,7 +254,7 @@ class JobsSettings(_Section):
     demote_interval_s: float = Field(86_400.0, gt=0)  # semantic unused -> episodic
     evict_interval_s: float = Field(900.0, gt=0)  # tenants over the quota
     patterns_interval_s: float = Field(600.0, gt=0)  # episodic -> semantic habits
-    consolidate_interval_s: float = Field(30.0, gt=0)  # idle sessions -> episodes (DESIGN: 120 s idle)
+    consolidate_interval_s: float = Field(30.0, gt=0)  # idle sessions -> episodes (design: 120 s idle)
     erasures_interval_s: float = Field(60.0, gt=0)  # finish the erasures a dead server left running
     # Answers kept for retries, past server.idempotency_window_s: each run deletes until none is left
     # or replies_budget_s has passed (5,000 rows a transaction), so the cleanup keeps up at any rate.
@@ -264,8 +264,8 @@ class JobsSettings(_Section):
     erasure_stale_s: float = Field(120.0, gt=0)
     purge_grace_days: float = Field(7.0, ge=0)  # expired or deleted this long before the purge
     quota: int = Field(0, ge=0)  # live memories per tenant; 0: no limit
-    demote_after_days: float = Field(90.0, gt=0)  # DESIGN: semantic unused for 90 days -> episodic
-    pattern_min_episodes: int = Field(3, ge=1)  # DESIGN: the same intent and value in >= 3 episodes
+    demote_after_days: float = Field(90.0, gt=0)  # design: semantic unused 90 days -> episodic
+    pattern_min_episodes: int = Field(3, ge=1)  # design: the same intent and value in >= 3 episodes
     pattern_min_share: float = Field(0.5, gt=0, le=1)  # ... in at least this share of them ("usually")
     # An item a job fails on (one session, one subject) is left alone this long, doubled at each failure
     # in a row up to the maximum, while the job goes on with the others (pipelines/item_isolation.py).
@@ -342,7 +342,7 @@ class TelemetrySettings(_Section):
     service_name: str = "hindsight-server"  # OTEL_SERVICE_NAME wins when set
     sample_ratio: float = Field(1.0, ge=0, le=1)  # share of new traces kept (a caller's choice is followed)
     metrics_interval_s: float = Field(60.0, gt=0)  # how often metrics are exported
-    recall_p99_target_ms: float = Field(80.0, gt=0)  # the seeds' P99 recall target
+    recall_p99_target_ms: float = Field(80.0, gt=0)  # the original design's P99 target
     window_s: float = Field(60.0, gt=0)  # the sliding window the p50/p95/p99 of status are taken over
     window_max_samples: int = Field(20_000, ge=100)  # at most this many recalls in it (the newest)
     backlog_interval_s: float = Field(5.0, gt=0)  # how often pending embeddings are counted

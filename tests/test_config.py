@@ -1,4 +1,4 @@
-"""One typed configuration: defaults from DESIGN.md, a TOML file, the environment over the file, and
+"""One typed configuration: defaults from docs/design.md, a TOML file, the environment over the file, and
 explicit overrides (command-line flags) over both. What cannot be used is said in a line per problem,
 naming the key and where it came from (the real `hindsight` command: exit 2, no traceback); a HINDSIGHT_
 variable that is no setting is named with the closest one; a command that needs a database never makes

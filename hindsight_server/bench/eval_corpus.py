@@ -1,7 +1,7 @@
 """The benchmarks' real-text corpus: one user's memory, as an agent produces it.
 
-The items of a memory-eval file (`hindsight eval`'s format; by default LoCoMo's dev conversations, read
-from `../shared/eval/` at run time and never copied) cycled to N, all in one tenant and one subject, or
+The items of a memory-eval v1 file (`hindsight eval`'s format, docs/eval-format.md; the caller names
+it with --corpus, there is no default) cycled to N, all in one tenant and one subject, or
 spread over `users` subjects of each of `tenants` tenants; their questions are the queries, each naming
 the subject whose memory it searches, as an agent does. Later passes over the items get " (#c)"
 appended (as the peers' benchmark does), so no two memories are identical. The synthetic corpus

@@ -82,8 +82,8 @@ class Action(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ConflictPolicy:
-    merge_above: float = 0.95  # DESIGN: similarity > 0.95 merges
-    supersede_from: float = 0.9  # DESIGN: > 0.9 with a different value supersedes
+    merge_above: float = 0.95  # docs/design.md: similarity > 0.95 merges
+    supersede_from: float = 0.9  # docs/design.md: > 0.9 with a different value supersedes
     # Two facts filling the same slots with the same values merge from this similarity: "the user lives
     # in Lisbon" and "I live in Lisbon" are one fact, worded two ways.
     slot_merge_from: float = 0.8

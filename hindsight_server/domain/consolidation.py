@@ -1,10 +1,10 @@
 """Working -> episodic: when a session is consolidated, and the one structured record it becomes.
 
-When (DESIGN): every 5 turns since the last consolidation, after 120 s without a turn, or on an explicit
-event (the task is done, the user says "记住这个" / "remember this", a key entity changed, the session
-ends); never when no turn came since the last one (running it again changes nothing).
+When (docs/design.md): every 5 turns since the last consolidation, after 120 s without a turn, or on an
+explicit event (the task is done, the user says "记住这个" / "remember this", a key entity changed, the
+session ends); never when no turn came since the last one (running it again changes nothing).
 
-What: one episode per consolidation (the seeds' record): when, intent, entities (the summary's
+What: one episode per consolidation (the original design's record): when, intent, entities (the summary's
 confirmed parameters), actions (what the assistant reported done), outcome, a summary line in the
 session's language, and provenance (session, turn range, agent, subject, trigger).
 """

@@ -29,7 +29,7 @@ _KIND_ZH = {
     Kind.INSTRUCTION: "指令",
 }
 _FRAME = {"zh": ("[相关记忆]", "[/相关记忆]"), "en": ("[Relevant memories]", "[/Relevant memories]")}
-# What counts as a strong preference for packing priority (DESIGN: preferences with confidence > 0.8).
+# What counts as a strong preference for packing priority (docs/design.md: preferences above 0.8).
 STRONG_PREFERENCE = 0.8
 
 

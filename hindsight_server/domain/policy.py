@@ -1,4 +1,4 @@
-"""Policies with the defaults of DESIGN.md: plain values the configuration composes and the pipelines read."""
+"""Policies with the defaults of docs/design.md: values the configuration composes and the pipelines read."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ DEFAULT_PROFILES: dict[str, ScoreWeights] = {
 class RecallPolicy:
     default_top_k: int = 5
     default_token_budget: int = 2_000
-    # Candidates each channel contributes before fusion (DESIGN: vector top 20, merged 30-50).
+    # Candidates each channel contributes before fusion (docs/design.md: 20 a channel, 50 merged).
     channel_limit: int = 20
     max_candidates: int = 50
     rrf_k: int = 60
@@ -118,10 +118,10 @@ class RecallPolicy:
     rerank_weight: float = 0.7
     # Returned memories need at least this final score (similarity is relative to the candidates,
     # 0.5 for an average one; the absolute "is anything relevant" gate is min_similarity / a BM25 match).
-    # DESIGN's 0.5 assumed an absolute similarity; calibrated on the dev sets (BENCHMARKS.md).
+    # The design's first 0.5 assumed an absolute similarity; calibrated on the dev sets (BENCHMARKS.md).
     min_score: float = 0.15
-    # Cosine at which a memory counts as matching the query's meaning. DESIGN's 0.65 came from another
-    # model; calibrated for USE-multilingual v3 on the dev sets (BENCHMARKS.md).
+    # Cosine at which a memory counts as matching the query's meaning. The design's first 0.65 came from
+    # another model; calibrated for USE-multilingual v3 on the dev sets (BENCHMARKS.md).
     min_similarity: float = 0.3
     # The same two knobs when an English query searches the English model's vectors (bge-small-en:
     # its cosines run higher, and it carries English meaning well enough to lean less on BM25).

@@ -150,7 +150,7 @@ def best_first(hits: Iterable[RankedMemory]) -> list[RankedMemory]:
 def breakdown(
     candidate: Candidate, similarity: float, query: RankQuery, evidence: float = 0.0
 ) -> ScoreBreakdown:
-    """DESIGN's components and the final score, before any rerank."""
+    """The design's components (docs/design.md) and the final score, before any rerank."""
     memory = candidate.memory
     entity_match = scoring.entity_match(
         query.entities, memory.entities, query.spoken_window, memory.valid_from or memory.created_at

@@ -1,6 +1,7 @@
 """Remember or not: whether a user's turn is worth keeping beyond the session, as what, and how sure.
 
-The seeds' test: explicit, stable, useful later. A rule pre-filter reads cues in Chinese and English:
+The original design's test (docs/design.md): explicit, stable, useful later. A rule pre-filter reads cues
+in Chinese and English:
 
 * a durable cue with a statement: 以后/今后/每次都/记住/别忘了, from now on/going forward/remember/always
   + a verb: EXPLICIT 0.95, a preference (a fact, or an event, when the statement is one);

@@ -37,7 +37,7 @@ __all__ = [
     "should_demote",
 ]
 
-DEMOTE_UNUSED_AFTER = timedelta(days=90)  # DESIGN: semantic unused for 90 days -> episodic
+DEMOTE_UNUSED_AFTER = timedelta(days=90)  # docs/design.md: semantic unused 90 days -> episodic
 
 
 @dataclass(frozen=True, slots=True)

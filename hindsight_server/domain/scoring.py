@@ -8,7 +8,8 @@ from datetime import datetime, timedelta
 
 from hindsight_server.domain.model import Entities, JsonValue, ScoreWeights, Tier, TimeWindow
 
-# DESIGN: working > episodic > semantic. The current conversation outranks older memory at equal relevance.
+# docs/design.md: working > episodic > semantic. The current conversation outranks older memory at equal
+# relevance.
 TIER_PRIORITY: Mapping[Tier, float] = {Tier.WORKING: 1.0, Tier.EPISODIC: 0.6, Tier.SEMANTIC: 0.3}
 
 
@@ -103,7 +104,7 @@ def reranked(similarity: float, logit: float, weight: float) -> float:
 def weighted(
     weights: ScoreWeights, *, similarity: float, recency: float, tier_priority: float, entity_match: float
 ) -> float:
-    """The final score: DESIGN's weighted components, gated by similarity.
+    """The final score: the weighted components of docs/design.md, gated by similarity.
 
     similarity x (w_sim + w_rec*recency + w_tier*tier + w_ent*entity), weights normalised to sum 1. Recency,
     tier and entity matches reorder memories that match the query; they never lift one that does not.

@@ -16,7 +16,7 @@ kept in working memory: the previous summary carries what older turns settled. R
   about a parameter (几位? which building?) stays open until that parameter is known; any other
   question is answered by the next user turn.
 
-`text` follows the seeds' line: 目标：订会议室；已确认：2025-01-22（周三）下午、10人、A栋；待确认：具体时段
+`text` follows the design's line: 目标：订会议室；已确认：2025-01-22（周三）下午、10人、A栋；待确认：具体时段
 (English: "Goal: ...; confirmed: ...; open: ..."), in the language most of the turns are in.
 """
 
@@ -51,7 +51,7 @@ __all__ = [
     "summarize",
 ]
 
-REFRESH_EVERY_TURNS = 3  # DESIGN: the summary is refreshed every 3 turns, or when a key entity changes
+REFRESH_EVERY_TURNS = 3  # docs/design.md: the summary is refreshed every 3 turns, or on a key entity change
 ACCEPTED, REJECTED = "accepted", "rejected"
 
 

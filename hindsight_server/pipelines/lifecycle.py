@@ -30,7 +30,7 @@ class LifecycleSettings:
     batch_size: int = 500  # rows (or subjects, or tenants) per transaction
     purge_grace: timedelta = timedelta(days=7)  # expired or deleted this long before it is purged
     quota: int = 0  # live memories a tenant may keep; 0: no limit
-    demote_after: timedelta = timedelta(days=90)  # DESIGN: semantic unused for 90 days -> episodic
+    demote_after: timedelta = timedelta(days=90)  # docs/design.md: semantic unused 90 days -> episodic
     pattern_min_episodes: int = 3
     pattern_min_share: float = 0.5
     retention: RetentionPolicy = field(default_factory=RetentionPolicy)

@@ -64,8 +64,8 @@ __all__ = ["AppendResult", "SessionPipeline", "SessionSettings", "SessionView", 
 class SessionSettings:
     limits: Limits
     write: WritePolicy
-    keep_turns: int = 5  # DESIGN: working memory keeps the last 5 turns (plus the summary)
-    refresh_every_turns: int = 3  # DESIGN: the summary is refreshed every 3 turns or on a key entity change
+    keep_turns: int = 5  # docs/design.md: working memory keeps the last 5 turns (plus the summary)
+    refresh_every_turns: int = 3  # docs/design.md: refreshed every 3 turns or on a key entity change
     consolidation: ConsolidationPolicy = field(default_factory=ConsolidationPolicy)
     idle_batch: int = 100  # sessions per run of the consolidate job
 

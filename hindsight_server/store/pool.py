@@ -59,7 +59,7 @@ async def create_pool(
         "statement_timeout": str(max(statement_timeout_ms, max_statement_timeout_ms)),
         "application_name": "hindsight",
         # Filtered HNSW scans keep going until the LIMIT is met (pgvector >= 0.8), instead of silently
-        # returning fewer rows when the tenant filter discards candidates (ENVIRONMENT.md: 11.7 of 20).
+        # returning fewer rows when the tenant filter discards candidates (docs/environment.md, "Traps").
         "hnsw.iterative_scan": "relaxed_order",
         "hnsw.ef_search": str(hnsw_ef_search),
         # Recall's statements are short: compiling the larger ones (BM25) cost more than it saved.

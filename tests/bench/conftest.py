@@ -1,5 +1,5 @@
-"""A memory-eval file of our own for the benchmarks' real-text corpus (the benchmark files are read from
-../shared/eval at run time and never copied into the project)."""
+"""A memory-eval file of our own for the benchmarks' real-text corpus (docs/eval-format.md; public
+benchmark files are named on the command line and never copied into the project)."""
 
 from __future__ import annotations
 

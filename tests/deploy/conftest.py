@@ -1,4 +1,4 @@
-"""The offline validators the deployment tests run (ENVIRONMENT.md; `make tools` installs them).
+"""The offline validators the deployment tests run (docs/environment.md; `make tools` installs them).
 
 Each fixture skips, naming what is missing and how to install it, when its tool is absent, so a checkout
 without them still runs the rest of the suite; `make test` installs them first, so CI runs every check.

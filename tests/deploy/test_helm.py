@@ -1185,3 +1185,133 @@ def test_the_bundled_database_serves_a_role_that_is_no_superuser() -> None:
     secret = one(documents, "Secret", FULLNAME)["stringData"]
     assert secret["database-dsn"].startswith("postgresql://hindsight:")
     assert secret["postgres-superuser-password"] not in secret["database-dsn"]
+
+
+# ------------------------------------------------------------------------------ the Triton ServiceMonitor
+
+SERVICE_MONITOR_API = "monitoring.coreos.com/v1"
+DURATION = {"type": "string", "pattern": "^([0-9]+(ms|s|m|h))+$"}
+# The fields of the Prometheus Operator's ServiceMonitor (monitoring.coreos.com/v1) that the chart uses,
+# as its CRD types them; anything else is refused, as a typo in the template would be by the API server.
+SERVICE_MONITOR_SCHEMA = _fields(
+    {
+        "apiVersion": {"const": SERVICE_MONITOR_API},
+        "kind": {"const": "ServiceMonitor"},
+        "metadata": _fields(
+            {
+                "name": {"type": "string", "pattern": DNS_1035_LABEL, "maxLength": 63},
+                "labels": STRING_MAP,
+            },
+            "name",
+        ),
+        "spec": _fields(
+            {
+                "selector": _fields({"matchLabels": STRING_MAP}, "matchLabels"),
+                "namespaceSelector": _fields(
+                    {"matchNames": {"type": "array", "items": STRING, "minItems": 1}}, "matchNames"
+                ),
+                "endpoints": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": _fields(
+                        {
+                            "port": STRING,
+                            "path": {"type": "string", "pattern": "^/"},
+                            "scheme": {"enum": ["http", "https"]},
+                            "interval": DURATION,
+                            "scrapeTimeout": DURATION,
+                        },
+                        "port",
+                    ),
+                },
+            },
+            "selector",
+            "endpoints",
+        ),
+    },
+    "apiVersion",
+    "kind",
+    "metadata",
+    "spec",
+)
+MONITORED = {
+    "triton": {"serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}}},
+}
+
+
+def _seconds(duration: str) -> float:
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+    return sum(float(n) * units[u] for n, u in re.findall(r"([0-9]+)(ms|s|m|h)", duration))
+
+
+@pytest.mark.parametrize(
+    "values", [None, "production", "cloudnativepg"], ids=["default", "production", "cnpg"]
+)
+def test_no_service_monitor_unless_asked(values: str | None) -> None:
+    """Off by default: a cluster without the Prometheus Operator has no such kind to install."""
+    assert "ServiceMonitor" not in kinds(render(named_values(values)))
+
+
+def test_the_service_monitor_scrapes_tritons_metrics_port() -> None:
+    import jsonschema
+
+    documents = render(MONITORED)
+    assert kinds(documents)["ServiceMonitor"] == 1
+    monitor = one(documents, "ServiceMonitor", f"{RELEASE}-hindsight-triton")
+    errors = [e.message for e in jsonschema.Draft7Validator(SERVICE_MONITOR_SCHEMA).iter_errors(monitor)]
+    assert errors == []
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    spec = monitor["spec"]
+    assert spec["namespaceSelector"]["matchNames"] == [NAMESPACE]
+    # It selects exactly the Triton Service, by labels that Service carries, and names one of its ports.
+    selector = spec["selector"]["matchLabels"]
+    services = [d for d in documents if d["kind"] == "Service"]
+    selected = [s for s in services if selector.items() <= s["metadata"]["labels"].items()]
+    assert [s["metadata"]["name"] for s in selected] == [f"{RELEASE}-hindsight-triton"]
+    (endpoint,) = spec["endpoints"]
+    port = next(p for p in selected[0]["spec"]["ports"] if p["name"] == endpoint["port"])
+    assert port["port"] == 8002  # triton.service.metricsPort, where tritonserver --metrics-port listens
+    triton = container(documents, "triton")
+    assert "--metrics-port=8002" in triton["command"]
+    assert {"name": "metrics", "containerPort": 8002, "protocol": "TCP"} in triton["ports"]
+    assert endpoint["path"] == "/metrics"
+    # Prometheus refuses a scrape timeout longer than the interval.
+    assert _seconds(endpoint["scrapeTimeout"]) <= _seconds(endpoint["interval"])
+
+
+def test_lint_strict_with_the_service_monitor() -> None:
+    report = lint(MONITORED)
+    assert report["errors"] == []
+    assert [m for m in report["messages"] if m["severity"] >= 2] == []
+
+
+def test_no_service_monitor_without_triton() -> None:
+    values = {"triton": {"enabled": False, "serviceMonitor": {"enabled": True}}}
+    assert "ServiceMonitor" not in kinds(render(values))
+
+
+@pytest.mark.parametrize(
+    ("values", "complaint"),
+    [
+        ({"triton": {"serviceMonitor": {"enabled": True, "interval": "soon"}}}, "interval"),
+        ({"triton": {"serviceMonitor": {"enabled": True, "intervall": "30s"}}}, "intervall"),
+        ({"triton": {"serviceMonitor": {"enabled": "yes"}}}, "/triton/serviceMonitor/enabled"),
+        ({"triton": {"serviceMonitor": {"labels": {"release": 1}}}}, "/triton/serviceMonitor/labels/release"),
+        ({"networkPolicy": {"metricsClients": [{"namespaceSelectr": {}}]}}, "namespaceSelectr"),
+    ],
+    ids=["interval", "misspelt", "enabled-not-bool", "label-not-string", "peer-misspelt"],
+)
+def test_schema_rejects_bad_service_monitor_values(values: dict[str, Any], complaint: str) -> None:
+    assert_rejected(values, complaint)
+
+
+def test_metrics_clients_reach_the_metrics_port_only() -> None:
+    """Prometheus may scrape Triton; it may not call inference (the gRPC port is unauthenticated)."""
+    prometheus = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    documents = render({**MONITORED, "networkPolicy": {"enabled": True, "metricsClients": [prometheus]}})
+    rules = one(documents, "NetworkPolicy", f"{RELEASE}-hindsight-triton")["spec"]["ingress"]
+    scrapers = [rule for rule in rules if prometheus in rule["from"]]
+    assert [[p["port"] for p in rule["ports"]] for rule in scrapers] == [[8002]]
+    # Without metricsClients the policy is as before: the servers (and tritonClients) only.
+    default = one(render(None), "NetworkPolicy", f"{RELEASE}-hindsight-triton")["spec"]["ingress"]
+    assert len(default) == 1

@@ -7,6 +7,7 @@ the servers' addresses swapped for loopback ones; every other line is the shippe
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 import urllib.request
@@ -161,3 +162,80 @@ def test_gateway_spreads_calls_and_survives_a_lost_server(
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def test_gateway_runs_as_compose_runs_it_unprivileged(
+    nginx_binary: str, compose_binary: Path, backends: list[Backend]
+) -> None:
+    """compose.yaml runs nginx as a non-root user with no capability, on a read-only root file system
+    where only its prefix (a tmpfs) is writable: the same here, with the service's own flags, as
+    `nobody`, the configuration read-only and the prefix a world-writable folder like a tmpfs. It must
+    start and route calls. (The pid goes into the prefix and the early error log to stderr: the
+    image's /var/run is a tmpfs and its log file a link to stderr, which this machine's are not.)"""
+    import shutil
+    import tempfile
+
+    from tests.deploy.test_compose import resolved
+
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() != 0 or setpriv is None:
+        pytest.skip("needs root and setpriv to run nginx as another, unprivileged user")
+    service = resolved(compose_binary)["services"]["nginx"]
+    command = service["command"]
+    flags = command[command.index("-g") + 1]
+    grpc_port, health_port = free_port(), free_port()
+    # Not under pytest's tmp_path: its parent folders are private to root.
+    root = Path(tempfile.mkdtemp(prefix="hindsight-nginx-"))
+    try:
+        root.chmod(0o755)
+        gateway = prepare(
+            root, [b.address for b in backends], ports={GRPC_PORT: grpc_port, HEALTH_PORT: health_port}
+        )
+        for path in (gateway.conf.parent, gateway.conf, gateway.conf.parent / "hindsight-upstream.conf"):
+            path.chmod(0o755 if path.is_dir() else 0o444)
+        gateway.prefix.chmod(0o1777)  # as Docker makes a tmpfs
+        argv = [
+            setpriv,
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--no-new-privs",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            nginx_binary,
+            "-p",
+            f"{gateway.prefix}/",
+            "-e",
+            "stderr",
+            "-c",
+            str(gateway.conf),
+            "-g",
+            f"{flags} pid {gateway.prefix / 'nginx.pid'};",
+        ]
+        process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            _wait_healthy(process, f"http://127.0.0.1:{health_port}/healthz")
+            with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+                stub = health_pb2_grpc.HealthStub(channel)
+                assert {_served_by(stub) for _ in range(10)} == {"a", "b"}
+            # Its temporary folders were made under the prefix, owned by the unprivileged user.
+            temp = gateway.prefix / "client_body_temp"
+            assert temp.is_dir() and temp.stat().st_uid == 65534
+        finally:
+            process.terminate()
+            process.wait(timeout=10)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _wait_healthy(process: subprocess.Popen[str], url: str) -> None:
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=1) as reply:
+                assert reply.status == 200
+                return
+        except OSError:
+            assert process.poll() is None, process.stderr.read() if process.stderr else ""
+            assert time.monotonic() < deadline, "nginx did not start"
+            time.sleep(0.05)

@@ -50,7 +50,7 @@ async def test_write_then_get_round_trips_every_field(client: HindsightClient, t
     assert got.valid_from.ToDatetime(UTC) == valid_from
     assert got.version == 1
     assert got.embedding_state == pb.EMBEDDING_STATE_DISABLED
-    # DESIGN: an event expires after 90 days unless told otherwise.
+    # docs/design.md: an event expires after 90 days unless told otherwise.
     assert got.expires_at.ToDatetime(UTC) - got.created_at.ToDatetime(UTC) == timedelta(days=90)
 
 
