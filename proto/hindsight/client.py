@@ -505,24 +505,19 @@ class HindsightClient:
     async def confirm_pending(
         self, tenant_id: str, memory_id: str, *, idempotency_key: str = "", timeout_s: float | None = None
     ) -> pb.Memory:
-        return await self._decide_pending(
-            self._stub.ConfirmPending, tenant_id, memory_id, idempotency_key, timeout_s
+        request = pb.ConfirmPendingRequest(
+            tenant_id=tenant_id, id=memory_id, idempotency_key=idempotency_key or new_idempotency_key()
         )
+        response: pb.Memory = await self._mutate(self._stub.ConfirmPending, request, timeout_s)
+        return response
 
     async def reject_pending(
         self, tenant_id: str, memory_id: str, *, idempotency_key: str = "", timeout_s: float | None = None
     ) -> pb.Memory:
-        return await self._decide_pending(
-            self._stub.RejectPending, tenant_id, memory_id, idempotency_key, timeout_s
-        )
-
-    async def _decide_pending(
-        self, rpc: Any, tenant_id: str, memory_id: str, idempotency_key: str, timeout_s: float | None
-    ) -> pb.Memory:
-        request = pb.PendingDecisionRequest(
+        request = pb.RejectPendingRequest(
             tenant_id=tenant_id, id=memory_id, idempotency_key=idempotency_key or new_idempotency_key()
         )
-        response: pb.Memory = await self._mutate(rpc, request, timeout_s)
+        response: pb.Memory = await self._mutate(self._stub.RejectPending, request, timeout_s)
         return response
 
     async def history(

@@ -242,10 +242,10 @@ async def test_get_history_and_pending_decisions(
     if versions is not None:
         assert versions.versions
         same_tenant(tenant, versions.versions)
-    decision = pb.PendingDecisionRequest(
+    method = data.draw(st.sampled_from(["ConfirmPending", "RejectPending"]))
+    decision = getattr(pb, f"{method}Request")(
         tenant_id=tenant, id=memory_id, agent_id=agent_id, idempotency_key=data.draw(identifiers())
     )
-    method = data.draw(st.sampled_from(["ConfirmPending", "RejectPending"]))
     decided = await answered(method, getattr(stub, method)(decision, timeout=TIMEOUT_S))
     if decided is not None:
         _check_memory(tenant, decided)
@@ -661,8 +661,8 @@ def _sample_request(method: str, tenant: str) -> Message:
         ),
         "Summarize": pb.SummarizeRequest(tenant_id=tenant, session_id="s1"),
         "EndSession": pb.EndSessionRequest(tenant_id=tenant, session_id="s1", reason="task_done"),
-        "ConfirmPending": pb.PendingDecisionRequest(tenant_id=tenant, id=memory_id),
-        "RejectPending": pb.PendingDecisionRequest(tenant_id=tenant, id=memory_id),
+        "ConfirmPending": pb.ConfirmPendingRequest(tenant_id=tenant, id=memory_id),
+        "RejectPending": pb.RejectPendingRequest(tenant_id=tenant, id=memory_id),
         "History": pb.HistoryRequest(tenant_id=tenant, id=memory_id),
         "Export": pb.ExportRequest(
             tenant_id=tenant, subject="u1", tiers=[3], include_history=True, include_embeddings=True
