@@ -9,7 +9,7 @@ PYTHON_BOOTSTRAP ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 ||
 VENV      ?= .venv
 PY        := $(VENV)/bin/python
 STAMP     := $(VENV)/.installed
-PROTO_SRC := $(wildcard proto/hindsight/v1/*.proto)
+PROTO_SRC := $(wildcard proto/hindsight/v1/*.proto proto/hindsight/ops/v1/*.proto)
 PROTO_GEN := $(PROTO_SRC:.proto=_pb2.py)
 SERVERS   ?= 1
 PYTEST_ARGS ?=
@@ -57,7 +57,7 @@ $(DEPLOY_TOOLS): $(STAMP)
 tools: $(DEPLOY_TOOLS)
 
 # Generated stubs are build output (git-ignored), never edited by hand.
-proto/hindsight/v1/%_pb2.py: proto/hindsight/v1/%.proto $(STAMP)
+proto/hindsight/%_pb2.py: proto/hindsight/%.proto $(STAMP)
 	$(PY) -m grpc_tools.protoc -Iproto --python_out=proto --grpc_python_out=proto \
 		--plugin=protoc-gen-mypy=$(VENV)/bin/protoc-gen-mypy --mypy_out=proto \
 		--plugin=protoc-gen-mypy_grpc=$(VENV)/bin/protoc-gen-mypy_grpc --mypy_grpc_out=proto $<
@@ -86,3 +86,4 @@ load: proto nginx
 
 clean:
 	rm -rf $(VENV) proto/hindsight/v1/*_pb2*.py proto/hindsight/v1/*_pb2*.pyi .pytest_cache .mypy_cache
+	rm -rf proto/hindsight/ops/v1/*_pb2*.py proto/hindsight/ops/v1/*_pb2*.pyi
