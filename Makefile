@@ -9,16 +9,16 @@ PYTHON_BOOTSTRAP ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 ||
 VENV      ?= .venv
 PY        := $(VENV)/bin/python
 STAMP     := $(VENV)/.installed
-PROTO_SRC := $(wildcard proto/hindsight/v1/*.proto)
+PROTO_SRC := $(wildcard proto/hindsight/v1/*.proto proto/hindsight/ops/v1/*.proto)
 PROTO_GEN := $(PROTO_SRC:.proto=_pb2.py)
 SERVERS   ?= 1
 PYTEST_ARGS ?=
 LOAD_ARGS ?=
 
-.PHONY: help venv nginx tools proto up test lint bench load clean
+.PHONY: help venv nginx tools proto buf-check buf-baseline up test lint bench load clean
 
 help:
-	@echo "make up [SERVERS=N] | make test | make lint | make bench | make load [SERVERS=N] | make proto | make clean"
+	@echo "make up [SERVERS=N] | make test | make lint | make bench | make load [SERVERS=N] | make proto | make buf-check | make clean"
 
 $(STAMP): pyproject.toml proto/pyproject.toml proto/setup.py
 	@test -x $(PY) || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
@@ -54,10 +54,40 @@ $(DEPLOY_TOOLS): $(STAMP)
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx)
 	@touch $@
 
-tools: $(DEPLOY_TOOLS)
+# buf, for `make buf-check` (proto/buf.yaml): not on PyPI; npm's @bufbuild/buf ships its release binary
+# (the exact buf-<os>-<arch> package of the same version). Pinned, installed into the venv's folder.
+BUF_VERSION := 1.75.0
+BUF_DIR     := $(VENV)/buf
+BUF         := $(BUF_DIR)/node_modules/.bin/buf
+BUF_STAMP   := $(BUF_DIR)/.installed-$(BUF_VERSION)
+$(BUF_STAMP):
+	@command -v npm >/dev/null || { echo "buf comes from npm: install Node.js (20 or later) and npm"; exit 1; }
+	rm -rf $(BUF_DIR)
+	npm install --prefix $(BUF_DIR) --no-save --no-audit --no-fund --loglevel=error "@bufbuild/buf@$(BUF_VERSION)"
+	@touch $@
+
+tools: $(DEPLOY_TOOLS) $(BUF_STAMP)
+
+# `buf breaking` compares proto/ with the last release. No release is tagged yet, so the baseline is proto/
+# as of BUF_BASELINE_REF (main before the v1 changes that buf-check was added with), kept as a committed buf
+# image: CI clones main fresh, perhaps without the history to build it from. On a release, record its tag or
+# commit here and run `make buf-baseline` (from a clone that has it), then commit the image.
+BUF_BASELINE_REF ?= 7024f95a028932fd1a16305d1362cde796c9fc93
+BUF_BASELINE     := proto/buf-baseline.binpb
+
+# buf lint (style and AIP choices) and buf breaking (the WIRE rules) over proto/, per proto/buf.yaml.
+buf-check: $(BUF_STAMP)
+	$(BUF) lint proto
+	$(BUF) breaking proto --against $(BUF_BASELINE)
+
+buf-baseline: $(BUF_STAMP)
+	@rm -rf $(VENV)/buf-baseline && mkdir -p $(VENV)/buf-baseline
+	git archive $(BUF_BASELINE_REF) proto | tar -x -C $(VENV)/buf-baseline
+	$(BUF) build $(VENV)/buf-baseline/proto --exclude-source-info -o $(BUF_BASELINE)
+	@rm -rf $(VENV)/buf-baseline
 
 # Generated stubs are build output (git-ignored), never edited by hand.
-proto/hindsight/v1/%_pb2.py: proto/hindsight/v1/%.proto $(STAMP)
+proto/hindsight/%_pb2.py: proto/hindsight/%.proto $(STAMP)
 	$(PY) -m grpc_tools.protoc -Iproto --python_out=proto --grpc_python_out=proto \
 		--plugin=protoc-gen-mypy=$(VENV)/bin/protoc-gen-mypy --mypy_out=proto \
 		--plugin=protoc-gen-mypy_grpc=$(VENV)/bin/protoc-gen-mypy_grpc --mypy_grpc_out=proto $<
@@ -67,7 +97,7 @@ proto: $(PROTO_GEN)
 up: proto nginx
 	$(VENV)/bin/hindsight up --servers $(SERVERS)
 
-test: lint tools
+test: lint tools buf-check
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: proto
@@ -86,3 +116,4 @@ load: proto nginx
 
 clean:
 	rm -rf $(VENV) proto/hindsight/v1/*_pb2*.py proto/hindsight/v1/*_pb2*.pyi .pytest_cache .mypy_cache
+	rm -rf proto/hindsight/ops/v1/*_pb2*.py proto/hindsight/ops/v1/*_pb2*.pyi

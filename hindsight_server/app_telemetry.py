@@ -13,7 +13,7 @@ from hindsight.telemetry import InstalledTelemetry, TelemetryConfig, TelemetryCo
 from hindsight_server.config import Settings
 from hindsight_server.inference.tier import InferenceTier
 from hindsight_server.inference.tracing import cache_figures, inference_figures
-from hindsight_server.rpc.ops import ops_handler
+from hindsight_server.rpc.ops import add_ops_service
 from hindsight_server.store.routing import ReadRouting
 from hindsight_server.store.stats import pending_embeddings, pool_figures
 from hindsight_server.telemetry.recorder import Recorder
@@ -66,7 +66,7 @@ def attach_status(
         )
     )
     board = StatusBoard(recorder, settings.telemetry.recall_p99_target_ms, sources)
-    server.add_generic_rpc_handlers((ops_handler(board.snapshot),))
+    add_ops_service(server, board.snapshot)
     return board
 
 

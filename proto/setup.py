@@ -1,10 +1,11 @@
 """The build of the client distribution (hindsight-memory-client): its metadata lives in pyproject.toml;
 this file only adds the code generation.
 
-The `hindsight.v1` stubs are build output, never committed (the .gitignore leaves them out), so every build
-generates them from hindsight/v1/*.proto with the grpcio-tools and mypy-protobuf that [build-system] pins:
-a wheel into its build directory, an editable install into this tree (the same files `make proto`
-writes). `pip install ./proto` from a clean checkout therefore gives importable, typed stubs.
+The `hindsight.v1` and `hindsight.ops.v1` stubs are build output, never committed (the .gitignore leaves
+them out), so every build generates them from hindsight/v1/*.proto and hindsight/ops/v1/*.proto with the
+grpcio-tools and mypy-protobuf that [build-system] pins: a wheel into its build directory, an editable
+install into this tree (the same files `make proto` writes). `pip install ./proto` from a clean checkout
+therefore gives importable, typed stubs.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
-PROTOS = sorted((HERE / "hindsight" / "v1").glob("*.proto"))
+# hindsight/v1 (the memory contract) and hindsight/ops/v1 (the operators' Ops service).
+PROTOS = sorted((HERE / "hindsight").glob("**/v1/*.proto"))
 
 
 def _plugin(name: str, entry_point: str, scratch: Path) -> str:
@@ -42,11 +44,12 @@ def _plugin(name: str, entry_point: str, scratch: Path) -> str:
 
 
 def generate_stubs(out: Path) -> None:
-    """hindsight/v1/*_pb2.py, *_pb2_grpc.py and their .pyi, under `out` (a package root)."""
+    """hindsight/v1/*_pb2.py, hindsight/ops/v1/*_pb2.py, their *_pb2_grpc.py and .pyi, under `out` (a
+    package root)."""
     from grpc_tools import protoc  # a build requirement
 
     if not PROTOS:
-        raise RuntimeError(f"no .proto file under {HERE / 'hindsight' / 'v1'}")
+        raise RuntimeError(f"no .proto file under {HERE / 'hindsight'}")
     include = resources.files("grpc_tools") / "_proto"  # google/protobuf/*.proto
     with tempfile.TemporaryDirectory() as scratch:
         args = [

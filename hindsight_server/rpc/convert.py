@@ -19,6 +19,7 @@ from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.domain.conversation import Role, Turn
 from hindsight_server.domain.errors import InvalidArgument
 from hindsight_server.domain.model import (
+    MUTABLE_FIELDS,
     READ_AFTER_FIELD,
     Channel,
     ChannelResult,
@@ -203,9 +204,30 @@ def drafts_from_batch(request: pb.WriteBatchRequest) -> list[MemoryDraft]:
     ]
 
 
+def update_mask_from_proto(request: pb.UpdateRequest) -> frozenset[str]:
+    """The paths an Update changes: its update_mask (a FieldMask) or, from a client built before that,
+    deprecated_update_mask (field 4, the mask's first form: a list of strings), or both naming the same
+    paths (a client that also talks to servers older than the FieldMask). Paths the two disagree on are
+    refused naming update_mask; an unknown path of the deprecated form is refused naming that field (the
+    FieldMask's are refused by validate_patch, naming update_mask)."""
+    legacy = frozenset(request.deprecated_update_mask)
+    if not request.HasField("update_mask"):
+        unknown = sorted(legacy - MUTABLE_FIELDS)
+        if unknown:
+            raise InvalidArgument("deprecated_update_mask", f"cannot change {', '.join(unknown)}")
+        return legacy
+    paths = frozenset(request.update_mask.paths)
+    if legacy and legacy != paths:
+        raise InvalidArgument(
+            "update_mask",
+            "names other paths than deprecated_update_mask (field 4); set one of the two, or both alike",
+        )
+    return paths
+
+
 def patch_from_proto(request: pb.UpdateRequest) -> MemoryPatch:
     memory = request.memory
-    mask = frozenset(request.update_mask)
+    mask = update_mask_from_proto(request)
     return MemoryPatch(
         tenant_id=request.tenant_id,
         memory_id=require_memory_id(request.id),

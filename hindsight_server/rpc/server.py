@@ -8,13 +8,14 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
-from grpc_reflection.v1alpha import reflection
 
+from hindsight.ops.v1 import ops_pb2
 from hindsight.v1 import memory_pb2 as pb
 from hindsight.v1 import memory_pb2_grpc as pb_grpc
 from hindsight_server.rpc.admission import AdmissionInterceptor
 from hindsight_server.rpc.auth import AuthInterceptor
 from hindsight_server.rpc.interceptors import ErrorMappingInterceptor, RequestIdInterceptor
+from hindsight_server.rpc.reflection import enable_reflection
 from hindsight_server.rpc.servicer import MemoryServicer
 from hindsight_server.rpc.tracing import TracingInterceptor
 
@@ -83,9 +84,14 @@ def build_server(
     )
     pb_grpc.add_MemoryServiceServicer_to_server(servicer, server)
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
-    reflection.enable_server_reflection(
-        [SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME],
+    # Ops is added by app_telemetry.attach_status (rpc/ops.py); reflection lists it from here.
+    enable_reflection(
         server,
+        [
+            SERVICE_NAME,
+            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+            ops_pb2.DESCRIPTOR.services_by_name["Ops"].full_name,
+        ],
     )
     return server
 

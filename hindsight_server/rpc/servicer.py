@@ -141,19 +141,19 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         return await self._once("EndSession", request, pb.EndSessionResponse, run, context)
 
     async def ConfirmPending(
-        self, request: pb.PendingDecisionRequest, context: grpc.aio.ServicerContext[Any, Any]
+        self, request: pb.ConfirmPendingRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.Memory:
         run = self._decide(request, confirm=True)
         return await self._once("ConfirmPending", request, pb.Memory, run, context)
 
     async def RejectPending(
-        self, request: pb.PendingDecisionRequest, context: grpc.aio.ServicerContext[Any, Any]
+        self, request: pb.RejectPendingRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.Memory:
         run = self._decide(request, confirm=False)
         return await self._once("RejectPending", request, pb.Memory, run, context)
 
     def _decide(
-        self, request: pb.PendingDecisionRequest, *, confirm: bool
+        self, request: pb.ConfirmPendingRequest | pb.RejectPendingRequest, *, confirm: bool
     ) -> Callable[[], Awaitable[Message]]:
         validate_identifiers(self._limits, agent_id=request.agent_id)
 

@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 import grpc
-from google.protobuf import struct_pb2
+from google.protobuf import field_mask_pb2, struct_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from hindsight.consistency import ReadYourWrites
@@ -309,10 +309,13 @@ class HindsightClient:
             tenant_id=tenant_id,
             id=memory_id,
             memory=memory,
-            update_mask=list(changes),
+            update_mask=field_mask_pb2.FieldMask(paths=list(changes)),
             agent_id=agent_id,
             idempotency_key=idempotency_key or new_idempotency_key(),
         )
+        # The mask's first form as well, the same paths: a server older than the FieldMask reads only it.
+        # Drop it once no such server runs.
+        request.deprecated_update_mask.extend(changes)
         if expected_version is not None:
             request.expected_version = expected_version
         response: pb.Memory = await self._mutate(self._stub.Update, request, timeout_s)
@@ -505,24 +508,19 @@ class HindsightClient:
     async def confirm_pending(
         self, tenant_id: str, memory_id: str, *, idempotency_key: str = "", timeout_s: float | None = None
     ) -> pb.Memory:
-        return await self._decide_pending(
-            self._stub.ConfirmPending, tenant_id, memory_id, idempotency_key, timeout_s
+        request = pb.ConfirmPendingRequest(
+            tenant_id=tenant_id, id=memory_id, idempotency_key=idempotency_key or new_idempotency_key()
         )
+        response: pb.Memory = await self._mutate(self._stub.ConfirmPending, request, timeout_s)
+        return response
 
     async def reject_pending(
         self, tenant_id: str, memory_id: str, *, idempotency_key: str = "", timeout_s: float | None = None
     ) -> pb.Memory:
-        return await self._decide_pending(
-            self._stub.RejectPending, tenant_id, memory_id, idempotency_key, timeout_s
-        )
-
-    async def _decide_pending(
-        self, rpc: Any, tenant_id: str, memory_id: str, idempotency_key: str, timeout_s: float | None
-    ) -> pb.Memory:
-        request = pb.PendingDecisionRequest(
+        request = pb.RejectPendingRequest(
             tenant_id=tenant_id, id=memory_id, idempotency_key=idempotency_key or new_idempotency_key()
         )
-        response: pb.Memory = await self._mutate(rpc, request, timeout_s)
+        response: pb.Memory = await self._mutate(self._stub.RejectPending, request, timeout_s)
         return response
 
     async def history(

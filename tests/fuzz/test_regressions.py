@@ -11,6 +11,7 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf import timestamp_pb2
+from google.protobuf.field_mask_pb2 import FieldMask
 
 from hindsight.v1 import memory_pb2 as pb
 from hindsight.v1 import memory_pb2_grpc as pb_grpc
@@ -57,15 +58,15 @@ CASES: list[tuple[str, str, Any, str]] = [
     ("NUL in Delete's agent_id", "Delete", pb.DeleteRequest(id=SOME_ID, agent_id="\x00"),
      "agent_id"),
     ("NUL in ConfirmPending's agent_id", "ConfirmPending",
-     pb.PendingDecisionRequest(id=SOME_ID, agent_id="\x00"), "agent_id"),
+     pb.ConfirmPendingRequest(id=SOME_ID, agent_id="\x00"), "agent_id"),
     ("NUL in RejectPending's agent_id", "RejectPending",
-     pb.PendingDecisionRequest(id=SOME_ID, agent_id="\x00"), "agent_id"),
+     pb.RejectPendingRequest(id=SOME_ID, agent_id="\x00"), "agent_id"),
     ("NUL in Summarize's session_id", "Summarize", pb.SummarizeRequest(session_id="s\x00"),
      "session_id"),
     ("NUL in ConfirmPending's idempotency_key", "ConfirmPending",
-     pb.PendingDecisionRequest(id=SOME_ID, idempotency_key="a\x00b"), "idempotency_key"),
+     pb.ConfirmPendingRequest(id=SOME_ID, idempotency_key="a\x00b"), "idempotency_key"),
     ("NUL in Update's idempotency_key", "Update",
-     pb.UpdateRequest(id=SOME_ID, update_mask=["content"], memory=_memory(),
+     pb.UpdateRequest(id=SOME_ID, update_mask=FieldMask(paths=["content"]), memory=_memory(),
                       idempotency_key="\x00"), "idempotency_key"),
     ("NUL in EndSession's reason", "EndSession",
      pb.EndSessionRequest(session_id="s", reason="done\x00"), "reason"),
@@ -76,7 +77,9 @@ CASES: list[tuple[str, str, Any, str]] = [
     ("a megabyte profile", "Recall", pb.RecallRequest(query="q", profile="p" * 1_000_000),
      "profile"),
     ("a megabyte update_mask path", "Update",
-     pb.UpdateRequest(id=SOME_ID, update_mask=["界" * 300_000]), "update_mask"),
+     pb.UpdateRequest(id=SOME_ID, update_mask=FieldMask(paths=["界" * 300_000])), "update_mask"),
+    ("a megabyte deprecated_update_mask path", "Update",
+     pb.UpdateRequest(id=SOME_ID, deprecated_update_mask=["界" * 300_000]), "deprecated_update_mask"),
     ("a megabyte session id", "Summarize", pb.SummarizeRequest(session_id="s" * 1_000_000),
      "session_id"),
     ("a megabyte entity name", "Write",

@@ -14,6 +14,7 @@ import grpc
 import pytest
 from google.protobuf import struct_pb2
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.field_mask_pb2 import FieldMask
 from google.protobuf.message import Message
 from hypothesis import given
 from hypothesis import strategies as st
@@ -242,10 +243,10 @@ async def test_get_history_and_pending_decisions(
     if versions is not None:
         assert versions.versions
         same_tenant(tenant, versions.versions)
-    decision = pb.PendingDecisionRequest(
+    method = data.draw(st.sampled_from(["ConfirmPending", "RejectPending"]))
+    decision = getattr(pb, f"{method}Request")(
         tenant_id=tenant, id=memory_id, agent_id=agent_id, idempotency_key=data.draw(identifiers())
     )
-    method = data.draw(st.sampled_from(["ConfirmPending", "RejectPending"]))
     decided = await answered(method, getattr(stub, method)(decision, timeout=TIMEOUT_S))
     if decided is not None:
         _check_memory(tenant, decided)
@@ -261,21 +262,27 @@ async def test_update(stub: pb_grpc.MemoryServiceStub, seeds: Seeds, data: st.Da
         tenant_id=pick("tenant_id", st.just(seeds.tenant), tenants(seeds.tenant)),
         id=pick("id", st.sampled_from(seeds.ids), _ids(seeds)),
         memory=data.draw(_memory_input(_sessions(seeds))),
-        update_mask=pick(
-            "update_mask",
-            st.lists(st.sampled_from(MUTABLE), min_size=1, max_size=3, unique=True),
-            st.lists(st.one_of(st.sampled_from(MUTABLE), texts(20)), max_size=4),
-        ),
         agent_id=pick("agent_id", st.just(""), identifiers()),
         idempotency_key=pick("idempotency_key", st.one_of(st.just(""), st.uuids().map(str)), identifiers()),
     )
+    paths = pick(
+        "update_mask",
+        st.lists(st.sampled_from(MUTABLE), min_size=1, max_size=3, unique=True),
+        st.lists(st.one_of(st.sampled_from(MUTABLE), texts(20)), max_size=4),
+    )
+    # The mask in either form, or in both (the same paths, as the shared client sends it).
+    form = data.draw(st.sampled_from(["field_mask", "deprecated", "both"]))
+    if form != "deprecated":
+        request.update_mask.paths.extend(paths)
+    if form != "field_mask":
+        request.deprecated_update_mask.extend(paths)
     expected_version = pick("expected_version", st.one_of(_MAYBE, st.integers(1, 3)), INT64)
     if expected_version is not None:
         request.expected_version = expected_version
     memory = await answered("Update", stub.Update(request, timeout=TIMEOUT_S))
     if memory is not None:
         _check_memory(request.tenant_id, memory)
-        if "content" in request.update_mask:
+        if "content" in paths:
             assert memory.content == request.memory.content
 
 
@@ -534,8 +541,9 @@ def _string_fields(descriptor: Descriptor, prefix: str = "") -> list[tuple[str, 
             found.append((name, [field.number], name))
         elif field.type == FieldDescriptor.TYPE_MESSAGE and field.message_type.full_name == _OPAQUE:
             found.append((f"{name} (a key)", [field.number, 1, 1], name))  # Struct.fields -> entry.key
-        elif field.type == FieldDescriptor.TYPE_MESSAGE and field.message_type.full_name.startswith(
-            "hindsight."
+        elif field.type == FieldDescriptor.TYPE_MESSAGE and (
+            field.message_type.full_name.startswith("hindsight.")
+            or field.message_type.full_name == "google.protobuf.FieldMask"  # Update's update_mask.paths
         ):
             found += [
                 (n, [field.number, *path], blamed)
@@ -637,7 +645,7 @@ def _sample_request(method: str, tenant: str) -> Message:
             tenant_id=tenant,
             id=memory_id,
             memory=memory,
-            update_mask=["content", "tier"],
+            update_mask=FieldMask(paths=["content", "tier"]),
             expected_version=3,
             idempotency_key="k",
         ),
@@ -661,8 +669,8 @@ def _sample_request(method: str, tenant: str) -> Message:
         ),
         "Summarize": pb.SummarizeRequest(tenant_id=tenant, session_id="s1"),
         "EndSession": pb.EndSessionRequest(tenant_id=tenant, session_id="s1", reason="task_done"),
-        "ConfirmPending": pb.PendingDecisionRequest(tenant_id=tenant, id=memory_id),
-        "RejectPending": pb.PendingDecisionRequest(tenant_id=tenant, id=memory_id),
+        "ConfirmPending": pb.ConfirmPendingRequest(tenant_id=tenant, id=memory_id),
+        "RejectPending": pb.RejectPendingRequest(tenant_id=tenant, id=memory_id),
         "History": pb.HistoryRequest(tenant_id=tenant, id=memory_id),
         "Export": pb.ExportRequest(
             tenant_id=tenant, subject="u1", tiers=[3], include_history=True, include_embeddings=True

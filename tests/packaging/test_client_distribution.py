@@ -173,6 +173,13 @@ def test_the_wheel_carries_the_generated_stubs_the_client_and_py_typed(built: Bu
         "hindsight/v1/memory_pb2.pyi",
         "hindsight/v1/memory_pb2_grpc.py",
         "hindsight/v1/memory_pb2_grpc.pyi",
+        "hindsight/ops/__init__.py",
+        "hindsight/ops/v1/__init__.py",
+        "hindsight/ops/v1/ops.proto",
+        "hindsight/ops/v1/ops_pb2.py",
+        "hindsight/ops/v1/ops_pb2.pyi",
+        "hindsight/ops/v1/ops_pb2_grpc.py",
+        "hindsight/ops/v1/ops_pb2_grpc.pyi",
     ):
         assert expected in names, f"{expected} is missing from {built.wheel.name}"
     top_level = {name.split("/", 1)[0] for name in names}
@@ -220,6 +227,7 @@ def test_the_client_imports_where_only_its_requirements_are(built: Built) -> Non
 import importlib, json
 import hindsight.client
 from hindsight.v1 import memory_pb2, memory_pb2_grpc
+from hindsight.ops.v1 import ops_pb2, ops_pb2_grpc
 missing = []
 for name in {list(NOT_IMPORTABLE)!r}:
     try:
@@ -231,6 +239,8 @@ print(json.dumps({{
     "client": hindsight.client.__file__,
     "service": memory_pb2.DESCRIPTOR.services_by_name["MemoryService"].full_name,
     "stub_class": memory_pb2_grpc.MemoryServiceStub.__name__,
+    "ops": ops_pb2.DESCRIPTOR.services_by_name["Ops"].full_name,
+    "ops_stub_class": ops_pb2_grpc.OpsStub.__name__,
     "missing": missing,
 }}))
 """
@@ -240,6 +250,7 @@ print(json.dumps({{
     assert Path(seen["client"]).parent == built.site_packages / "hindsight"
     assert seen["service"] == "hindsight.v1.MemoryService"
     assert seen["stub_class"] == "MemoryServiceStub"
+    assert (seen["ops"], seen["ops_stub_class"]) == ("hindsight.ops.v1.Ops", "OpsStub")
     assert seen["missing"] == list(NOT_IMPORTABLE), "importable beside the client alone"
     pip = (sys.executable, "-m", "pip", "--disable-pip-version-check", "--python", built.venv_python)
     _run(*pip, "check", cwd=built.site_packages.parent)

@@ -7,7 +7,7 @@ from typing import Any
 
 import grpc
 import pytest
-from google.protobuf import struct_pb2, timestamp_pb2
+from google.protobuf import field_mask_pb2, struct_pb2, timestamp_pb2
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
@@ -95,7 +95,40 @@ OTHER_CASES: list[tuple[str, str, Any, str]] = [
     (
         "update of an immutable field",
         "Update",
-        pb.UpdateRequest(tenant_id=TENANT, id="01a22b18-e375-7426-afa1-f923854e099a", update_mask=["status"]),
+        pb.UpdateRequest(
+            tenant_id=TENANT,
+            id="01a22b18-e375-7426-afa1-f923854e099a",
+            update_mask=field_mask_pb2.FieldMask(paths=["status"]),
+        ),
+        "update_mask",
+    ),
+    (
+        "update of an immutable field, the mask's first form",
+        "Update",
+        pb.UpdateRequest(
+            tenant_id=TENANT, id="01a22b18-e375-7426-afa1-f923854e099a", deprecated_update_mask=["status"]
+        ),
+        "deprecated_update_mask",
+    ),
+    (
+        "update whose two masks differ",
+        "Update",
+        pb.UpdateRequest(
+            tenant_id=TENANT,
+            id="01a22b18-e375-7426-afa1-f923854e099a",
+            update_mask=field_mask_pb2.FieldMask(paths=["content"]),
+            deprecated_update_mask=["content", "intent"],
+        ),
+        "update_mask",
+    ),
+    (
+        "update with an empty mask",
+        "Update",
+        pb.UpdateRequest(
+            tenant_id=TENANT,
+            id="01a22b18-e375-7426-afa1-f923854e099a",
+            update_mask=field_mask_pb2.FieldMask(),
+        ),
         "update_mask",
     ),
     ("page size too large", "List", pb.ListRequest(tenant_id=TENANT, page_size=100_000), "page_size"),

@@ -14,6 +14,7 @@ from typing import Any
 import asyncpg
 import grpc
 import pytest
+from google.protobuf import field_mask_pb2
 from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -416,9 +417,14 @@ async def test_an_abandoned_claim_does_not_block_its_key(
     forever that the first call is still running. Within it, even past the longest deadline the shared
     client gives a call (Erase's), a retry is told to wait: it never starts a second run of a live one."""
     written = await client.write(tenant, "v1", tier="semantic", kind="fact")
-    # The request's fingerprint, as the server takes it: the request without its key.
+    # The request's fingerprint, as the server takes it: the request without its key (the shared client
+    # sends the mask in both its forms).
     same_update = pb.UpdateRequest(
-        tenant_id=tenant, id=written.memory.id, memory=pb.MemoryInput(content="v2"), update_mask=["content"]
+        tenant_id=tenant,
+        id=written.memory.id,
+        memory=pb.MemoryInput(content="v2"),
+        update_mask=field_mask_pb2.FieldMask(paths=["content"]),
+        deprecated_update_mask=["content"],
     )
     fingerprint = hashlib.sha256(same_update.SerializeToString(deterministic=True)).digest()
     connection = await asyncpg.connect(postgres_dsn)
