@@ -17,21 +17,37 @@ from pydantic import BaseModel
 from gateway_mcp.auth import Caller
 from gateway_mcp.errors import ToolError
 from gateway_mcp.results import (
+    append_result,
     debug_result,
+    decision_result,
+    end_session_result,
     erased_result,
     forget_candidates,
+    history_result,
+    pending_result,
     recall_result,
     summary_result,
     write_result,
 )
 from gateway_mcp.tools import (
+    APPEND_TURN_TOOL,
+    CONFIRM_PENDING_TOOL,
     DEBUG_TOOL,
+    END_SESSION_TOOL,
     FORGET_TOOL,
+    HISTORY_TOOL,
+    PENDING_TOOL,
     RECALL_TOOL,
+    REJECT_PENDING_TOOL,
     SUMMARIZE_TOOL,
     WRITE_TOOL,
+    AppendTurnArguments,
     DebugArguments,
+    EndSessionArguments,
     ForgetArguments,
+    HistoryArguments,
+    PendingArguments,
+    PendingDecisionArguments,
     RecallArguments,
     SummarizeArguments,
     WriteArguments,
@@ -100,11 +116,136 @@ async def recall(client: HindsightClient, caller: Caller, args: RecallArguments)
     return recall_result(response)
 
 
+def _not_this_subjects_session(session_id: str) -> ToolError:
+    return ToolError(f"session_id: no session {session_id!r} of this token's subject")
+
+
+async def _check_session(client: HindsightClient, caller: Caller, session_id: str, *, new_ok: bool) -> None:
+    """For a caller confined to one subject: the session is that subject's (or, `new_ok`, not there
+    yet: its first turn makes it the caller's). Another subject's session reads like a missing one."""
+    if caller.subject is None:
+        return
+    try:
+        summary = await client.summarize(caller.tenant, session_id)
+    except grpc.aio.AioRpcError as error:
+        if error.code() != grpc.StatusCode.NOT_FOUND:
+            raise
+        if new_ok:
+            return
+        raise _not_this_subjects_session(session_id) from None
+    if summary.subject != caller.subject:
+        raise _not_this_subjects_session(session_id)
+
+
 async def summarize(client: HindsightClient, caller: Caller, args: SummarizeArguments) -> Outcome:
     summary = await client.summarize(caller.tenant, args.session_id)
     if caller.subject is not None and summary.subject != caller.subject:
-        raise ToolError(f"session_id: no session {args.session_id!r} of this token's subject")
+        raise _not_this_subjects_session(args.session_id)
     return summary_result(summary)
+
+
+async def append_turn(client: HindsightClient, caller: Caller, args: AppendTurnArguments) -> Outcome:
+    subject = _subject(caller, args.subject)
+    await _check_session(client, caller, args.session_id, new_ok=True)
+    response = await client.append_turn(
+        caller.tenant,
+        args.session_id,
+        args.text,
+        role=args.role,
+        subject=subject,
+        agent_id=caller.agent_id,
+        entities=args.entities,
+        occurred_at=args.occurred_at,
+        # A key per tool call makes the channel's retries (and an agent's own) append the turn once.
+        idempotency_key=args.idempotency_key or f"mcp:{uuid.uuid4()}",
+    )
+    return append_result(response)
+
+
+async def end_session(client: HindsightClient, caller: Caller, args: EndSessionArguments) -> Outcome:
+    await _check_session(client, caller, args.session_id, new_ok=False)
+    response = await client.end_session(
+        caller.tenant,
+        args.session_id,
+        reason=args.reason,
+        idempotency_key=args.idempotency_key or f"mcp:{uuid.uuid4()}",
+    )
+    return end_session_result(args.session_id, response)
+
+
+async def pending(client: HindsightClient, caller: Caller, args: PendingArguments) -> Outcome:
+    response = await client.list(
+        caller.tenant,
+        subject=_subject(caller, args.subject),
+        session_id=args.session_id,
+        statuses=["pending"],
+        page_size=args.page_size,
+        page_token=args.page_token,
+        agent_id=caller.agent_id,
+    )
+    return pending_result(response)
+
+
+async def _of_subject(client: HindsightClient, caller: Caller, memory_id: str, refusal: str) -> None:
+    """For a caller confined to one subject: the memory is that subject's and visible to its agent.
+    A missing one and another subject's read the same, so the refusal does not tell which ids exist."""
+    if caller.subject is None:
+        return
+    try:
+        memory = await client.get(caller.tenant, memory_id, agent_id=caller.agent_id)
+    except grpc.aio.AioRpcError as error:
+        if error.code() != grpc.StatusCode.NOT_FOUND:
+            raise
+        raise ToolError(refusal) from None
+    if memory.subject != caller.subject:
+        raise ToolError(refusal)
+
+
+def decision_key(decision: str, memory_id: str) -> str:
+    """A pending decision's idempotency key: a repeated call (the model's or the channel's) gets the
+    first call's answer instead of "not pending"."""
+    return f"mcp-{decision}:{memory_id}"
+
+
+async def _decide(
+    client: HindsightClient, caller: Caller, args: PendingDecisionArguments, *, confirm: bool
+) -> Outcome:
+    memory_id = str(args.memory_id)  # canonical: lowercase, hyphenated
+    refusal = f"memory_id: {memory_id} is not a memory of this token's subject; nothing was changed"
+    await _of_subject(client, caller, memory_id, refusal)
+    if confirm:
+        memory = await client.confirm_pending(
+            caller.tenant, memory_id, idempotency_key=decision_key("confirm", memory_id)
+        )
+    else:
+        memory = await client.reject_pending(
+            caller.tenant, memory_id, idempotency_key=decision_key("reject", memory_id)
+        )
+    return decision_result(memory, confirmed=confirm)
+
+
+async def confirm_pending(client: HindsightClient, caller: Caller, args: PendingDecisionArguments) -> Outcome:
+    return await _decide(client, caller, args, confirm=True)
+
+
+async def reject_pending(client: HindsightClient, caller: Caller, args: PendingDecisionArguments) -> Outcome:
+    return await _decide(client, caller, args, confirm=False)
+
+
+async def history(client: HindsightClient, caller: Caller, args: HistoryArguments) -> Outcome:
+    memory_id = str(args.memory_id)
+    if caller.subject is None:
+        return history_result(await client.history(caller.tenant, memory_id, agent_id=caller.agent_id))
+    refusal = ToolError(f"memory_id: {memory_id} is not a memory of this token's subject")
+    try:  # a missing memory and another subject's read the same (see _of_subject)
+        response = await client.history(caller.tenant, memory_id, agent_id=caller.agent_id)
+    except grpc.aio.AioRpcError as error:
+        if error.code() != grpc.StatusCode.NOT_FOUND:
+            raise
+        raise refusal from None
+    if any(version.subject != caller.subject for version in response.versions):
+        raise refusal
+    return history_result(response)
 
 
 async def debug(client: HindsightClient, caller: Caller, args: DebugArguments) -> Outcome:
@@ -189,6 +330,12 @@ CALLS: Mapping[str, Call] = {
     WRITE_TOOL: write,
     RECALL_TOOL: recall,
     SUMMARIZE_TOOL: summarize,
+    APPEND_TURN_TOOL: append_turn,
+    END_SESSION_TOOL: end_session,
+    PENDING_TOOL: pending,
+    CONFIRM_PENDING_TOOL: confirm_pending,
+    REJECT_PENDING_TOOL: reject_pending,
+    HISTORY_TOOL: history,
     FORGET_TOOL: forget,
     DEBUG_TOOL: debug,
 }

@@ -28,8 +28,14 @@ _ARGUMENT_NAMES = {
     "tiers": "memory_types",
     "time_range": "start/end",
 }
-# Whole paths of a gRPC request -> the tool argument they come from (memory_forget's Erase).
-_PATH_NAMES = {"memories.ids": "memory_ids", "reason": "query"}
+# Whole paths of a gRPC request -> the tool argument they come from, per tool: memory_forget's Erase,
+# and the pending decisions' and History's memory id.
+_PATH_NAMES: dict[str, dict[str, str]] = {
+    "memory_forget": {"memories.ids": "memory_ids", "reason": "query"},
+    "memory_confirm_pending": {"id": "memory_id"},
+    "memory_reject_pending": {"id": "memory_id"},
+    "memory_history": {"id": "memory_id"},
+}
 _HEAD = re.compile(r"^(?P<head>[A-Za-z_]+)(?P<tail>.*)$", re.DOTALL)
 _FIELD_MESSAGE = re.compile(r"^(?P<field>[A-Za-z_][\w.\[\]-]*): (?P<reason>.+)$", re.DOTALL)
 
@@ -38,10 +44,10 @@ class ToolError(Exception):
     """A failure whose message is written for the calling model."""
 
 
-def _argument_name(field: str) -> str:
+def _argument_name(field: str, tool: str) -> str:
     if field == "tenant_id":
         return "tenant (the gateway's configuration, not an argument)"
-    for path, name in _PATH_NAMES.items():
+    for path, name in _PATH_NAMES.get(tool, {}).items():
         if field == path or field.startswith((f"{path}.", f"{path}[")):
             return name + field.removeprefix(path)
     match = _HEAD.match(field.removeprefix("memory."))
@@ -78,21 +84,21 @@ def _retry_hint(error: grpc.aio.AioRpcError) -> str:
     return ""
 
 
-def _invalid_argument(error: grpc.aio.AioRpcError) -> str:
+def _invalid_argument(error: grpc.aio.AioRpcError, tool: str) -> str:
     violations = _field_violations(error)
     if not violations:
         match = _FIELD_MESSAGE.match(error.details() or "")
         if match is None:
             return f"invalid argument: {error.details()}"
         violations = [(match["field"], match["reason"])]
-    return "invalid argument: " + "; ".join(f"{_argument_name(f)}: {d}" for f, d in violations)
+    return "invalid argument: " + "; ".join(f"{_argument_name(f, tool)}: {d}" for f, d in violations)
 
 
 def from_rpc(error: grpc.aio.AioRpcError, tool: str) -> str:
     code = error.code()
     details = error.details() or ""
     if code == grpc.StatusCode.INVALID_ARGUMENT:
-        return _invalid_argument(error)
+        return _invalid_argument(error, tool)
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         return f"{UNAVAILABLE_MESSAGE}{_retry_hint(error)} ({code.name})"
     if code == grpc.StatusCode.NOT_FOUND:

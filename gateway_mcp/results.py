@@ -15,14 +15,24 @@ from hindsight.v1 import memory_pb2 as pb
 
 __all__ = [
     "NOTHING_RECALLED",
+    "AppendTurnResult",
     "DebugResult",
+    "DecisionResult",
+    "EndSessionResult",
     "ForgetResult",
+    "HistoryResult",
+    "PendingResult",
     "RecallResult",
     "SummaryResult",
     "WriteResult",
+    "append_result",
     "debug_result",
+    "decision_result",
+    "end_session_result",
     "erased_result",
     "forget_candidates",
+    "history_result",
+    "pending_result",
     "recall_result",
     "summary_result",
     "write_result",
@@ -243,28 +253,261 @@ class SummaryResult(BaseModel):
     summarizer: str
 
 
-def summary_result(summary: pb.SessionSummary) -> tuple[str, SummaryResult]:
-    result = SummaryResult(
+def _turn(turn: pb.Turn) -> Turn:
+    return Turn(
+        index=turn.index,
+        role=_name(pb.Role, turn.role, "ROLE_"),
+        text=turn.text,
+        occurred_at=_time(turn, "occurred_at"),
+    )
+
+
+def _summary(summary: pb.SessionSummary) -> SummaryResult:
+    return SummaryResult(
         session_id=summary.session_id,
         subject=summary.subject,
         goal=summary.goal,
         confirmed=_struct(summary.confirmed),
         open_items=list(summary.open_items),
-        recent_turns=[
-            Turn(
-                index=turn.index,
-                role=_name(pb.Role, turn.role, "ROLE_"),
-                text=turn.text,
-                occurred_at=_time(turn, "occurred_at"),
-            )
-            for turn in summary.recent_turns
-        ],
+        recent_turns=[_turn(turn) for turn in summary.recent_turns],
         text=summary.text,
         turn_count=summary.turn_count,
         updated_at=_time(summary, "updated_at"),
         summarizer=summary.summarizer,
     )
-    return summary.text or "(the session has no working memory yet)", result
+
+
+_NO_WORKING_MEMORY = "(the session has no working memory yet)"
+
+
+def summary_result(summary: pb.SessionSummary) -> tuple[str, SummaryResult]:
+    return summary.text or _NO_WORKING_MEMORY, _summary(summary)
+
+
+# ------------------------------------------------------------------------------------- memories, briefly
+
+
+_SHOWN_CHARS = 300  # of a memory's content in a text result (the structured content has all of it)
+
+
+def _shown(content: str) -> str:
+    return content if len(content) <= _SHOWN_CHARS else content[: _SHOWN_CHARS - 1] + "…"
+
+
+def _memories(count: int) -> str:
+    return "1 memory" if count == 1 else f"{count} memories"
+
+
+class MemoryBrief(BaseModel):
+    """A memory as a result names it: enough to tell the user what it says and to act on its id."""
+
+    id: str
+    content: str
+    memory_type: str
+    kind: str
+    status: str = Field(description="active, or pending (not recalled until the user confirms it).")
+    confidence: float
+    subject: str
+    session_id: str
+    entities: dict[str, Any]
+    created_at: datetime | None
+
+
+def _brief(memory: pb.Memory) -> MemoryBrief:
+    return MemoryBrief(
+        id=memory.id,
+        content=memory.content,
+        memory_type=_name(pb.Tier, memory.tier, "TIER_"),
+        kind=_name(pb.Kind, memory.kind, "KIND_"),
+        status=_name(pb.Status, memory.status, "STATUS_"),
+        confidence=memory.confidence,
+        subject=memory.subject,
+        session_id=memory.session_id,
+        entities=_struct(memory.entities),
+        created_at=_time(memory, "created_at"),
+    )
+
+
+def _brief_line(place: int, memory: MemoryBrief) -> str:
+    day = f"{memory.created_at:%Y-%m-%d}, " if memory.created_at is not None else ""
+    return (
+        f"{place}. {memory.id} ({day}{memory.memory_type} {memory.kind}, confidence "
+        f"{memory.confidence:.2f}) {_shown(memory.content)}"
+    )
+
+
+_DECIDE = "ask the user whether it is right, then memory_confirm_pending or memory_reject_pending"
+
+
+# ------------------------------------------------------------------------------------------ append turn
+
+
+class AppendTurnResult(BaseModel):
+    session_id: str
+    turn: Turn = Field(description="The turn as stored; `index` is its 1-based place in the session.")
+    summary_refreshed: bool = Field(description="The turn changed the session's summary.")
+    summary: SummaryResult = Field(description="The session's working memory after the turn.")
+    remembered: list[MemoryBrief] = Field(
+        description="Memories the server kept from this turn: active, or pending (ask the user)."
+    )
+    episode: MemoryBrief | None = Field(
+        description="Set when this turn consolidated the session into an episodic memory."
+    )
+
+
+def append_result(response: pb.AppendTurnResponse) -> tuple[str, AppendTurnResult]:
+    result = AppendTurnResult(
+        session_id=response.summary.session_id,
+        turn=_turn(response.turn),
+        summary_refreshed=response.summary_refreshed,
+        summary=_summary(response.summary),
+        remembered=[_brief(memory) for memory in response.remembered],
+        episode=_brief(response.episode) if response.HasField("episode") else None,
+    )
+    lines = [f"Added turn {result.turn.index} ({result.turn.role}) to session {result.session_id}."]
+    active = [m for m in result.remembered if m.status != "pending"]
+    pending = [m for m in result.remembered if m.status == "pending"]
+    if active:
+        lines.append(f"Remembered {_memories(len(active))} for later sessions:")
+        lines += [_brief_line(place, m) for place, m in enumerate(active, 1)]
+    if pending:
+        lines.append(f"{_memories(len(pending)).capitalize()} pending (unsure, not recalled yet): {_DECIDE}:")
+        lines += [_brief_line(place, m) for place, m in enumerate(pending, 1)]
+    if result.episode is not None:
+        lines.append(f"The session was consolidated into episodic memory {result.episode.id}.")
+    if result.summary_refreshed and result.summary.text:
+        lines.append(f"Session summary now: {result.summary.text}")
+    return "\n".join(lines), result
+
+
+# ------------------------------------------------------------------------------------------ end session
+
+
+class EndSessionResult(BaseModel):
+    session_id: str
+    consolidated: bool = Field(
+        description="false: nothing new since the session's last episode, nothing was written."
+    )
+    episode: MemoryBrief | None = Field(description="The episodic memory written, when one was.")
+
+
+def end_session_result(session_id: str, response: pb.EndSessionResponse) -> tuple[str, EndSessionResult]:
+    if not response.HasField("episode"):
+        result = EndSessionResult(session_id=session_id, consolidated=False, episode=None)
+        return (
+            f"Nothing new in session {session_id} since its last episode: no episode was written.",
+            result,
+        )
+    episode = _brief(response.episode)
+    result = EndSessionResult(session_id=session_id, consolidated=True, episode=episode)
+    return (
+        f"Session {session_id} consolidated into episodic memory {episode.id}: {_shown(episode.content)}",
+        result,
+    )
+
+
+# --------------------------------------------------------------------------------------------- pending
+
+
+class PendingResult(BaseModel):
+    memories: list[MemoryBrief] = Field(description="Pending memories, newest first.")
+    next_page_token: str = Field(description="Pass it as page_token for the next ones; empty: no more.")
+
+
+def pending_result(response: pb.ListResponse) -> tuple[str, PendingResult]:
+    result = PendingResult(
+        memories=[_brief(memory) for memory in response.memories], next_page_token=response.next_page_token
+    )
+    if not result.memories:
+        return "No memory waits for confirmation.", result
+    count = len(result.memories)
+    lines = [
+        f"{_memories(count).capitalize()} {'waits' if count == 1 else 'wait'} for the user's "
+        f"confirmation (recall does not use them): for each, {_DECIDE} with its memory_id."
+    ]
+    lines += [_brief_line(place, m) for place, m in enumerate(result.memories, 1)]
+    if result.next_page_token:
+        lines.append(f"More are pending: call again with page_token {json.dumps(result.next_page_token)}.")
+    return "\n".join(lines), result
+
+
+class DecisionResult(BaseModel):
+    decision: Literal["confirmed", "rejected"]
+    memory: MemoryBrief = Field(description="The memory after the decision: active, or deleted.")
+    updated_at: datetime | None
+
+
+def decision_result(memory: pb.Memory, *, confirmed: bool) -> tuple[str, DecisionResult]:
+    result = DecisionResult(
+        decision="confirmed" if confirmed else "rejected",
+        memory=_brief(memory),
+        updated_at=_time(memory, "updated_at"),
+    )
+    if confirmed:
+        said = f"Confirmed memory {memory.id}: recall uses it from now on."
+    else:
+        said = f"Rejected memory {memory.id}: it was deleted and will not be recalled."
+    return f"{said} {_shown(memory.content)}", result
+
+
+# --------------------------------------------------------------------------------------------- history
+
+
+class Version(BaseModel):
+    id: str
+    content: str
+    status: str = Field(description="active (believed now), superseded (replaced), expired, deleted, ...")
+    memory_type: str
+    kind: str
+    subject: str
+    entities: dict[str, Any]
+    confidence: float
+    version: int = Field(description="Grows with every change of this version itself.")
+    supersedes: str = Field(description="The id of the version it replaced, empty for the first.")
+    superseded_by: str = Field(description="The id of the version that replaced it, empty for the last.")
+    created_at: datetime | None = Field(description="When it was recorded.")
+    updated_at: datetime | None
+    valid_from: datetime | None = Field(description="True in the world from (unset: since recorded).")
+    valid_to: datetime | None = Field(description="True in the world until (unset: still true).")
+
+
+class HistoryResult(BaseModel):
+    versions: list[Version] = Field(description="Oldest first.")
+    current_id: str = Field(description="The version believed now (the last active one); empty if none.")
+
+
+def history_result(response: pb.HistoryResponse) -> tuple[str, HistoryResult]:
+    versions = [
+        Version(
+            id=memory.id,
+            content=memory.content,
+            status=_name(pb.Status, memory.status, "STATUS_"),
+            memory_type=_name(pb.Tier, memory.tier, "TIER_"),
+            kind=_name(pb.Kind, memory.kind, "KIND_"),
+            subject=memory.subject,
+            entities=_struct(memory.entities),
+            confidence=memory.confidence,
+            version=memory.version,
+            supersedes=memory.supersedes,
+            superseded_by=memory.superseded_by,
+            created_at=_time(memory, "created_at"),
+            updated_at=_time(memory, "updated_at"),
+            valid_from=_time(memory, "valid_from"),
+            valid_to=_time(memory, "valid_to"),
+        )
+        for memory in response.versions
+    ]
+    current = next((v.id for v in reversed(versions) if v.status == "active"), "")
+    result = HistoryResult(versions=versions, current_id=current)
+    count = len(versions)
+    lines = [f"{count} version{'' if count == 1 else 's'}, oldest first:"]
+    for place, v in enumerate(versions, 1):
+        day = f"{v.created_at:%Y-%m-%d %H:%M}, " if v.created_at is not None else ""
+        now = " (believed now)" if v.id == current else ""
+        lines.append(f"{place}. {v.id} ({day}{v.status}{now}) {_shown(v.content)}")
+    if not current:
+        lines.append("No version is active: none of them is believed now.")
+    return "\n".join(lines), result
 
 
 # ------------------------------------------------------------------------------------------------ debug
@@ -431,17 +674,6 @@ class ForgetResult(BaseModel):
     turns_erased: int
     replies_erased: int = Field(description="Answers kept for retries that held the erased content.")
     erased_at: datetime | None
-
-
-_SHOWN_CHARS = 300  # of each candidate's content in the text (the structured content has all of it)
-
-
-def _memories(count: int) -> str:
-    return "1 memory" if count == 1 else f"{count} memories"
-
-
-def _shown(content: str) -> str:
-    return content if len(content) <= _SHOWN_CHARS else content[: _SHOWN_CHARS - 1] + "…"
 
 
 def forget_candidates(query: str, response: pb.RecallResponse, limit: int) -> tuple[str, ForgetResult]:

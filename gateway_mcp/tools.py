@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 import mcp_types as types
@@ -28,8 +28,13 @@ from pydantic_core import PydanticCustomError, core_schema
 
 from gateway_mcp.results import (
     NOTHING_RECALLED,
+    AppendTurnResult,
     DebugResult,
+    DecisionResult,
+    EndSessionResult,
     ForgetResult,
+    HistoryResult,
+    PendingResult,
     RecallResult,
     SummaryResult,
     WriteResult,
@@ -37,20 +42,33 @@ from gateway_mcp.results import (
 from hindsight.client import KindName, TierName
 
 __all__ = [
+    "APPEND_TURN_TOOL",
+    "CONFIRM_PENDING_TOOL",
     "DEBUG_TOOL",
+    "END_SESSION_TOOL",
     "FORGET_TOOL",
+    "HISTORY_TOOL",
     "MAX_CONTENT_BYTES",
     "MAX_FORGET_IDS",
+    "MAX_PENDING",
     "MAX_QUERY_BYTES",
     "MAX_TOKEN_BUDGET",
     "MAX_TOP_K",
+    "PENDING_TOOL",
     "RECALL_TOOL",
+    "REJECT_PENDING_TOOL",
     "SUMMARIZE_TOOL",
     "TOOLS",
     "WRITE_TOOL",
+    "AppendTurnArguments",
     "DebugArguments",
+    "EndSessionArguments",
     "ForgetArguments",
+    "HistoryArguments",
+    "PendingArguments",
+    "PendingDecisionArguments",
     "RecallArguments",
+    "RoleName",
     "SummarizeArguments",
     "ToolSpec",
     "WriteArguments",
@@ -73,8 +91,23 @@ RECALL_TOOL = "memory_recall"
 SUMMARIZE_TOOL = "memory_summarize"
 DEBUG_TOOL = "memory_debug"
 FORGET_TOOL = "memory_forget"
+APPEND_TURN_TOOL = "memory_append_turn"
+END_SESSION_TOOL = "memory_end_session"
+PENDING_TOOL = "memory_pending"
+CONFIRM_PENDING_TOOL = "memory_confirm_pending"
+REJECT_PENDING_TOOL = "memory_reject_pending"
+HISTORY_TOOL = "memory_history"
 # Far more than one unconfirmed call offers (5): room for what the user agreed to over a few of them.
 MAX_FORGET_IDS = 100
+# Pending memories a memory_pending call lists (the server's limits.max_page_size is larger): each one is
+# a question for the user, and a few dozen are already more than one conversation settles.
+MAX_PENDING = 50
+_DEFAULT_PENDING = 20
+_PAGE_TOKEN = 1_024  # the server's page tokens are a few dozen characters
+# Who said a turn (the proto's Role without UNSPECIFIED).
+RoleName = Literal["user", "assistant", "system", "tool"]
+# Why a session is consolidated (the server's ConsolidationEvent that a caller can raise).
+EndReason = Literal["task_done", "remember_this", "session_end"]
 
 _TIME = "ISO 8601 with a UTC offset, e.g. 2025-01-08T14:00:00+08:00"
 
@@ -222,6 +255,94 @@ class RecallArguments(_Arguments):
 class SummarizeArguments(_Arguments):
     session_id: str = Field(
         min_length=1, max_length=_IDENTIFIER, description="The conversation to summarise."
+    )
+
+
+class AppendTurnArguments(_Arguments):
+    session_id: str = Field(
+        min_length=1,
+        max_length=_IDENTIFIER,
+        description="The conversation the turn belongs to: the same id for every turn of it.",
+    )
+    role: RoleName = Field(
+        description="Who said it: user (the person you talk with), assistant (you), system, or tool "
+        "(a tool's output). Only user turns can become memories."
+    )
+    text: _Content = Field(
+        description="What was said, verbatim, in its language (Chinese or English); one turn per call."
+    )
+    subject: str = Field(
+        "",
+        max_length=_IDENTIFIER,
+        description="Whom the session is about, e.g. the user's id; kept on every memory derived from "
+        "it (the session's first non-empty subject stays).",
+    )
+    entities: _Entities = Field(
+        default_factory=dict,
+        description='Entities you already know for this turn, e.g. {"date": "2025-01-08"}; merged with '
+        "those the server extracts.",
+    )
+    occurred_at: _Time | None = Field(
+        None, description=f"When it was said (default now; not in the future), {_TIME}."
+    )
+    idempotency_key: str = Field(
+        "",
+        max_length=_IDENTIFIER,
+        description="Send the same key when you repeat the same append: the turn is added once. Default: "
+        "a new key per call (a retry inside the gateway reuses it).",
+    )
+
+
+class EndSessionArguments(_Arguments):
+    session_id: str = Field(
+        min_length=1, max_length=_IDENTIFIER, description="The conversation to consolidate."
+    )
+    reason: EndReason = Field(
+        "session_end",
+        description="Why now: task_done (the task was completed or cancelled), remember_this (the user "
+        "asked you to remember it), session_end (the conversation is over; default). Kept in the "
+        "episode's provenance.",
+    )
+    idempotency_key: str = Field(
+        "",
+        max_length=_IDENTIFIER,
+        description="Send the same key when you repeat the call: the first call's episode is returned. "
+        "Default: a new key per call.",
+    )
+
+
+class PendingArguments(_Arguments):
+    subject: str = Field("", max_length=_IDENTIFIER, description="Only memories about this subject.")
+    session_id: str = Field(
+        "", max_length=_IDENTIFIER, description="Only memories from this conversation (default: all)."
+    )
+    limit: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_PENDING,
+        description=f"At most this many memories (default {_DEFAULT_PENDING}), newest first.",
+    )
+    page_token: str = Field(
+        "",
+        max_length=_PAGE_TOKEN,
+        description="The next_page_token of the previous call, to list the ones after it.",
+    )
+
+    @property
+    def page_size(self) -> int:
+        return self.limit or _DEFAULT_PENDING
+
+
+class PendingDecisionArguments(_Arguments):
+    memory_id: UUID = Field(
+        description="The pending memory's id, as memory_pending (or memory_append_turn's remembered "
+        "list) returned it."
+    )
+
+
+class HistoryArguments(_Arguments):
+    memory_id: UUID = Field(
+        description="Any version of the memory: an id from memory_recall, memory_write or memory_pending."
     )
 
 
@@ -385,6 +506,8 @@ _SUMMARIZE = ToolSpec(
         "Call it WHEN you resume or continue a long conversation, when the user changes a confirmed "
         "parameter (改成周五 / change it to Friday) and you need to restate what is settled, "
         "or before acting on a multi-turn task. Not on every turn.",
+        "It knows the sessions whose turns were added (by memory_append_turn, or by your host); for any "
+        "other it answers not found.",
     ),
 )
 
@@ -429,4 +552,121 @@ _FORGET = ToolSpec(
     ),
 )
 
-TOOLS: tuple[ToolSpec, ...] = (_WRITE, _RECALL, _SUMMARIZE, _FORGET, _DEBUG)
+_APPEND_TURN = ToolSpec(
+    name=APPEND_TURN_TOOL,
+    title="Log a turn",
+    arguments=AppendTurnArguments,
+    result=AppendTurnResult,
+    read_only=False,
+    description=_lines(
+        "Add one turn of the conversation to the session's working memory. From the turns the server "
+        "keeps the session's summary (goal, confirmed parameters, open items), remembers the user's "
+        "stable preferences and facts by itself (unsure ones wait as pending), and consolidates the "
+        "session into an episodic memory every few turns or when the user says 记住这个 / remember this.",
+        "Call it WHEN your host does not record the conversation for you: after each user message "
+        "(role user) and after your reply (role assistant), in order, with the same session_id. "
+        "memory_summarize and memory_end_session work only on a session whose turns were added.",
+        "Do NOT send a turn twice (repeat a failed call with the same idempotency_key), and do not also "
+        "memory_write what a user turn already said: the result lists what it remembered.",
+        "When the result lists a pending memory, ask the user whether it is right, then call "
+        "memory_confirm_pending or memory_reject_pending.",
+    ),
+)
+
+_END_SESSION = ToolSpec(
+    name=END_SESSION_TOOL,
+    title="End a session",
+    arguments=EndSessionArguments,
+    result=EndSessionResult,
+    read_only=False,
+    description=_lines(
+        "Consolidate the session now into one episodic memory: what was asked, what was settled and "
+        "what was done, recalled in later sessions.",
+        "Call it WHEN the task is done or cancelled (订好了 / 办完了 / 算了 / done / booked / never mind; "
+        "reason task_done), when the user says 记住这个 / 记下来 / remember this (reason remember_this), or "
+        "when the conversation ends (再见 / 先这样 / bye / that's all; reason session_end).",
+        "Do NOT call it after every turn: the server also consolidates every few turns and after a pause. "
+        "A session with nothing new since its last episode writes nothing.",
+    ),
+)
+
+_PENDING = ToolSpec(
+    name=PENDING_TOOL,
+    title="Pending memories",
+    arguments=PendingArguments,
+    result=PendingResult,
+    read_only=True,
+    description=_lines(
+        "List the memories that wait for the user's confirmation: statements the server was unsure of "
+        "(我可能… / 好像… / I think maybe …) and memories written with a confidence below 0.7. Recall does "
+        "not use them until they are confirmed.",
+        "Call it WHEN a memory_append_turn or memory_write result reported a pending memory and you want to "
+        "ask the user about it, when the user asks what you are unsure about (你有哪些不确定的 / what are "
+        "you unsure about), or at the end of a task to settle them.",
+        "Then ask the user about each one and call memory_confirm_pending or memory_reject_pending with "
+        "its memory_id. Do not decide for the user.",
+    ),
+)
+
+_CONFIRM_PENDING = ToolSpec(
+    name=CONFIRM_PENDING_TOOL,
+    title="Confirm a pending memory",
+    arguments=PendingDecisionArguments,
+    result=DecisionResult,
+    read_only=False,
+    idempotent=True,  # the decision's idempotency key comes from the id: a repeated call changes nothing
+    description=_lines(
+        "Confirm a pending memory: it becomes active and recall uses it from now on.",
+        "Call it WHEN the user agreed that a pending memory is right (对 / 是的 / 没错 / yes / that's "
+        "right), with its memory_id from memory_pending or memory_append_turn.",
+        "Never confirm on your own, nor a memory the user was not asked about.",
+    ),
+)
+
+_REJECT_PENDING = ToolSpec(
+    name=REJECT_PENDING_TOOL,
+    title="Reject a pending memory",
+    arguments=PendingDecisionArguments,
+    result=DecisionResult,
+    read_only=False,
+    destructive=True,  # the memory is deleted: recall never uses it
+    idempotent=True,
+    description=_lines(
+        "Reject a pending memory: it is deleted and never recalled.",
+        "Call it WHEN the user says a pending memory is wrong or should not be kept (不对 / 不是 / "
+        "别记这个 / no / that's wrong / don't remember that), with its memory_id from memory_pending or "
+        "memory_append_turn.",
+        "Only for pending memories: to correct an active one, memory_write the new value (it replaces the "
+        "old one); to erase one, memory_forget.",
+    ),
+)
+
+_HISTORY = ToolSpec(
+    name=HISTORY_TOOL,
+    title="Memory history",
+    arguments=HistoryArguments,
+    result=HistoryResult,
+    read_only=True,
+    description=_lines(
+        "The versions of one memory, oldest first: every older value a newer one replaced, and which one "
+        "is believed now, with when each was recorded and true.",
+        "Call it WHEN the user asks what something was before, or when and how it changed (之前是什么 / "
+        "原来是哪天 / 什么时候改的 / what was it before / when did I change it), or when a recalled memory "
+        "says it replaced another and you need the older value.",
+        "Not to find memories: memory_recall does that; this needs a memory_id.",
+    ),
+)
+
+TOOLS: tuple[ToolSpec, ...] = (
+    _WRITE,
+    _RECALL,
+    _SUMMARIZE,
+    _APPEND_TURN,
+    _END_SESSION,
+    _PENDING,
+    _CONFIRM_PENDING,
+    _REJECT_PENDING,
+    _HISTORY,
+    _FORGET,
+    _DEBUG,
+)

@@ -8,8 +8,11 @@ hindsight migrate                 apply schema migrations and exit
 hindsight jobs list|run NAME      the lifecycle jobs: their schedule, or one run now (JSON)
 hindsight mcp --stdio|--http      the MCP gateway (tools -> gRPC), see gateway_mcp/README.md
 hindsight status [--target ...]   each server's recall p50/p95/p99 against the P99 target, backlog, pool
-hindsight write|get|list|recall|update|delete ...   calls over gRPC (--target, --tenant, --json)
+hindsight write|get|list|recall|update|delete|history ...   calls over gRPC (--target, --tenant, --json)
+hindsight session append|summarize|end SESSION ...   a conversation's turns, summary and episode
+hindsight pending list|confirm|reject ...           memories waiting for confirmation
 hindsight export|import|erase ...  a tenant's memories to a JSON Lines file, back in, or erased
+hindsight --version               the installed server and client versions
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import sys
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from datetime import datetime
@@ -27,13 +29,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import grpc
-from google.protobuf import json_format
-from google.protobuf.message import Message
 
 from gateway_mcp.cli import add_arguments as add_mcp_arguments
-from hindsight.client import DEFAULT_TARGET, HindsightClient
-from hindsight.v1 import memory_pb2 as pb
-from hindsight_server.cli_args import add_tls_options, client_tls, timestamp
+from hindsight_server.cli_args import timestamp
+from hindsight_server.client_cli import add_client_commands
 from hindsight_server.config import ConfigError, Settings, load_settings
 from hindsight_server.portability_cli import add_portability_commands
 from hindsight_server.status_cli import add_status_command
@@ -45,27 +44,25 @@ if TYPE_CHECKING:  # the server's packages are imported only by the commands tha
 EXIT_USAGE = 2
 EXIT_RPC_ERROR = 1
 
-TIERS = ["working", "episodic", "semantic"]
-KINDS = ["fact", "preference", "event", "task", "summary", "instruction"]
-STATUSES = ["active", "pending", "superseded", "expired", "deleted"]
-
-
-def _to_dict(message: Message) -> dict[str, Any]:
-    return json_format.MessageToDict(message, preserving_proto_field_name=True)
-
 
 def _print_json(value: Any) -> None:
     print(json.dumps(value, ensure_ascii=False, indent=2))
 
 
-def _json_object(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {exc.msg} at position {exc.pos}") from exc
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError('must be a JSON object, e.g. \'{"building": "A"}\'')
-    return value
+def _version() -> str:
+    """`hindsight --version`: the server's distribution and the client's (installed apart)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for label, distribution in (
+        ("hindsight", "hindsight-memory-server"),
+        ("client", "hindsight-memory-client"),
+    ):
+        try:
+            found.append(f"{label} {version(distribution)}")
+        except PackageNotFoundError:
+            found.append(f"{label} (not installed)")
+    return f"{found[0]} ({found[1]})"
 
 
 # --------------------------------------------------------------------------------------- server side
@@ -307,145 +304,6 @@ def _on_database(
             postgres.stop()
 
 
-# --------------------------------------------------------------------------------------- client side
-
-
-def _client_call(args: argparse.Namespace, call: Callable[[HindsightClient], Awaitable[None]]) -> int:
-    async def run() -> None:
-        client = HindsightClient(
-            args.target, timeout_s=args.timeout, api_key=args.api_key, tls=client_tls(args)
-        )
-        async with client:
-            await call(client)
-
-    try:
-        asyncio.run(run())
-    except grpc.aio.AioRpcError as error:
-        print(f"error: {error.code().name}: {error.details()}", file=sys.stderr)
-        return EXIT_RPC_ERROR
-    # An unknown enum name from the client's helpers, a certificate without its key, an unreadable file.
-    except (ValueError, OSError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_USAGE
-    return 0
-
-
-def _memory_line(memory: pb.Memory) -> str:
-    tier = pb.Tier.Name(memory.tier).removeprefix("TIER_").lower()
-    return f"{memory.id}  {tier:<8}  {memory.content}"
-
-
-def cmd_write(args: argparse.Namespace) -> int:
-    async def call(client: HindsightClient) -> None:
-        response = await client.write(
-            args.tenant,
-            args.content,
-            tier=args.tier,
-            kind=args.kind,
-            subject=args.subject,
-            agent_id=args.agent,
-            session_id=args.session,
-            intent=args.intent,
-            entities=args.entities,
-            confidence=args.confidence,
-            idempotency_key=args.idempotency_key,
-            occurred_at=args.occurred_at,
-        )
-        if args.json:
-            _print_json(
-                {"id": response.memory.id, "created": response.created, "memory": _to_dict(response.memory)}
-            )
-        else:
-            print(response.memory.id)
-
-    return _client_call(args, call)
-
-
-def cmd_get(args: argparse.Namespace) -> int:
-    async def call(client: HindsightClient) -> None:
-        memory = await client.get(args.tenant, args.id)
-        _print_json(_to_dict(memory)) if args.json else print(_memory_line(memory))
-
-    return _client_call(args, call)
-
-
-def cmd_list(args: argparse.Namespace) -> int:
-    async def call(client: HindsightClient) -> None:
-        response = await client.list(
-            args.tenant,
-            subject=args.subject,
-            session_id=args.session,
-            tiers=args.tier or (),
-            kinds=args.kind or (),
-            statuses=args.status or (),
-            page_size=args.page_size,
-            page_token=args.page_token,
-        )
-        if args.json:
-            _print_json(_to_dict(response))
-            return
-        for memory in response.memories:
-            print(_memory_line(memory))
-        if response.next_page_token:
-            print(f"next page: --page-token {response.next_page_token}")
-
-    return _client_call(args, call)
-
-
-def cmd_recall(args: argparse.Namespace) -> int:
-    async def call(client: HindsightClient) -> None:
-        response = await client.recall(
-            args.tenant,
-            args.query,
-            subject=args.subject,
-            session_id=args.session,
-            tiers=args.tier or (),
-            kinds=args.kind or (),
-            entities=args.entities,
-            top_k=args.top_k,
-            token_budget=args.token_budget,
-            profile=args.profile,
-            explain=args.explain,
-            min_score=args.min_score,
-        )
-        if args.json:
-            _print_json(_to_dict(response))
-            return
-        if response.injection_text:
-            print(response.injection_text)
-        for hit in response.hits:
-            print(f"{hit.score:.3f}  {_memory_line(hit.memory)}")
-        if not response.hits:
-            print("(nothing relevant)")
-
-    return _client_call(args, call)
-
-
-def cmd_update(args: argparse.Namespace) -> int:
-    changes: dict[str, Any] = {
-        name: getattr(args, name)
-        for name in ("content", "subject", "intent", "entities", "confidence", "tier", "kind")
-        if getattr(args, name) is not None
-    }
-    if not changes:
-        print("error: name at least one field to change (--content, --entities, ...)", file=sys.stderr)
-        return EXIT_USAGE
-
-    async def call(client: HindsightClient) -> None:
-        memory = await client.update(args.tenant, args.id, expected_version=args.expected_version, **changes)
-        _print_json(_to_dict(memory)) if args.json else print(_memory_line(memory))
-
-    return _client_call(args, call)
-
-
-def cmd_delete(args: argparse.Namespace) -> int:
-    async def call(client: HindsightClient) -> None:
-        memory = await client.delete(args.tenant, args.id)
-        _print_json(_to_dict(memory)) if args.json else print(f"deleted {memory.id}")
-
-    return _client_call(args, call)
-
-
 # The benchmarks' real text is a memory-eval v1 file the caller names (docs/eval-format.md): no default,
 # since the evaluation files are not part of the repository (docs/examples/eval-sample.json is a tiny one).
 CORPUS_HELP = "a memory-eval v1 file (docs/eval-format.md), e.g. docs/examples/eval-sample.json"
@@ -673,6 +531,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hindsight", description="Agent memory as a service.")
+    parser.add_argument("--version", action="version", version=_version(), help="print the version and exit")
     parser.add_argument("--config", help="TOML configuration file (also HINDSIGHT_CONFIG)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -760,72 +619,7 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             tenant_command.add_argument("--tenant", help="only this tenant's keys")
 
-    def client_command(name: str, handler: Callable[[argparse.Namespace], int], help_text: str) -> Any:
-        sub = commands.add_parser(name, help=help_text)
-        sub.add_argument("--target", default=DEFAULT_TARGET, help=f"HOST:PORT (default {DEFAULT_TARGET})")
-        sub.add_argument("--tenant", required=True, help="tenant id")
-        sub.add_argument("--json", action="store_true", help="machine-readable output")
-        sub.add_argument("--timeout", type=float, default=10.0, help="deadline in seconds (default 10)")
-        sub.add_argument(
-            "--api-key",
-            default=os.environ.get("HINDSIGHT_API_KEY", ""),
-            help="the tenant's key ($HINDSIGHT_API_KEY)",
-        )
-        add_tls_options(sub)
-        sub.set_defaults(handler=handler)
-        return sub
-
-    write = client_command("write", cmd_write, "store a memory; prints its id")
-    write.add_argument("--content", required=True)
-    write.add_argument("--tier", required=True, choices=TIERS)
-    write.add_argument("--kind", required=True, choices=KINDS)
-    write.add_argument("--subject", default="")
-    write.add_argument("--session", default="")
-    write.add_argument("--agent", default="")
-    write.add_argument("--intent", default="")
-    write.add_argument("--entities", type=_json_object, help='JSON object, e.g. \'{"building": "A"}\'')
-    write.add_argument("--confidence", type=float)
-    write.add_argument("--idempotency-key", default="")
-    write.add_argument("--occurred-at", type=timestamp, help="when it was said (ISO 8601 with offset)")
-
-    get = client_command("get", cmd_get, "read one memory")
-    get.add_argument("id")
-
-    listing = client_command("list", cmd_list, "list memories by filter, newest first")
-    listing.add_argument("--subject", default="")
-    listing.add_argument("--session", default="")
-    listing.add_argument("--tier", action="append", choices=TIERS)
-    listing.add_argument("--kind", action="append", choices=KINDS)
-    listing.add_argument("--status", action="append", choices=STATUSES)
-    listing.add_argument("--page-size", type=int, default=0)
-    listing.add_argument("--page-token", default="")
-
-    recall = client_command("recall", cmd_recall, "find the memories relevant to a query")
-    recall.add_argument("--query", required=True)
-    recall.add_argument("--subject", default="")
-    recall.add_argument("--session", default="")
-    recall.add_argument("--tier", action="append", choices=TIERS)
-    recall.add_argument("--kind", action="append", choices=KINDS)
-    recall.add_argument("--entities", type=_json_object)
-    recall.add_argument("--top-k", type=int, default=0)
-    recall.add_argument("--token-budget", type=int, default=0)
-    recall.add_argument("--profile", default="")
-    recall.add_argument("--min-score", type=float)
-    recall.add_argument("--explain", action="store_true")
-
-    update = client_command("update", cmd_update, "change fields of a memory")
-    update.add_argument("id")
-    update.add_argument("--content")
-    update.add_argument("--subject")
-    update.add_argument("--intent")
-    update.add_argument("--entities", type=_json_object)
-    update.add_argument("--confidence", type=float)
-    update.add_argument("--tier", choices=TIERS)
-    update.add_argument("--kind", choices=KINDS)
-    update.add_argument("--expected-version", type=int)
-
-    delete = client_command("delete", cmd_delete, "soft-delete a memory")
-    delete.add_argument("id")
+    add_client_commands(commands)
     add_portability_commands(commands)
 
     mcp = commands.add_parser(
@@ -835,10 +629,15 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.set_defaults(handler=cmd_mcp)
 
     evaluation = commands.add_parser("eval", help="recall@k on a memory-eval v1 file, through the gRPC API")
-    evaluation.add_argument("file")
+    evaluation.add_argument("file", help="the memory-eval v1 file (JSON)")
     evaluation.add_argument("--k", type=_ks, default=[1, 5, 10, 25], help="cut-offs (default 1,5,10,25)")
     evaluation.add_argument("--target", help="HOST:PORT of a running server (default: a private stack)")
-    evaluation.add_argument("--embeddings", action=argparse.BooleanOptionalAction, default=True)
+    evaluation.add_argument(
+        "--embeddings",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="private stack with its inference tier (default) or without (--no-embeddings)",
+    )
     evaluation.add_argument(
         "--thresholds", action="store_true", help="apply the server's min_score (default: rank only)"
     )
@@ -855,7 +654,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument(
         "--rerank-max-length", type=int, metavar="TOKENS", help="tokens per (query, passage) pair, 16-512"
     )
-    evaluation.add_argument("--json", action="store_true")
+    evaluation.add_argument("--json", action="store_true", help="print the report as JSON")
     evaluation.set_defaults(handler=cmd_eval)
 
     bench = commands.add_parser("bench", help="benchmarks that print p50/p95/p99 figures")
@@ -863,8 +662,10 @@ def build_parser() -> argparse.ArgumentParser:
     write_bench = benches.add_parser("write", help="Write/Get latency and WriteBatch throughput")
     write_bench.add_argument("--target", help="HOST:PORT of a running server (default: a private stack)")
     write_bench.add_argument("--singles", type=int, default=1000, help="single Writes and Gets to time")
-    write_bench.add_argument("--batches", type=int, default=40)
-    write_bench.add_argument("--batch-size", type=int, default=500)
+    write_bench.add_argument("--batches", type=int, default=40, help="WriteBatch calls to time (default 40)")
+    write_bench.add_argument(
+        "--batch-size", type=int, default=500, help="memories per WriteBatch (default 500)"
+    )
     write_bench.add_argument("--concurrency", type=int, default=2, help="WriteBatch calls in flight")
     write_bench.add_argument(
         "--corpus",
@@ -878,7 +679,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=True,
         help="private stack with its inference tier (default) or without (--no-embeddings)",
     )
-    write_bench.add_argument("--json", action="store_true")
+    write_bench.add_argument("--json", action="store_true", help="print the report as JSON")
     write_bench.set_defaults(handler=cmd_bench_write)
 
     recall_bench = benches.add_parser("recall", help="Recall latency p50/p95/p99 and recalls/s under load")
@@ -902,7 +703,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     recall_bench.add_argument("--tenants", type=int, help="tenants (default: 100 synthetic, 1 with --corpus)")
     recall_bench.add_argument("--connections", type=int, default=1, help="gRPC channels to spread calls on")
-    recall_bench.add_argument("--embeddings", action=argparse.BooleanOptionalAction, default=True)
+    recall_bench.add_argument(
+        "--embeddings",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="private stack with its inference tier (default) or without (--no-embeddings)",
+    )
     recall_bench.add_argument(
         "--embed-wait",
         type=float,
@@ -915,7 +721,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="the private stack reranks English recalls, or not (default: its recall.rerank)",
     )
-    recall_bench.add_argument("--json", action="store_true")
+    recall_bench.add_argument("--json", action="store_true", help="print the report as JSON")
     recall_bench.set_defaults(handler=cmd_bench_recall)
 
     neighbour_bench = benches.add_parser(
@@ -930,8 +736,13 @@ def build_parser() -> argparse.ArgumentParser:
     neighbour_bench.add_argument("--flood-recalls", type=int, default=16, help="flooding recall workers")
     neighbour_bench.add_argument("--flood-writers", type=int, default=2, help="flooding WriteBatch workers")
     neighbour_bench.add_argument("--batch-size", type=int, default=100, help="16 KB memories a WriteBatch")
-    neighbour_bench.add_argument("--embeddings", action=argparse.BooleanOptionalAction, default=True)
-    neighbour_bench.add_argument("--json", action="store_true")
+    neighbour_bench.add_argument(
+        "--embeddings",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="private stack with its inference tier (default) or without (--no-embeddings)",
+    )
+    neighbour_bench.add_argument("--json", action="store_true", help="print the report as JSON")
     neighbour_bench.set_defaults(handler=cmd_bench_neighbour)
 
     conflicts_bench = benches.add_parser(
@@ -940,8 +751,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     conflicts_bench.add_argument("--target", help="HOST:PORT of a running server (default: a private stack)")
     conflicts_bench.add_argument("--cases", help="a case table (default: the shipped one)")
-    conflicts_bench.add_argument("--embeddings", action=argparse.BooleanOptionalAction, default=True)
-    conflicts_bench.add_argument("--json", action="store_true")
+    conflicts_bench.add_argument(
+        "--embeddings",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="private stack with its inference tier (default) or without (--no-embeddings)",
+    )
+    conflicts_bench.add_argument("--json", action="store_true", help="print the report as JSON")
     conflicts_bench.set_defaults(handler=cmd_bench_conflicts)
 
     replicas_bench = benches.add_parser(
@@ -953,9 +769,11 @@ def build_parser() -> argparse.ArgumentParser:
     replicas_bench.add_argument("--rounds", type=int, default=500, help="Write+Recall pairs, each way")
     replicas_bench.add_argument("--seconds", type=float, default=30.0, help="the write load's duration")
     replicas_bench.add_argument("--concurrency", type=int, default=2, help="WriteBatch calls in flight")
-    replicas_bench.add_argument("--batch-size", type=int, default=100)
+    replicas_bench.add_argument(
+        "--batch-size", type=int, default=100, help="memories per WriteBatch of the load (default 100)"
+    )
     replicas_bench.add_argument("--sample-s", type=float, default=0.1, help="how often the lag is read")
-    replicas_bench.add_argument("--json", action="store_true")
+    replicas_bench.add_argument("--json", action="store_true", help="print the report as JSON")
     replicas_bench.set_defaults(handler=cmd_bench_replicas)
 
     mcp_bench = benches.add_parser(
@@ -964,9 +782,16 @@ def build_parser() -> argparse.ArgumentParser:
     mcp_bench.add_argument("--target", help="HOST:PORT of a running server (default: a private stack)")
     mcp_bench.add_argument("--memories", type=int, default=2_000, help="corpus memories to load")
     mcp_bench.add_argument("--calls", type=int, default=1_000, help="measured queries, each sent both ways")
-    mcp_bench.add_argument("--warmup", type=int, default=50)
-    mcp_bench.add_argument("--embeddings", action=argparse.BooleanOptionalAction, default=True)
-    mcp_bench.add_argument("--json", action="store_true")
+    mcp_bench.add_argument(
+        "--warmup", type=int, default=50, help="queries sent both ways before measuring (default 50)"
+    )
+    mcp_bench.add_argument(
+        "--embeddings",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="private stack with its inference tier (default) or without (--no-embeddings)",
+    )
+    mcp_bench.add_argument("--json", action="store_true", help="print the report as JSON")
     mcp_bench.set_defaults(handler=cmd_bench_mcp)
     return parser
 

@@ -21,6 +21,7 @@ import asyncio
 import json
 import os
 import sys
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -31,13 +32,20 @@ import numpy as np
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from hindsight.client import DEFAULT_TARGET, HindsightClient
 from hindsight.v1 import memory_pb2 as pb
-from hindsight_server.cli_args import add_tls_options, client_tls, timestamp
+from hindsight_server.cli_args import (
+    EXIT_RPC_ERROR,
+    EXIT_USAGE,
+    Connection,
+    Progress,
+    add_connection_options,
+    add_progress_option,
+    rpc_failure,
+    timestamp,
+    typed_dict,
+)
 
-# The same exit codes as the other client commands (cli.py).
-EXIT_USAGE = 2
-EXIT_RPC_ERROR = 1
+# The exit codes of every client command (cli_args.py); declining the confirmation is a refusal too.
 EXIT_DECLINED = 1
 
 MARKER = "hindsight_export"
@@ -72,8 +80,22 @@ def _json_line(value: dict[str, Any]) -> bytes:
     return (json.dumps(value, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
 
-def _rpc_error(error: grpc.aio.AioRpcError) -> str:
-    return f"error: {error.code().name}: {error.details()}"
+class _Calls:
+    """The command's connection, opened inside its event loop: a failed call is described by it (was
+    the server ever reached?)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self._args = args
+        self._connection: Connection | None = None
+
+    def open(self, timeout_s: float) -> Connection:
+        self._connection = Connection(self._args, timeout_s)
+        return self._connection
+
+    def failure(self, error: grpc.aio.AioRpcError) -> tuple[str, int]:
+        if self._connection is None:
+            return rpc_failure(error, self._args.target, reached=False)
+        return self._connection.failure(error)
 
 
 def _parse_problem(exc: json_format.ParseError) -> str:
@@ -83,10 +105,6 @@ def _parse_problem(exc: json_format.ParseError) -> str:
 
 def _say(command: str, text: str) -> None:
     print(f"hindsight {command}: {text}", file=sys.stderr)
-
-
-def _client(args: argparse.Namespace, timeout_s: float) -> HindsightClient:
-    return HindsightClient(args.target, timeout_s=timeout_s, api_key=args.api_key, tls=client_tls(args))
 
 
 # -------------------------------------------------------------------------------------------- export
@@ -155,18 +173,24 @@ class _Output:
 
 
 @dataclass
-class _Progress:
+class _Exported:
     written: int = 0
     last_id: str = ""
     announced: int | None = None  # the header's count, once it came
+
+    def shown(self) -> str:
+        of = f"/{self.announced}" if self.announced is not None else ""
+        return f"exported {self.written}{of} memories"
 
 
 class _BadStream(Exception):
     """The server's stream broke the contract (no header first)."""
 
 
-async def _export(args: argparse.Namespace, output: _Output, progress: _Progress) -> None:
-    async with _client(args, timeout_s=args.timeout or 10.0) as client:
+async def _export(
+    args: argparse.Namespace, calls: _Calls, output: _Output, progress: _Exported, shown: Progress
+) -> None:
+    async with calls.open(timeout_s=args.timeout or 10.0) as client:
         items = client.export(
             args.tenant,
             subject=args.subject,
@@ -195,9 +219,10 @@ async def _export(args: argparse.Namespace, output: _Output, progress: _Progress
             stream.flush()
             progress.written += 1
             progress.last_id = item.memory.memory.id
+            shown.show(progress.shown())
 
 
-def _resume_hint(args: argparse.Namespace, progress: _Progress) -> str:
+def _resume_hint(args: argparse.Namespace, progress: _Exported) -> str:
     after = progress.last_id or args.after_id
     if not after:
         return "nothing was written; run the export again"
@@ -214,22 +239,34 @@ def cmd_export(args: argparse.Namespace) -> int:
         if problem:
             _say("export", problem)
             return EXIT_USAGE
-        progress = _Progress()
+        progress = _Exported()
+        calls = _Calls(args)
+        shown = Progress(args.progress)
         try:
-            asyncio.run(_export(args, output, progress))
+            asyncio.run(_export(args, calls, output, progress, shown))
         except grpc.aio.AioRpcError as error:
-            print(_rpc_error(error), file=sys.stderr)
+            shown.done()
+            message, code = calls.failure(error)
+            print(message, file=sys.stderr)
             if progress.announced is not None:  # the stream had begun: it was cut
                 _say("export", f"the export stopped: {_resume_hint(args, progress)}")
-            return EXIT_RPC_ERROR
+            return code
         except _BadStream as exc:
+            shown.done()
             _say("export", str(exc))
             return EXIT_RPC_ERROR
         except BrokenPipeError:
+            shown.done()
             # The reader went away (`| head`): stdout is closed, say so on stderr and stop quietly.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             _say("export", f"the output was closed after {progress.written} memories")
             return EXIT_RPC_ERROR
+        except (ValueError, OSError) as exc:  # TLS options: a certificate without its key, a missing file
+            shown.done()
+            _say("export", str(exc))
+            return EXIT_USAGE
+    shown.show(progress.shown(), now=True)
+    shown.done()
     if progress.announced is None:
         _say("export", "the server sent no header: nothing was exported")
         return EXIT_RPC_ERROR
@@ -366,15 +403,21 @@ class _Imported:
             f"embeddings: {self.embeddings_reused} reused, {self.embeddings_pending} pending"
         )
 
+    def shown(self, announced: int) -> str:
+        of = f"/{announced}" if announced else ""
+        return f"imported {self.memories}{of} memories (through line {self.last_line})"
+
 
 async def _import(
     args: argparse.Namespace,
+    calls: _Calls,
     name: str,
     header: pb.ExportHeader,
     lines: Iterator[tuple[int, bytes]],
     done: _Imported,
+    shown: Progress,
 ) -> None:
-    async with _client(args, timeout_s=args.timeout or 10.0) as client:
+    async with calls.open(timeout_s=args.timeout or 10.0) as client:
         for batch in batches(name, lines, args.batch_size):
             done.sending = batch
             response = await client.import_memories(
@@ -386,6 +429,7 @@ async def _import(
             )
             done.add(batch, response)
             done.sending = None
+            shown.show(done.shown(header.count))
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -402,16 +446,21 @@ def cmd_import(args: argparse.Namespace) -> int:
         lines = enumerate(source, start=1)
         first = next(lines, None)
         done = _Imported()
+        calls = _Calls(args)
+        shown = Progress(args.progress)
         try:
             header = read_header(name, first[1] if first else None)
-            asyncio.run(_import(args, name, header, lines, done))
+            asyncio.run(_import(args, calls, name, header, lines, done, shown))
         except ExportFileError as exc:
+            shown.done()
             _say("import", str(exc))
             if exc.line > 1:
                 _say("import", f"nothing of the batch holding line {exc.line} was sent; {done.before()}")
             return EXIT_USAGE
         except grpc.aio.AioRpcError as error:
-            print(_rpc_error(error), file=sys.stderr)
+            shown.done()
+            message, code = calls.failure(error)
+            print(message, file=sys.stderr)
             failed = done.sending
             if failed is not None:
                 _say(
@@ -419,7 +468,14 @@ def cmd_import(args: argparse.Namespace) -> int:
                     f"lines {failed.first_line}-{failed.last_line} were not imported (one transaction per "
                     f"batch); {done.before()}",
                 )
-            return EXIT_RPC_ERROR
+            return code
+        except (ValueError, OSError) as exc:  # TLS options: a certificate without its key, a missing file
+            shown.done()
+            _say("import", str(exc))
+            return EXIT_USAGE
+    if done.memories:
+        shown.show(done.shown(header.count), now=True)
+    shown.done()
     if header.count and done.memories != header.count:
         _say(
             "import",
@@ -472,25 +528,40 @@ def cmd_erase(args: argparse.Namespace) -> int:
             _say("erase", "not confirmed: nothing was erased")
             return EXIT_DECLINED
 
-    async def erase() -> pb.EraseResponse:
-        async with _client(args, timeout_s=10.0) as client:
-            return await client.erase(
-                args.tenant,
-                subject=args.subject,
-                whole_tenant=args.whole_tenant,
-                memory_ids=args.id or (),
-                reason=args.reason,
-                timeout_s=args.timeout,
-            )
+    calls = _Calls(args)
+    shown = Progress(args.progress)
 
+    async def erase() -> pb.EraseResponse:
+        async with calls.open(timeout_s=10.0) as client:
+            ticking = asyncio.create_task(_tick(shown))
+            try:
+                return await client.erase(
+                    args.tenant,
+                    subject=args.subject,
+                    whole_tenant=args.whole_tenant,
+                    memory_ids=args.id or (),
+                    reason=args.reason,
+                    timeout_s=args.timeout,
+                )
+            finally:
+                ticking.cancel()
+
+    started = time.monotonic()
     try:
         response = asyncio.run(erase())
     except grpc.aio.AioRpcError as error:
-        print(_rpc_error(error), file=sys.stderr)
-        return EXIT_RPC_ERROR
+        shown.done()
+        message, code = calls.failure(error)
+        print(message, file=sys.stderr)
+        return code
+    except (ValueError, OSError) as exc:  # TLS options: a certificate without its key, a missing file
+        shown.done()
+        _say("erase", str(exc))
+        return EXIT_USAGE
+    shown.show(f"erased in {time.monotonic() - started:.1f} s", now=True)
+    shown.done()
     if args.json:
-        shown = _to_dict(response, always_print_fields_with_no_presence=True)
-        print(json.dumps(shown, ensure_ascii=False, indent=2))
+        print(json.dumps(typed_dict(response), ensure_ascii=False, indent=2))
     else:
         erased_at = response.erased_at.ToJsonString()
         print(
@@ -501,20 +572,21 @@ def cmd_erase(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _tick(shown: Progress) -> None:
+    """Erase is one call: the time it has taken, every second, while it runs."""
+    started = time.monotonic()
+    while True:
+        shown.show(f"erasing... {time.monotonic() - started:.0f} s", now=True)
+        await asyncio.sleep(1.0)
+
+
 # -------------------------------------------------------------------------------------------- parser
 
 
 def _connection(sub: argparse.ArgumentParser, timeout_help: str) -> None:
-    """The options every client command takes (cli.py's client_command), TLS included."""
-    sub.add_argument("--target", default=DEFAULT_TARGET, help=f"HOST:PORT (default {DEFAULT_TARGET})")
-    sub.add_argument("--tenant", required=True, help="tenant id")
-    sub.add_argument("--timeout", type=float, help=timeout_help)
-    sub.add_argument(
-        "--api-key",
-        default=os.environ.get("HINDSIGHT_API_KEY", ""),
-        help="the tenant's key ($HINDSIGHT_API_KEY)",
-    )
-    add_tls_options(sub)
+    """The options every client command takes (cli_args.py), TLS included; progress on stderr."""
+    add_connection_options(sub, timeout=None, timeout_help=timeout_help)
+    add_progress_option(sub)
 
 
 def add_portability_commands(commands: Any) -> None:
@@ -522,10 +594,10 @@ def add_portability_commands(commands: Any) -> None:
     export = commands.add_parser(
         "export", help="a tenant's (or subject's) memories as JSON Lines: a header, then one memory a line"
     )
-    _connection(export, "deadline of the whole stream in seconds (default: none)")
+    _connection(export, "deadline of the whole stream (default: none)")
     export.add_argument("--subject", help='only this subject ("" is the default subject)')
-    export.add_argument("--tier", action="append", choices=TIERS)
-    export.add_argument("--kind", action="append", choices=KINDS)
+    export.add_argument("--tier", action="append", choices=TIERS, help="only this tier; repeat for more")
+    export.add_argument("--kind", action="append", choices=KINDS, help="only this kind; repeat for more")
     export.add_argument("--since", type=timestamp, help="created at or after (ISO 8601 with offset)")
     export.add_argument("--until", type=timestamp, help="created before (ISO 8601 with offset)")
     export.add_argument(
@@ -547,7 +619,7 @@ def add_portability_commands(commands: Any) -> None:
         "import", help="an export file into a tenant, in batches (one transaction each; idempotent)"
     )
     importing.add_argument("file", help="the export file (- for stdin)")
-    _connection(importing, "deadline per batch in seconds (default 300)")
+    _connection(importing, "deadline of each batch (default 300)")
     importing.add_argument(
         "--new-ids",
         action="store_true",
@@ -566,7 +638,7 @@ def add_portability_commands(commands: Any) -> None:
     erase = commands.add_parser(
         "erase", help="erase a subject, a whole tenant or named memories with every trace (audited)"
     )
-    _connection(erase, "deadline in seconds (default 300)")
+    _connection(erase, "deadline of the erasure (default 300)")
     scope = erase.add_mutually_exclusive_group(required=True)
     scope.add_argument("--subject", help='every memory, session and turn of this subject ("" is the default)')
     scope.add_argument("--whole-tenant", action="store_true", help="everything of the tenant (keys stay)")

@@ -4,8 +4,8 @@ deferred-embedding backlog, the pool and the query-embedding caches (from `hinds
 rpc/ops.py).
 
 Give every server's own address: behind the nginx gateway a call reaches one server chosen by it, so
-the gateway's address shows whichever server answered. Exit status: 0 when every target answered, 1
-when one could not be reached (its line says why).
+the gateway's address shows whichever server answered. Exit status: 0 when every target answered, 3
+(the client commands' "not reached", cli_args.py) when one could not be reached (its line says why).
 """
 
 from __future__ import annotations
@@ -20,12 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from hindsight.client import DEFAULT_TARGET
 from hindsight.tls import ClientTls
-from hindsight_server.cli_args import add_tls_options, client_tls
+from hindsight_server.cli_args import EXIT_UNREACHABLE, add_tls_options, client_tls
 
 if TYPE_CHECKING:
     from hindsight_server.stack.replicas import ReplicaStatus
 
-EXIT_UNREACHABLE = 1
 
 
 def add_status_command(commands: Any) -> None:

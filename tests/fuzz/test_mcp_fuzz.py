@@ -181,6 +181,8 @@ def _sane(name: str, schema: dict[str, Any]) -> st.SearchStrategy[Any]:
             timezones=st.just(timezone(timedelta(hours=8))),
         )
         return when.map(datetime.isoformat)
+    if schema.get("format") == "uuid":
+        return st.uuids().map(str)
     if name == "profile":
         return st.sampled_from(["", "default", "support", "knowledge_qa"])
     if name in ("session_id", "subject", "intent", "idempotency_key"):
@@ -283,6 +285,26 @@ async def test_memory_recall(tools: ToolCaller, data: st.DataObject) -> None:
 async def test_memory_summarize_and_debug(tools: ToolCaller, data: st.DataObject) -> None:
     for tool in ("memory_summarize", "memory_debug"):
         await _judge(tools, tool, data.draw(_arguments(tool)))
+
+
+_SESSION_AND_PENDING_TOOLS = (
+    "memory_append_turn",
+    "memory_end_session",
+    "memory_pending",
+    "memory_confirm_pending",
+    "memory_reject_pending",
+    "memory_history",
+)
+
+
+@examples(15)
+@given(data=st.data())
+async def test_the_session_pending_and_history_tools(tools: ToolCaller, data: st.DataObject) -> None:
+    for tool in _SESSION_AND_PENDING_TOOLS:
+        result = await _judge(tools, tool, data.draw(_arguments(tool)))
+        if result is not None and tool == "memory_append_turn":
+            appended = result.structured_content
+            assert appended is not None and appended["turn"]["index"] >= 1
 
 
 @examples(40)

@@ -136,6 +136,13 @@ def test_rpc_errors_become_messages_a_model_can_act_on() -> None:
     # Erase's ids are memory_forget's memory_ids.
     ids = _rpc_error(grpc.StatusCode.INVALID_ARGUMENT, "memories.ids[2]: not a memory id")
     assert from_rpc(ids, "memory_forget") == "invalid argument: memory_ids[2]: not a memory id"
+    # A request's `id` is the pending decisions' and History's memory_id; renamed for those tools only.
+    memory_id = _rpc_error(grpc.StatusCode.INVALID_ARGUMENT, "id: not a memory id")
+    assert from_rpc(memory_id, "memory_history") == "invalid argument: memory_id: not a memory id"
+    assert from_rpc(memory_id, "memory_reject_pending") == "invalid argument: memory_id: not a memory id"
+    reason = _rpc_error(grpc.StatusCode.INVALID_ARGUMENT, "reason: too long")
+    assert from_rpc(reason, "memory_end_session") == "invalid argument: reason: too long"
+    assert from_rpc(reason, "memory_forget") == "invalid argument: query: too long"
     down = _rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded")
     assert from_rpc(down, "memory_recall") == f"{UNAVAILABLE_MESSAGE} (DEADLINE_EXCEEDED)"
     missing = _rpc_error(grpc.StatusCode.UNIMPLEMENTED, "Method not found!")

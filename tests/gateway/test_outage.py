@@ -32,10 +32,14 @@ async def test_a_memory_server_that_is_down_gives_a_clear_tool_error(connect: Co
         erase = await session.call_tool(
             "memory_forget", {"query": "我的住址", "confirm": True, "memory_ids": [str(uuid.uuid4())]}
         )
+        turn = await session.call_tool(
+            "memory_append_turn", {"session_id": "s", "role": "user", "text": "hi"}
+        )
+        pending = await session.call_tool("memory_pending", {})
         elapsed = time.monotonic() - started
         # The session survives the outage: listing needs no memory server.
-        assert len((await session.list_tools()).tools) == 4
-    for result in (recall, write, forget, erase):
+        assert len((await session.list_tools()).tools) == 10
+    for result in (recall, write, forget, erase, turn, pending):
         assert result.is_error
         assert _text(result).startswith(UNAVAILABLE_MESSAGE)
         assert "Traceback" not in _text(result)

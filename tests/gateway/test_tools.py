@@ -18,7 +18,18 @@ from gateway_mcp.prompt import SYSTEM_PROMPT_EN, SYSTEM_PROMPT_ZH
 from hindsight.client import HindsightClient
 from tests.gateway.conftest import Connect
 
-CORE_TOOLS = {"memory_write", "memory_recall", "memory_summarize", "memory_forget"}
+CORE_TOOLS = {
+    "memory_write",
+    "memory_recall",
+    "memory_summarize",
+    "memory_append_turn",
+    "memory_end_session",
+    "memory_pending",
+    "memory_confirm_pending",
+    "memory_reject_pending",
+    "memory_history",
+    "memory_forget",
+}
 
 
 def _text(result: types.CallToolResult) -> str:
