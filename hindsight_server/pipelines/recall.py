@@ -30,6 +30,7 @@ from hindsight_server.domain.model import (
     RecallQuery,
     RecallResult,
     Scope,
+    TimeWindow,
     VectorSpace,
 )
 from hindsight_server.domain.packing import PackItem, pack
@@ -89,6 +90,33 @@ class QueryVectors:
             if vector is not None:
                 return query.cosine(vector), space
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class RecallPlan:
+    """What a recall decided before it reads, built once and passed through every stage."""
+
+    query: RecallQuery  # narrowed to a dialogue's user turns
+    focused: QueryFocus
+    spoken: TimeExpression | None  # the time the query speaks of
+    scope: Scope
+    size: ScopeSize | None  # the scope's counted size, with an inference tier
+    spaces: tuple[VectorSpace, ...]  # the vector spaces compared in, preferred first
+    embedding: asyncio.Task[QueryVectors] | None  # the query's, started at once
+    lexical_weight: float  # BM25's share of the similarity
+
+    @property
+    def embedded(self) -> QueryVectors | None:
+        """The query's vectors, once they arrived (None when they did not, or failed)."""
+        task = self.embedding
+        if task is None or not task.done() or task.cancelled():
+            return None
+        return None if task.exception() is not None else task.result()
+
+    @property
+    def time_window(self) -> TimeWindow | None:
+        """The (not vague) time the query speaks of, which the ranking prefers."""
+        return None if self.spoken is None or self.spoken.vague else self.spoken.window
 
 
 class RecallStore(ScopeCounter, Protocol):
@@ -157,33 +185,25 @@ class RecallPipeline:
     async def _recall(self, query: RecallQuery) -> RecallResult:
         validate_recall(query, self._settings.limits)
         policy = self._settings.policy
-        # Milliseconds of regular expressions over a maximal query: off the loop (offload.py).
-        query, focused, spoken = await run_pure(len(query.text), _understood, query)
-        scope = Scope.of(query)
-        # Usually cached; counted on a scope's first recall on this server.
-        size = await self._scope_sizes.of(scope.tenant_id, scope.subject) if self._inference else None
-        spaces = self._spaces_for(query.text, size)
-        query_vector = self._start_query_embedding(query.tenant_id, focused, spaces)
+        plan = await self._plan(query)
+        query = plan.query
 
         async def search(store: RecallStore) -> tuple[list[ChannelResult], list[RankedMemory]]:
             """What reads the database, on the replica or primary the route chose (it runs again on
             the primary when a replica fails under it)."""
-            channels = self._channels(store, query, scope, query_vector, size, spoken, spaces)
-            results, vectors = await _run_channels(channels)
+            results, vectors = await _run_channels(self._channels(store, plan))
             with stage("recall.fuse") as span:
                 candidates = reciprocal_rank_fusion(results, k=policy.rrf_k, limit=policy.max_candidates)
                 span.set_attribute("hindsight.candidates", len(candidates))
             rare = next((r.rare_terms for r in results if r.channel is Channel.LEXICAL), ())
-            ranked, context = await self._rank(
-                store, query, scope, candidates, vectors, _embedded(query_vector), spoken, spaces, rare
-            )
+            ranked, context = await self._rank(store, plan, candidates, vectors, rare)
             return ([*results, context] if context is not None else results), ranked
 
         try:
             results, ranked = await self._reads.read(query.read_after, search)
         finally:
-            if query_vector is not None and not query_vector.done():
-                query_vector.cancel()  # the recall failed before the vector channel used it
+            if plan.embedding is not None and not plan.embedding.done():
+                plan.embedding.cancel()  # the recall failed before the vector channel used it
         ranked, was_reranked = await self._rerank(query, ranked)
         with stage("recall.pack") as span:
             kept = [hit for hit in ranked if hit.score.final >= query.min_score][: query.top_k]
@@ -195,7 +215,8 @@ class RecallPipeline:
         hits = [replace(hit, packed=hit.memory.id in packed.packed_ids) for hit in kept]
         if self._access is not None:
             self._access.record(query.tenant_id, [hit.memory.id for hit in hits])
-        embedded = _embedded(query_vector)
+        embedded = plan.embedded
+        spoken = plan.spoken
         return RecallResult(
             hits=hits,
             injection_text=packed.text,
@@ -206,8 +227,32 @@ class RecallPipeline:
             channel_results=results,
             weights=query.weights,
             profile=query.profile,
-            query_truncated=(embedded is not None and embedded.truncated) or focused.turns_left_out > 0,
+            query_truncated=(embedded is not None and embedded.truncated) or plan.focused.turns_left_out > 0,
             reranked=was_reranked,
+        )
+
+    async def _plan(self, query: RecallQuery) -> RecallPlan:
+        """Understands the query, sizes its scope and starts embedding it."""
+        # Milliseconds of regular expressions over a maximal query: off the loop (offload.py).
+        query, focused, spoken = await run_pure(len(query.text), _understood, query)
+        scope = Scope.of(query)
+        # Usually cached; counted on a scope's first recall on this server.
+        size = await self._scope_sizes.of(scope.tenant_id, scope.subject) if self._inference else None
+        spaces = self._spaces_for(query.text, size)
+        policy = self._settings.policy
+        if spaces[0] is VectorSpace.ENGLISH:
+            lexical_weight = policy.english_lexical_weight
+        else:
+            lexical_weight = policy.lexical_weight.get(language(query.text), 0.5)
+        return RecallPlan(
+            query=query,
+            focused=focused,
+            spoken=spoken,
+            scope=scope,
+            size=size,
+            spaces=spaces,
+            embedding=self._start_query_embedding(query.tenant_id, focused, spaces),
+            lexical_weight=lexical_weight,
         )
 
     @staged("recall.rerank")
@@ -269,21 +314,14 @@ class RecallPipeline:
             by_space[space] = SpaceQuery(mine[0].vector, turns)
         return QueryVectors(by_space, any(e.truncated for e in embedded))
 
-    def _channels(
-        self,
-        store: RecallStore,
-        query: RecallQuery,
-        scope: Scope,
-        query_vector: asyncio.Task[QueryVectors] | None,
-        size: ScopeSize | None,
-        spoken: TimeExpression | None,
-        spaces: tuple[VectorSpace, ...],
-    ) -> dict[Channel, ChannelRun]:
+    def _channels(self, store: RecallStore, plan: RecallPlan) -> dict[Channel, ChannelRun]:
         """Every channel reads the memories' vectors in the query's spaces, to score all candidates alike."""
         policy = self._settings.policy
         limit = policy.channel_limit
+        query, scope, spaces, spoken = plan.query, plan.scope, plan.spaces, plan.spoken
         channels: dict[Channel, ChannelRun] = {}
-        if query_vector is not None and size is not None:
+        if plan.embedding is not None and plan.size is not None:
+            query_vector, size = plan.embedding, plan.size
 
             async def vector() -> ChannelRows:
                 embedded = await query_vector
@@ -343,40 +381,32 @@ class RecallPipeline:
     async def _rank(
         self,
         store: RecallStore,
-        query: RecallQuery,
-        scope: Scope,
+        plan: RecallPlan,
         fused: list[FusedCandidate],
         vectors: Vectors,
-        query_vector: QueryVectors | None,
-        spoken: TimeExpression | None,
-        spaces: tuple[VectorSpace, ...],
         rare_terms: tuple[str, ...],
     ) -> tuple[list[RankedMemory], ChannelResult | None]:
         """Scores the fused candidates and the turns around the strong ones (domain/ranking.py) and
         drops the irrelevant; also returns the context stage's result when it ran."""
         policy = self._settings.policy
-        if spaces[0] is VectorSpace.ENGLISH:
-            lexical_weight = policy.english_lexical_weight
-        else:
-            lexical_weight = policy.lexical_weight.get(language(query.text), 0.5)
+        query_vector = plan.embedded
         candidates = _measured(fused, vectors, query_vector, policy)
         around: Around = {}
         context: ChannelResult | None = None
         if policy.context_weight > 0:
-            strong = ranking.strongest(candidates, lexical_weight, policy.context_candidates)
+            strong = ranking.strongest(candidates, plan.lexical_weight, policy.context_candidates)
             if strong:
                 known = {c.memory.id for c in candidates}
-                added, added_vectors, around, context = await self._context(
-                    store, scope, strong, known, spaces
-                )
+                added, added_vectors, around, context = await self._context(store, plan, strong, known)
                 more = _measured(added, added_vectors, query_vector, policy)
                 candidates = [*candidates, *(replace(c, from_context=True) for c in more)]
+        query = plan.query
         rank_query = ranking.RankQuery(
             weights=query.weights,
             entities=query.entities,
             now=query.now,
-            spoken_window=None if spoken is None or spoken.vague else spoken.window,
-            lexical_weight=lexical_weight,
+            spoken_window=plan.time_window,
+            lexical_weight=plan.lexical_weight,
             context_weight=policy.context_weight,
             recency_half_life=policy.recency_half_life,
             rare_terms=rare_terms,
@@ -384,18 +414,13 @@ class RecallPipeline:
         return ranking.rank(candidates, around, rank_query), context
 
     async def _context(
-        self,
-        store: RecallStore,
-        scope: Scope,
-        strong: list[str],
-        known: set[str],
-        spaces: tuple[VectorSpace, ...],
+        self, store: RecallStore, plan: RecallPlan, strong: list[str], known: set[str]
     ) -> tuple[list[FusedCandidate], Vectors, Around, ChannelResult]:
         """The turns right before and after the strong candidates that are not candidates yet, their
         vectors, each strong one's neighbours, and the stage's channel result."""
         with stage("recall.channel.context") as span:
             started = time.perf_counter()
-            rows, around = await store.adjacent_turns(scope, strong, spaces)
+            rows, around = await store.adjacent_turns(plan.scope, strong, plan.spaces)
             added = [hit for hit in rows.hits if hit.memory.id not in known]
             span.set_attribute("hindsight.rows", len(added))
         result = ChannelResult(Channel.CONTEXT, added, (time.perf_counter() - started) * 1000)
@@ -465,12 +490,6 @@ def _spoken_time(query: RecallQuery) -> TimeExpression | None:
 def _channel_score(candidate: FusedCandidate, channel: Channel) -> float | None:
     hit = candidate.channels.get(channel)
     return None if hit is None else hit.score
-
-
-def _embedded(query_vector: asyncio.Task[QueryVectors] | None) -> QueryVectors | None:
-    if query_vector is None or not query_vector.done() or query_vector.cancelled():
-        return None
-    return None if query_vector.exception() is not None else query_vector.result()
 
 
 async def _run_channels(

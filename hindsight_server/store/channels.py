@@ -135,21 +135,32 @@ class RecallChannels(OnPool):
         # The rarest term alone can match thousands of one user's memories; scoring costs ~15 us a row,
         # so at most match_rows of them (the newest) are scored.
         scored = sql.param(bm25.match_rows)
-        # The candidates' terms are scored here, not sent: only the memory and its vector go out.
-        vectors = "".join(f", {VECTOR_COLUMN[space]}" for space in spaces)
+        # Only what scoring reads travels through the scoring (the id, the terms, their count); the best
+        # `limit` are then read whole, by their key, with their vectors: the other candidates' rows and
+        # vectors are never detoasted. The candidates' terms are scored here, not sent.
+        tenant = sql.param(scope.tenant_id)
+        # A memory's lexemes narrowed to the query's before they are unnested (a turn holds ~40, a query
+        # ~5): stored lexemes carry no weight, so marking the query's 'A' and keeping the A's keeps them.
+        only_query_terms = f"ts_filter(setweight(candidates.lexical, 'A', {weighted_terms}::text[]), '{{a}}')"
         async with translate_errors():
             rows = await self._pool.fetch(
-                f"""SELECT {MEMORY_COLUMNS}{vectors}, (
-                        SELECT sum(w.idf * cardinality(u.positions) * ({k1} + 1)
-                                   / (cardinality(u.positions)
-                                      + {k1} * (1 - {b} + {b} * candidates.lexical_terms / {avgdl})))
-                        FROM unnest(candidates.lexical) AS u(lexeme, positions, weights)
-                        JOIN unnest({weighted_terms}::text[], {idfs}::float8[]) AS w(term, idf)
-                          ON w.term = u.lexeme) AS channel_score
-                    FROM (SELECT {MEMORY_COLUMNS}{vector_columns(spaces)}, lexical, lexical_terms
-                          FROM memories WHERE {sql.clause}
-                          ORDER BY created_at DESC LIMIT {scored}) AS candidates
-                    ORDER BY channel_score DESC, created_at DESC LIMIT {sql.param(limit)}""",
+                f"""WITH best AS MATERIALIZED (
+                        SELECT candidates.id, candidates.created_at, (
+                            SELECT sum(w.idf * cardinality(u.positions) * ({k1} + 1)
+                                       / (cardinality(u.positions)
+                                          + {k1} * (1 - {b} + {b} * candidates.lexical_terms / {avgdl})))
+                            FROM unnest({only_query_terms}) AS u(lexeme, positions, weights)
+                            JOIN unnest({weighted_terms}::text[], {idfs}::float8[]) AS w(term, idf)
+                              ON w.term = u.lexeme) AS channel_score
+                        FROM (SELECT id, created_at, lexical, lexical_terms
+                              FROM memories WHERE {sql.clause}
+                              ORDER BY created_at DESC LIMIT {scored}) AS candidates
+                        ORDER BY channel_score DESC, created_at DESC LIMIT {sql.param(limit)})
+                    SELECT m.*, best.channel_score FROM best
+                    CROSS JOIN LATERAL (
+                        SELECT {MEMORY_COLUMNS}{vector_columns(spaces)} FROM memories
+                        WHERE tenant_id = {tenant} AND id = best.id LIMIT 1) AS m
+                    ORDER BY best.channel_score DESC, best.created_at DESC""",
                 *sql.args,
             )
         return replace(channel_rows(rows, spaces), rare_terms=plan.rare)
