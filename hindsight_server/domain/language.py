@@ -12,5 +12,7 @@ _LETTER = re.compile(r"[^\W\d_]")
 
 def language(text: str) -> str:
     """ "zh" when at least 30% of the letters are CJK characters, else "en"."""
+    if text.isascii():  # no CJK character can be in it; recall asks this of every line it packs
+        return ENGLISH
     letters = len(_LETTER.findall(text))
     return CHINESE if letters and len(_CJK.findall(text)) / letters >= 0.3 else ENGLISH
