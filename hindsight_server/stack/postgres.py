@@ -15,8 +15,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from hindsight_server.config import StackSettings
 
 log = logging.getLogger(__name__)
@@ -63,11 +61,12 @@ def _applied_settings(data_dir: Path) -> dict[str, str]:
 
 def running_postmaster(data_dir: Path) -> int | None:
     """The pid in data_dir/postmaster.pid, if that process is a running postgres (the file outlives a
-    server that was killed)."""
+    server that was killed). From /proc, not psutil: the CLI imports this module without the embedded
+    extra (`hindsight migrate --dsn ...`)."""
     try:
         pid = int((data_dir / "postmaster.pid").read_text().split("\n", 1)[0])
-        return pid if psutil.Process(pid).name() == "postgres" else None
-    except (OSError, ValueError, psutil.Error):
+        return pid if Path(f"/proc/{pid}/comm").read_text().strip() == "postgres" else None
+    except (OSError, ValueError):
         return None
 
 
