@@ -132,7 +132,8 @@ class Child:
             if not line:
                 return
             self.tail.append(line.decode(errors="replace").rstrip())
-            _write(to, line)
+            with contextlib.suppress(OSError, ValueError):  # our output closed (`up | head`): keep reading,
+                _write(to, line)  # or the child would block on a full pipe
 
     async def _drain(self) -> None:
         relays, self._relays = self._relays, []
