@@ -5,7 +5,8 @@
 - a Triton killed with SIGKILL is restarted, its python-backend stubs killed with it (no orphan, no
   zombie), and the stack embeds and recalls by vector again;
 - a child that keeps failing stops the stack with its name, whoever holds its port and the tail of its
-  output, exit 4, instead of being restarted forever.
+  output, exit 4, instead of being restarted forever;
+- a child is not ready because someone else answers on its port, nor once it has exited.
 
 One stack with Triton (the multilingual model only: it starts and restarts fastest) for the first two;
 the third runs a light one (no Triton) on the session's PostgreSQL."""
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from hindsight_server.stack.children import RestartPolicy
+from hindsight_server.stack.children import Child, ChildFailed, RestartPolicy
 from hindsight_server.stack.preflight import Binding, DataDirLock, busy, describe
 from tests.support.eventually import eventually
 from tests.support.processes import Background, free_ports, pid_alive, run_cli
@@ -236,6 +237,36 @@ async def test_a_child_that_keeps_failing_stops_the_stack_with_its_name_and_outp
     assert "its last output:\n" in failure and "Failed to bind to address" in failure  # its traceback
     assert "hindsight stopped" in failure
     assert not pid_alive(gateway) and not pid_alive(server)
+
+
+async def test_an_answer_on_its_port_from_another_process_does_not_make_a_child_ready() -> None:
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readline()
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    impostor = await asyncio.start_server(answer, "127.0.0.1", 0)  # this test answers on the port
+    port = impostor.sockets[0].getsockname()[1]
+    held = f"port {port} is held by pid {os.getpid()} ("
+
+    def child(name: str, argv: list[str]) -> Child:  # its probe: GET /health on the impostor's port
+        return Child(name, f"127.0.0.1:{port}", argv, dict(os.environ), http_health="/health", ports=(port,))
+
+    alive, exited = child("sleeper", ["sleep", "30"]), child("quitter", ["sh", "-c", "echo bye >&2; exit 3"])
+    try:
+        await asyncio.gather(alive.spawn(), exited.spawn())
+        with pytest.raises(ChildFailed) as not_ready:
+            await alive.wait_ready(1.0)
+        assert str(not_ready.value).startswith(f"sleeper is not ready after 1 s (its probe answers); {held}")
+        with pytest.raises(ChildFailed) as gone:
+            await exited.wait_ready(10.0)
+        assert str(gone.value).startswith(f"quitter exited with status 3 before it was ready; {held}")
+        assert str(gone.value).endswith("; its last output:\n    bye")
+    finally:
+        await asyncio.gather(alive.stop(2), exited.stop(2))
+        impostor.close()
+        await impostor.wait_closed()
 
 
 def test_busy_ports_are_named_with_their_owner_and_a_port_named_twice_is_refused() -> None:
