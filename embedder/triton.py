@@ -139,9 +139,9 @@ class TritonServer:
     def _client_host(self) -> str:
         return "127.0.0.1" if self.options.address in ("0.0.0.0", "") else self.options.address
 
-    def start(self) -> None:
-        if self.running:
-            raise TritonStartError(f"tritonserver already running (pid {self.pid})")
+    def command(self) -> tuple[list[str], dict[str, str]]:
+        """tritonserver's argv and environment, its backend directory made ready: what start() runs, and
+        what a supervisor that keeps it as a child of its own (hindsight up) runs."""
         distribution = _Distribution.from_pytriton()
         backends = distribution.prepare_backends(self._work_dir)
         ports, address = self.options.ports, self.options.address
@@ -161,6 +161,12 @@ class TritonServer:
         env = dict(os.environ)
         env["LD_LIBRARY_PATH"] = _join_paths([str(distribution.libs_dir)], env.get("LD_LIBRARY_PATH"))
         env[STUB_PYTHONPATH] = os.pathsep.join(site.getsitepackages())
+        return command, env
+
+    def start(self) -> None:
+        if self.running:
+            raise TritonStartError(f"tritonserver already running (pid {self.pid})")
+        command, env = self.command()
         in_main_thread = threading.current_thread() is threading.main_thread()
         with self.log_path.open("ab") as log:
             self._process = subprocess.Popen(
@@ -215,11 +221,16 @@ class TritonServer:
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.options.ready_timeout_s
-        while not self._models_ready():
+        while True:
+            # Ready answers count only while this server runs: after it died on a port in use, whoever
+            # holds that port answers them (hindsight up also checks that the port is its child's).
+            ready = self._models_ready()
             assert self._process is not None
             code = self._process.poll()
             if code is not None:
                 raise TritonStartError(f"tritonserver exited with code {code}; log tail:\n{self.log_tail()}")
+            if ready:
+                return
             if time.monotonic() > deadline:
                 raise TritonStartError(
                     f"models {', '.join(self.options.models)} not ready after "

@@ -309,6 +309,15 @@ class StackSettings(_Section):
     english_encoder: bool = True
     english_encoder_dir: str = ""
     start_timeout_s: float = Field(120.0, gt=0)
+    # A child that exits (Triton, a memory server, nginx, the MCP gateway, a replica) is restarted after a
+    # pause that doubles from restart_backoff_s up to restart_backoff_max_s. One that exits
+    # restart_max_failures times within restart_window_s is failing, not flaking (a port taken, a broken
+    # model, a database it cannot reach): `up` stops the stack, names it with the tail of its output and
+    # exits 4 rather than restarting it forever.
+    restart_backoff_s: float = Field(0.5, gt=0)
+    restart_backoff_max_s: float = Field(5.0, gt=0)
+    restart_max_failures: int = Field(5, ge=1)
+    restart_window_s: float = Field(60.0, gt=0)
     # The embedded PostgreSQL's sizing (stack/postgres.py); empty shared buffers: a quarter of the memory.
     postgres_shared_buffers: str = ""
     postgres_maintenance_work_mem: str = "512MB"  # HNSW builds and vacuums

@@ -59,16 +59,29 @@ def _applied_settings(data_dir: Path) -> dict[str, str]:
     return found
 
 
+def running_postmaster(data_dir: Path) -> int | None:
+    """The pid in data_dir/postmaster.pid, if that process is a running postgres (the file outlives a
+    server that was killed). From /proc, not psutil: the CLI imports this module without the embedded
+    extra (`hindsight migrate --dsn ...`)."""
+    try:
+        pid = int((data_dir / "postmaster.pid").read_text().split("\n", 1)[0])
+        return pid if Path(f"/proc/{pid}/comm").read_text().strip() == "postgres" else None
+    except (OSError, ValueError):
+        return None
+
+
 class EmbeddedPostgres:
     def __init__(self, data_dir: Path, settings: Mapping[str, str] | None = None) -> None:
         self.data_dir = data_dir.resolve()
         self._settings = dict(settings or {})
         self._server: Any = None
+        self.joined = False  # it was running before start(): left by a killed `up`, or a CLI command's
 
     def start(self) -> str:
         """Starts (or joins an already running) PostgreSQL on data_dir; returns its libpq URI. Settings
         that differ from what the data directory records are written with ALTER SYSTEM and take effect
         by one restart (shared_buffers needs it): the first start, or the first after a change."""
+        self.joined = running_postmaster(self.data_dir) is not None
         self._server = self._get_server()
         applied = _applied_settings(self.data_dir)
         missing = {k: v for k, v in self._settings.items() if applied.get(k) != v}

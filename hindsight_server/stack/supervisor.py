@@ -1,38 +1,42 @@
 """`hindsight up`: the whole embedded stack in the foreground.
 
-Starts PostgreSQL (embedded; with `--replicas N` also N streaming standbys of it, stack/replicas.py) and
-Triton, then N memory servers, then (with more than one server, or `--gateway nginx`) nginx as the gRPC
-gateway on server.port in front of them, then the MCP gateway
-(streamable HTTP, calling through the gRPC gateway) as child processes; each stage waits until its
-children answer their health check (nginx's is a health call through it to a server). Prints where every
-part listens; a child that dies is restarted; Ctrl-C / SIGTERM stops everything it started, the front
-first (nginx finishes the calls in flight), then the servers, then the replicas and the primary.
-Children get SIGTERM if the supervisor itself dies (PR_SET_PDEATHSIG), so nothing is left behind.
+First checks, before it starts anything, that every TCP port it will bind is free and that no other `up`
+runs on its data directory (stack/preflight.py): if not, it says which port, for what, and whose it is,
+and exits 3. Then starts PostgreSQL (embedded; with `--replicas N` also N streaming standbys of it,
+stack/replicas.py) and Triton, then N memory servers, then (with more than one server, or `--gateway
+nginx`) nginx as the gRPC gateway on server.port in front of them, then the MCP gateway (streamable HTTP,
+calling through the gRPC gateway) as child processes; each stage waits until its children are ready
+(stack/children.py: alive, answering their own probe, holding their own ports; nginx's probe is a health
+call through it to a server). Prints where every part listens, with the pids of its children. A child
+that dies (Triton included) is restarted after a growing pause; one that keeps dying
+(stack.restart_max_failures within stack.restart_window_s) stops the whole stack with its name and the
+tail of its output, exit status 4. Ctrl-C / SIGTERM stops everything it started, the front first (nginx
+finishes the calls in flight), then the servers, Triton, the replicas and the primary. Children get
+SIGTERM if the supervisor itself dies (PR_SET_PDEATHSIG), so nothing is left behind.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
 import signal
 import sys
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import asyncpg
-import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from embedder.repository import EncoderModelOptions
 from embedder.triton import TritonServer
 from gateway_mcp.config import HEALTH_PATH, GatewaySettings, is_loopback, load_gateway_settings
 from hindsight_server.config import Settings
+from hindsight_server.stack.children import Child, ChildFailed, ReplicaChild, RestartPolicy, TritonChild
 from hindsight_server.stack.inference import embedded_triton
-from hindsight_server.stack.launch import launched
 from hindsight_server.stack.nginx import (
     NginxGateway,
     NginxNotFound,
@@ -41,6 +45,7 @@ from hindsight_server.stack.nginx import (
     write_config,
 )
 from hindsight_server.stack.postgres import EmbeddedPostgres, server_settings
+from hindsight_server.stack.preflight import Binding, DataDirLock, busy
 from hindsight_server.stack.replicas import (
     MAX_REPLICAS,
     Primary,
@@ -48,7 +53,6 @@ from hindsight_server.stack.replicas import (
     ReplicaStatus,
     drop_unused_slots,
     replica_status,
-    wait_until_streaming,
 )
 from hindsight_server.store.dsn import without_credentials
 
@@ -56,134 +60,15 @@ log = logging.getLogger(__name__)
 
 READY_BANNER = "hindsight is up"
 
-
-@dataclass
-class Child:
-    name: str
-    address: str
-    argv: list[str]
-    env: dict[str, str]
-    process: asyncio.subprocess.Process | None = None
-    restarts: int = 0
-    url: str = ""  # shown in the banner; empty: grpc://address
-    http_health: str = ""  # a path: ready when it answers 200 over HTTP, not through the gRPC health service
-    stop_signal: int = signal.SIGTERM  # nginx: SIGQUIT, its graceful stop (SIGTERM drops calls in flight)
-    show_pid: bool = False  # in the banner
-    # nginx: its workers are the master's children, not ours, and a worker whose master died keeps
-    # serving the port. In a process group of their own they are signalled, and killed, with the master.
-    own_group: bool = False
-
-    async def wait_ready(self, timeout_s: float) -> None:
-        assert self.process is not None
-        if self.http_health:
-            await wait_until_http_ok(self.address, self.http_health, timeout_s, self.process)
-        else:
-            await wait_until_serving(self.address, timeout_s, self.process)
-
-    async def spawn(self) -> None:
-        self._reap()  # what a previous run left (the workers of a master that was killed)
-        self.process = await asyncio.create_subprocess_exec(
-            *launched(self.argv, die_with_parent=True), env=self.env, start_new_session=self.own_group
-        )
-
-    async def stop(self, grace_s: float) -> None:
-        process = self.process
-        if process is None:
-            return
-        if process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.send_signal(self.stop_signal)
-            try:
-                await asyncio.wait_for(process.wait(), timeout=grace_s)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
-                await process.wait()
-        self._reap()
-
-    def _reap(self) -> None:
-        """Kills what is left of the child's own process group (nothing, after a clean exit)."""
-        if self.own_group and self.process is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.process.pid, signal.SIGKILL)
+# `hindsight up`'s exit statuses (README): 0 stopped by Ctrl-C / SIGTERM; 1 refused or failed to start;
+# 3 a port or the data directory in use, nothing started; 4 a child kept failing, the stack stopped.
+EXIT_FAILED = 1
+EXIT_BUSY = 3
+EXIT_CHILD_FAILING = 4
 
 
-@dataclass
-class ReplicaChild(Child):
-    """A streaming standby of the embedded PostgreSQL, postgres in the foreground. Each start (the first,
-    and the supervisor's restarts) first reuses its directory or makes it anew (Replica.prepare); it is
-    ready when its WAL receiver streams from the primary; SIGINT is PostgreSQL's fast shutdown."""
-
-    replica: Replica = field(kw_only=True)
-
-    @classmethod
-    def of(cls, replica: Replica) -> ReplicaChild:
-        env = dict(os.environ)
-        return cls(
-            replica.name, replica.dsn, [], env, stop_signal=signal.SIGINT, show_pid=True, replica=replica
-        )
-
-    async def spawn(self) -> None:
-        await self.replica.prepare()
-        self.address = self.replica.dsn
-        self.argv = self.replica.argv()
-        output = self.replica.open_log()  # its server log, as the primary's: <its data dir>/log
-        try:
-            self.process = await asyncio.create_subprocess_exec(
-                *launched(self.argv, user=self.replica.primary.system_user, die_with_parent=True),
-                env=self.env,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=output,
-                stderr=output,
-            )
-        finally:
-            output.close()
-
-    async def wait_ready(self, timeout_s: float) -> None:
-        assert self.process is not None
-        await wait_until_streaming(self.replica.dsn, timeout_s, self.process)
-
-
-async def wait_until_serving(address: str, timeout_s: float, process: asyncio.subprocess.Process) -> None:
-    """Polls the standard health service until SERVING; fails early if the process exits."""
-    deadline = time.monotonic() + timeout_s
-    async with grpc.aio.insecure_channel(address) as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
-        while time.monotonic() < deadline:
-            if process.returncode is not None:
-                raise RuntimeError(f"{address}: the process exited with status {process.returncode}")
-            with contextlib.suppress(grpc.aio.AioRpcError):
-                reply = await stub.Check(health_pb2.HealthCheckRequest(), timeout=1.0)
-                if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                    return
-            await asyncio.sleep(0.1)
-    raise RuntimeError(f"{address}: not serving after {timeout_s:.0f}s")
-
-
-async def _http_status(host: str, port: int, path: str) -> bytes:
-    reader, writer = await asyncio.open_connection(host, port)
-    try:
-        writer.write(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n".encode())
-        await writer.drain()
-        return (await reader.readline()).split(b" ")[1]
-    finally:
-        writer.close()
-
-
-async def wait_until_http_ok(
-    address: str, path: str, timeout_s: float, process: asyncio.subprocess.Process
-) -> None:
-    """Polls GET path until 200; fails early if the process exits."""
-    host, _, port = address.rpartition(":")
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.returncode is not None:
-            raise RuntimeError(f"{address}: the process exited with status {process.returncode}")
-        with contextlib.suppress(OSError, IndexError, TimeoutError):
-            if await asyncio.wait_for(_http_status(host.strip("[]"), int(port), path), 1.0) == b"200":
-                return
-        await asyncio.sleep(0.1)
-    raise RuntimeError(f"{address}: no HTTP 200 from {path} after {timeout_s:.0f}s")
+class Refused(Exception):
+    """`up` must not start: the line says why."""
 
 
 @dataclass
@@ -197,10 +82,14 @@ class Stack:
     replicas: int | None = None  # standbys of the embedded PostgreSQL; None: stack.postgres_replicas
     children: list[Child] = field(default_factory=list)
     replica_children: list[ReplicaChild] = field(default_factory=list)
+    triton_child: TritonChild | None = None
+    servers_started: list[Child] = field(default_factory=list)  # the memory servers, among children
     primary_dsn: str = ""  # once PostgreSQL is up
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.settings.data_dir).resolve()
+        self.restart_policy = RestartPolicy.of(self.settings.stack)
+        self._lock = DataDirLock(self.data_dir)
         if self.replicas is None:
             self.replicas = self.settings.stack.postgres_replicas
         mode = self.gateway or self.settings.stack.gateway
@@ -238,6 +127,7 @@ class Stack:
                 address=f"{host}:{port}",
                 argv=[sys.executable, "-m", "hindsight_server", "serve", "--port", str(port)],
                 env=env,
+                ports=(port,),
             )
             for index, port in enumerate(self._server_ports())
         ]
@@ -268,8 +158,11 @@ class Stack:
                 dict(os.environ),
                 url=url,
                 stop_signal=signal.SIGQUIT,
-                show_pid=True,
                 own_group=True,
+                ports=(self.settings.server.port,),
+                # Its output in its error log, not through pipes: its workers would hold them open after
+                # the master died, and asyncio's wait() returns only once every pipe is closed.
+                log_path=gateway.error_log,
             )
         ]
 
@@ -286,12 +179,24 @@ class Stack:
             f"[{gateway.host}]:{gateway.port}" if ":" in gateway.host else f"{gateway.host}:{gateway.port}"
         )
         return [
-            Child("mcp gateway", address, argv, dict(os.environ), url=gateway.url, http_health=HEALTH_PATH)
+            Child(
+                "mcp gateway",
+                address,
+                argv,
+                dict(os.environ),
+                url=gateway.url,
+                http_health=HEALTH_PATH,
+                ports=(gateway.port,),
+            )
         ]
 
-    def _triton(self, data_dir: Path) -> TritonServer | None:
+    @property
+    def _starts_triton(self) -> bool:
         """The embedded tier, unless one is configured (inference.url) or it is switched off."""
-        if self.settings.inference.url or not self.settings.stack.inference:
+        return not self.settings.inference.url and self.settings.stack.inference
+
+    def _triton(self, data_dir: Path) -> TritonServer | None:
+        if not self._starts_triton:
             return None
         return embedded_triton(
             self.settings.stack, data_dir, self.settings.embedding.dimension, self._triton_english()
@@ -326,78 +231,149 @@ class Stack:
         )
 
     async def run(self) -> int:
+        try:  # before anything starts: what must not run stops `up` with its reason
+            gateway, nginx = self._check_configuration()
+        except Refused as exc:
+            print(f"hindsight up failed: {exc}", file=sys.stderr, flush=True)
+            return EXIT_FAILED
+        problems = await asyncio.to_thread(self._preflight, gateway)
+        if problems:
+            for line in problems:
+                print(f"hindsight up failed: {line}", file=sys.stderr)
+            print("hindsight up: nothing was started", file=sys.stderr, flush=True)
+            return EXIT_BUSY
+        try:
+            return await self._run(gateway, nginx)
+        finally:
+            self._lock.release()
+
+    def _check_configuration(self) -> tuple[GatewaySettings | None, str | None]:
+        """The MCP gateway's settings and the nginx binary, or Refused: keyless off loopback, an unsafe
+        gateway, replicas that cannot be, no nginx (which would otherwise be found missing only after the
+        database and Triton started)."""
         refusal = self.keyless_refusal()
         if refusal is not None:
-            print(f"hindsight up failed: {refusal}", file=sys.stderr, flush=True)
-            return 1
-        try:  # before anything starts: a gateway that must not run stops `up` with its reason
+            raise Refused(refusal)
+        try:
             gateway = load_gateway_settings(port=self.mcp_port) if self.mcp else None
             if gateway is not None:
                 gateway.require_safe_http()
         except ValueError as exc:  # GatewayConfigError, or a malformed HINDSIGHT_MCP__* variable
-            print(f"hindsight up failed: MCP gateway: {exc}", file=sys.stderr, flush=True)
-            return 1
+            raise Refused(f"MCP gateway: {exc}") from exc
         replicas = self.replicas or 0
         if replicas and self.settings.database.dsn:
-            print(
-                "hindsight up failed: --replicas streams from the embedded PostgreSQL; database.dsn names "
-                "another database (its replicas are that database's business)",
-                file=sys.stderr,
-                flush=True,
+            raise Refused(
+                "--replicas streams from the embedded PostgreSQL; database.dsn names another database "
+                "(its replicas are that database's business)"
             )
-            return 1
         if not 0 <= replicas <= MAX_REPLICAS:
-            print(f"hindsight up failed: --replicas: 0 to {MAX_REPLICAS}", file=sys.stderr, flush=True)
-            return 1
-        try:  # nor does a missing nginx wait for the database and Triton to start first
-            nginx = find_nginx(self.settings.stack.nginx) if self.behind_nginx else None
+            raise Refused(f"--replicas: 0 to {MAX_REPLICAS}")
+        try:
+            return gateway, find_nginx(self.settings.stack.nginx) if self.behind_nginx else None
         except NginxNotFound as exc:
-            print(f"hindsight up failed: {exc}", file=sys.stderr, flush=True)
-            return 1
+            raise Refused(str(exc)) from exc
+
+    def bindings(self, gateway: GatewaySettings | None) -> list[Binding]:
+        """Every TCP port the children will listen on (the embedded PostgreSQL listens on a unix socket in
+        the data directory only: the data directory's lock covers it)."""
+        host, stack = self.settings.server.host, self.settings.stack
+        found: list[Binding] = []
+        if self._starts_triton:
+            for purpose, port in (
+                ("Triton HTTP", stack.triton_http_port),
+                ("Triton gRPC", stack.triton_grpc_port),
+                ("Triton metrics", stack.triton_metrics_port),
+            ):
+                found.append(Binding(purpose, "127.0.0.1", port))  # TritonOptions.address
+        for index, port in enumerate(self._server_ports()):
+            name = "memory server" if self.servers == 1 else f"memory server {index + 1}"
+            found.append(Binding(f"{name} gRPC", host, port))
+        if self.behind_nginx:
+            found.append(Binding("gRPC gateway (nginx)", host, self.settings.server.port))
+        if gateway is not None:
+            found.append(Binding("MCP gateway", gateway.host, gateway.port))
+        return found
+
+    def _preflight(self, gateway: GatewaySettings | None) -> list[str]:
+        """What is in use (empty: nothing); takes the data directory's lock when it is free."""
+        problems = busy(self.bindings(gateway))
+        if problems and not self._lock.path.exists():  # no `up` ever ran there: nothing to create for it
+            return problems
+        held = self._lock.acquire()
+        if held is not None:
+            problems.append(held)
+        elif problems:
+            self._lock.release()
+        return problems
+
+    async def _run(self, gateway: GatewaySettings | None, nginx: str | None) -> int:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
-        data_dir = self.data_dir
-        postgres = EmbeddedPostgres(data_dir / "postgres", server_settings(self.settings.stack))
-        triton: TritonServer | None = None
-        servers: list[Child] = []
+        postgres = EmbeddedPostgres(self.data_dir / "postgres", server_settings(self.settings.stack))
         try:
-            dsn = self.settings.database.dsn or await asyncio.to_thread(postgres.start)
-            self.primary_dsn = dsn
-            if not self.settings.database.dsn:
-                await self._start_replicas(postgres, dsn)
-            triton = await asyncio.to_thread(self._triton, data_dir)  # writes the model repository
-            if triton is not None:
-                await asyncio.to_thread(triton.start)
-            inference_url = triton.grpc_url if triton is not None else self.settings.inference.url
-            servers = self._server_children(dsn, inference_url)
-            front = await asyncio.to_thread(self._nginx_children, servers, nginx)
-            # Each stage is serving before the next starts: nginx's readiness is a call through it.
-            for stage in (servers, front, self._gateway_children(gateway, servers)):
-                self.children += stage
-                for child in stage:
-                    await child.spawn()
-                for child in stage:
-                    await child.wait_ready(self.start_timeout_s)
+            if not await self._start(postgres, gateway, nginx, stop):
+                print("hindsight up: stopped before it was up", file=sys.stderr, flush=True)
+                return EXIT_FAILED
             await self._describe_replicas()
-            self._print_banner(postgres, triton)
-            await self._supervise(stop)
+            self._print_banner(postgres)
+            try:
+                await self._supervise(stop)
+            except ChildFailed as exc:
+                print(f"hindsight up failed: {exc}", file=sys.stderr, flush=True)
+                return EXIT_CHILD_FAILING
             return 0
-        except (RuntimeError, OSError) as exc:  # TritonStartError, a busy port, a child that died, no nginx
+        except (RuntimeError, OSError) as exc:  # a child that exited or is not ready, nginx -t refusing
             print(f"hindsight up failed: {exc}", file=sys.stderr, flush=True)
-            return 1
+            return EXIT_FAILED
         finally:
-            # The front (nginx, the MCP gateway: the stages after the servers) first, so no new call
-            # reaches a server that is stopping.
-            grace = self.settings.server.grace_s + 2
-            await asyncio.gather(*(child.stop(grace) for child in self.children[len(servers) :]))
-            await asyncio.gather(*(child.stop(grace) for child in self.children[: len(servers)]))
-            if triton is not None:
-                await asyncio.to_thread(triton.stop)
-            await asyncio.gather(*(child.stop(grace) for child in self.replica_children))
-            await asyncio.to_thread(postgres.stop)
-            print("hindsight stopped", flush=True)
+            await self._stop_all(postgres)
+
+    async def _start(
+        self,
+        postgres: EmbeddedPostgres,
+        gateway: GatewaySettings | None,
+        nginx: str | None,
+        stop: asyncio.Event,
+    ) -> bool:
+        """Starts every part, each stage ready before the next; False when the stop signal came first
+        (Ctrl-C while a child is not ready yet ends the wait, not only the stack it would have started)."""
+        dsn = self.settings.database.dsn or await asyncio.to_thread(postgres.start)
+        self.primary_dsn = dsn
+        if not self.settings.database.dsn:
+            await self._start_replicas(postgres, dsn)
+        triton = await asyncio.to_thread(self._triton, self.data_dir)  # writes the model repository
+        if triton is not None:
+            self.triton_child = await asyncio.to_thread(TritonChild.of, triton)
+            await self.triton_child.spawn()
+            if not await _unless(stop, self.triton_child.wait_ready(self.settings.stack.start_timeout_s)):
+                return False
+        inference_url = self.triton_child.address if self.triton_child else self.settings.inference.url
+        self.servers_started = servers = self._server_children(dsn, inference_url)
+        front = await asyncio.to_thread(self._nginx_children, servers, nginx)
+        # Each stage is serving before the next starts: nginx's readiness is a call through it.
+        for stage in (servers, front, self._gateway_children(gateway, servers)):
+            self.children += stage
+            for child in stage:
+                await child.spawn()
+            for child in stage:
+                if not await _unless(stop, child.wait_ready(self.start_timeout_s)):
+                    return False
+        return not stop.is_set()
+
+    async def _stop_all(self, postgres: EmbeddedPostgres) -> None:
+        """The front (nginx, the MCP gateway: the stages after the servers) first, so no new call reaches
+        a server that is stopping; then the servers, Triton, the replicas and the primary."""
+        grace = self.settings.server.grace_s + 2
+        servers = {id(child) for child in self.servers_started}
+        await asyncio.gather(*(child.stop(grace) for child in self.children if id(child) not in servers))
+        await asyncio.gather(*(child.stop(grace) for child in self.servers_started))
+        if self.triton_child is not None:
+            await self.triton_child.stop(self.triton_child.stop_grace_s)
+        await asyncio.gather(*(child.stop(grace) for child in self.replica_children))
+        await asyncio.to_thread(postgres.stop)
+        print("hindsight stopped", flush=True)
 
     @property
     def replica_dsns(self) -> list[str]:
@@ -435,35 +411,66 @@ class Stack:
         for child, status in zip(self.replica_children, await self.replica_status(), strict=True):
             child.url = f"{status.dsn} ({status.describe()})"
 
-    async def _supervise(self, stop: asyncio.Event) -> None:
-        """Waits for the stop signal; a child that dies meanwhile is restarted (with a short backoff)."""
-        while not stop.is_set():
-            supervised: list[Child] = [*self.replica_children, *self.children]
-            waits = {asyncio.ensure_future(c.process.wait()): c for c in supervised if c.process}
-            stopper = asyncio.ensure_future(stop.wait())
-            done, _ = await asyncio.wait([stopper, *waits], return_when=asyncio.FIRST_COMPLETED)
-            for future in [stopper, *waits]:
-                if future not in done:
-                    future.cancel()
-            for future in done:
-                child = waits.get(future)
-                if child is None or stop.is_set():
-                    continue
-                child.restarts += 1
-                log.warning("%s exited (status %s); restarting", child.name, future.result())
-                await asyncio.sleep(min(5.0, 0.5 * child.restarts))
-                await child.spawn()
+    @property
+    def supervised(self) -> list[Child]:
+        triton = [self.triton_child] if self.triton_child is not None else []
+        return [*self.replica_children, *triton, *self.children]
 
-    def _print_banner(self, postgres: EmbeddedPostgres, triton: TritonServer | None) -> None:
+    async def _supervise(self, stop: asyncio.Event) -> None:
+        """Until the stop signal, each child is watched and restarted when it exits; raises ChildFailed
+        when one keeps failing (the caller then stops the stack)."""
+        stopped = asyncio.ensure_future(stop.wait())
+        watchers = [asyncio.ensure_future(self._keep_running(child, stop)) for child in self.supervised]
+        try:
+            done, _ = await asyncio.wait([stopped, *watchers], return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                task.result()  # a watcher's ChildFailed
+        finally:
+            for task in [stopped, *watchers]:
+                task.cancel()
+            await asyncio.gather(stopped, *watchers, return_exceptions=True)
+
+    async def _keep_running(self, child: Child, stop: asyncio.Event) -> None:
+        """Restarts the child whenever it exits, after RestartPolicy's pause; returns once stopping, raises
+        ChildFailed when it exited too often within the window (a port taken, a broken model: restarting
+        would only repeat its traceback)."""
+        policy = self.restart_policy
+        while child.process is not None:
+            status = await child.process.wait()
+            if stop.is_set():
+                return
+            recent = child.note_exit(time.monotonic(), policy.window_s)
+            if recent >= policy.max_failures:
+                raise await child.failure(
+                    f"exited {recent} times within {policy.window_s:g} s (the last with status {status}); "
+                    "stopping the stack"
+                )
+            pause = policy.pause(recent)
+            log.warning("%s exited (status %s); restarting in %.1f s", child.name, status, pause)
+            if await _set_within(stop, pause):
+                return
+            child.restarts += 1
+            await child.spawn()
+            try:
+                await child.wait_ready(self.settings.stack.start_timeout_s)
+            except ChildFailed as exc:
+                if child.process.returncode is None:  # alive but not ready: said; an exit is counted next
+                    log.warning("%s", exc.what)
+                continue
+            log.info("%s restarted: ready again, pid %s", child.name, child.pid)
+
+    def _print_banner(self, postgres: EmbeddedPostgres) -> None:
         lines = [f"{READY_BANNER}:"]
         if self.settings.database.dsn:
             lines.append(f"  {'postgres':<16} external ({without_credentials(self.settings.database.dsn)})")
         else:
-            lines.append(f"  {'postgres':<16} embedded, pid {postgres.pid}, data in {postgres.data_dir}")
+            joined = " (already running: joined)" if postgres.joined else ""
+            lines.append(
+                f"  {'postgres':<16} embedded, pid {postgres.pid}{joined}, data in {postgres.data_dir}"
+            )
         lines += [self._banner_line(child) for child in self.replica_children]
-        if triton is not None:
-            models = ", ".join(triton.options.models)
-            lines.append(f"  {'triton':<16} grpc://{triton.grpc_url} ({models}), pid {triton.pid}")
+        if self.triton_child is not None:
+            lines.append(self._banner_line(self.triton_child))
         elif self.settings.inference.url:
             lines.append(f"  {'triton':<16} external grpc://{self.settings.inference.url}")
         else:
@@ -474,5 +481,29 @@ class Stack:
 
     @staticmethod
     def _banner_line(child: Child) -> str:
-        pid = f", pid {child.process.pid}" if child.show_pid and child.process else ""
-        return f"  {child.name:<16} {child.url or f'grpc://{child.address}'}{pid}"
+        """Where it listens and its pid: this stack's own process, not whoever answers on its port."""
+        return f"  {child.name:<16} {child.url or f'grpc://{child.address}'}, pid {child.pid}"
+
+
+async def _unless(stop: asyncio.Event, work: Coroutine[Any, Any, None]) -> bool:
+    """Runs the work unless the stop signal comes first (then cancels it); whether it ran to its end.
+    Its errors are raised."""
+    task = asyncio.ensure_future(work)
+    stopped = asyncio.ensure_future(stop.wait())
+    await asyncio.wait([task, stopped], return_when=asyncio.FIRST_COMPLETED)
+    stopped.cancel()
+    if not task.done():
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return False
+    task.result()
+    return True
+
+
+async def _set_within(event: asyncio.Event, timeout_s: float) -> bool:
+    """Waits up to timeout_s for the event; whether it was set."""
+    try:
+        await asyncio.wait_for(event.wait(), timeout_s)
+    except TimeoutError:
+        return False
+    return True

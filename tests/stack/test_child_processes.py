@@ -1,4 +1,4 @@
-"""The supervisor's children (stack/supervisor.py) die with it: each is started through a launcher that
+"""The supervisor's children (stack/children.py) die with it: each is started through a launcher that
 sets PR_SET_PDEATHSIG and then becomes the child's own program, keeping its pid."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 SUPERVISOR = """
 import asyncio, os
-from hindsight_server.stack.supervisor import Child
+from hindsight_server.stack.children import Child
 
 async def main():
     child = Child("sleeper", "", ["sleep", "60"], dict(os.environ))

@@ -17,13 +17,14 @@ import asyncpg
 import pytest
 
 from hindsight_server.config import Settings, load_settings
+from hindsight_server.stack.children import ReplicaChild
 from hindsight_server.stack.replicas import (
     drop_unused_slots,
     replica_number,
     replica_status,
     running_replica_dsns,
 )
-from hindsight_server.stack.supervisor import ReplicaChild, Stack
+from hindsight_server.stack.supervisor import Stack
 from tests.support.eventually import eventually
 from tests.support.processes import free_port, run_cli
 from tests.support.replicas import Replicated, replicated_postgres
@@ -150,7 +151,7 @@ async def test_the_lag_grows_while_a_replica_does_not_replay(cluster: Cluster) -
 
 async def test_one_start_up_line_per_replica(cluster: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
     await cluster.stack._describe_replicas()
-    cluster.stack._print_banner(cluster.postgres, None)
+    cluster.stack._print_banner(cluster.postgres)
     out = capsys.readouterr().out
     for index, child in enumerate(cluster.replicas, start=1):
         assert child.process is not None

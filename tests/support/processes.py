@@ -24,6 +24,15 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def free_ports(count: int) -> list[int]:
+    """`count` different free ports (each held until all are chosen: the OS never hands one out twice)."""
+    with contextlib.ExitStack() as held:
+        probes = [held.enter_context(socket.socket()) for _ in range(count)]
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [int(probe.getsockname()[1]) for probe in probes]
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hindsight_server.config import Settings
+from hindsight_server.stack.children import ReplicaChild
 from hindsight_server.stack.postgres import EmbeddedPostgres
-from hindsight_server.stack.supervisor import ReplicaChild, Stack
+from hindsight_server.stack.supervisor import Stack
 
 
 @dataclass
