@@ -201,10 +201,15 @@ async def _of_subject(client: HindsightClient, caller: Caller, memory_id: str, r
         raise ToolError(refusal)
 
 
-def decision_key(decision: str, memory_id: str) -> str:
+def decision_key(decision: str, memory_id: str, agent_id: str = "") -> str:
     """A pending decision's idempotency key: a repeated call (the model's or the channel's) gets the
-    first call's answer instead of "not pending"."""
-    return f"mcp-{decision}:{memory_id}"
+    first call's answer instead of "not pending". The agent is part of it (as a digest: an agent id
+    may be as long as the key may be), so another agent's call is its own request, answered on its
+    own (NOT_FOUND for a private memory it cannot see) and not refused as a reused key."""
+    if not agent_id:
+        return f"mcp-{decision}:{memory_id}"
+    agent = hashlib.sha256(agent_id.encode()).hexdigest()[:32]
+    return f"mcp-{decision}:{memory_id}:{agent}"
 
 
 async def _decide(
@@ -215,11 +220,17 @@ async def _decide(
     await _of_subject(client, caller, memory_id, refusal)
     if confirm:
         memory = await client.confirm_pending(
-            caller.tenant, memory_id, idempotency_key=decision_key("confirm", memory_id)
+            caller.tenant,
+            memory_id,
+            agent_id=caller.agent_id,
+            idempotency_key=decision_key("confirm", memory_id, caller.agent_id),
         )
     else:
         memory = await client.reject_pending(
-            caller.tenant, memory_id, idempotency_key=decision_key("reject", memory_id)
+            caller.tenant,
+            memory_id,
+            agent_id=caller.agent_id,
+            idempotency_key=decision_key("reject", memory_id, caller.agent_id),
         )
     return decision_result(memory, confirmed=confirm)
 

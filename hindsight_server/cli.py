@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 
 from gateway_mcp.cli import add_arguments as add_mcp_arguments
-from hindsight_server.cli_args import timestamp
+from hindsight_server.cli_args import rpc_failure, timestamp
 from hindsight_server.client_cli import add_client_commands
 from hindsight_server.config import ConfigError, Settings, load_settings
 from hindsight_server.portability_cli import add_portability_commands
@@ -521,6 +521,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     try:
         print(_on_stack(args, work, env))
     except grpc.aio.AioRpcError as error:
+        if args.target and error.code() == grpc.StatusCode.UNAVAILABLE:
+            # No server there (or it went away): the client commands' one line, hint and exit code 3.
+            message, code = rpc_failure(error, args.target, reached=False)
+            print(message, file=sys.stderr)
+            return code
         print(f"error: {error.code().name}: {error.details()}", file=sys.stderr)
         return EXIT_RPC_ERROR
     return 0

@@ -441,7 +441,7 @@ def cmd_pending_list(args: argparse.Namespace) -> int:
 def _decide(args: argparse.Namespace, *, confirm: bool) -> int:
     async def call(client: HindsightClient) -> None:
         decide = client.confirm_pending if confirm else client.reject_pending
-        memory = await decide(args.tenant, args.id, idempotency_key=args.idempotency_key)
+        memory = await decide(args.tenant, args.id, agent_id=args.agent, idempotency_key=args.idempotency_key)
         if args.json:
             print_json(typed_dict(memory))
         else:
@@ -658,3 +658,6 @@ def _add_pending_commands(commands: Any) -> None:
         decision = _command(actions, action, handler, help_text)
         decision.add_argument("id", help="the pending memory's id (see `hindsight pending list`)")
         _idempotency_key(decision)
+        _agent(
+            decision, "the calling agent: needed to decide on its own PRIVATE pending memory (default: none)"
+        )

@@ -506,19 +506,41 @@ class HindsightClient:
         return response
 
     async def confirm_pending(
-        self, tenant_id: str, memory_id: str, *, idempotency_key: str = "", timeout_s: float | None = None
+        self,
+        tenant_id: str,
+        memory_id: str,
+        *,
+        agent_id: str = "",
+        idempotency_key: str = "",
+        timeout_s: float | None = None,
     ) -> pb.Memory:
+        """`agent_id`: the agent deciding; needed for a PRIVATE pending memory, which only its own
+        agent sees (any other reads NOT_FOUND)."""
         request = pb.ConfirmPendingRequest(
-            tenant_id=tenant_id, id=memory_id, idempotency_key=idempotency_key or new_idempotency_key()
+            tenant_id=tenant_id,
+            id=memory_id,
+            agent_id=agent_id,
+            idempotency_key=idempotency_key or new_idempotency_key(),
         )
         response: pb.Memory = await self._mutate(self._stub.ConfirmPending, request, timeout_s)
         return response
 
     async def reject_pending(
-        self, tenant_id: str, memory_id: str, *, idempotency_key: str = "", timeout_s: float | None = None
+        self,
+        tenant_id: str,
+        memory_id: str,
+        *,
+        agent_id: str = "",
+        idempotency_key: str = "",
+        timeout_s: float | None = None,
     ) -> pb.Memory:
+        """`agent_id`: the agent deciding; needed for a PRIVATE pending memory, which only its own
+        agent sees (any other reads NOT_FOUND)."""
         request = pb.RejectPendingRequest(
-            tenant_id=tenant_id, id=memory_id, idempotency_key=idempotency_key or new_idempotency_key()
+            tenant_id=tenant_id,
+            id=memory_id,
+            agent_id=agent_id,
+            idempotency_key=idempotency_key or new_idempotency_key(),
         )
         response: pb.Memory = await self._mutate(self._stub.RejectPending, request, timeout_s)
         return response

@@ -353,15 +353,14 @@ def test_schema_knows_every_settings_section() -> None:
     assert config["additionalProperties"] is False
     sections = {name for name, spec in config["properties"].items() if spec.get("type") == "object"}
     assert sections == _settings_sections()
+    plain = set(Settings.model_fields) - _settings_sections()  # log_level, log_format, data_dir
+    assert plain <= set(config["properties"]), plain - set(config["properties"])
 
 
-@pytest.mark.parametrize("values", [None, "production"], ids=["default", "production"])
-def test_server_configuration_is_accepted_by_hindsight(
-    values: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The ConfigMaps, mounted and loaded as a server pod would: hindsight's settings accept them."""
-    overrides = production_values() if values else None
-    documents = render(overrides)
+def server_settings(
+    documents: list[dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Settings:
+    """The ConfigMaps, mounted and loaded as a server pod would."""
     config_map = one(documents, "ConfigMap", f"{RELEASE}-hindsight-config")
     env = one(documents, "ConfigMap", f"{RELEASE}-hindsight-env")["data"]
     toml_file = tmp_path / "hindsight.toml"
@@ -373,7 +372,63 @@ def test_server_configuration_is_accepted_by_hindsight(
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("HINDSIGHT_CONFIG", str(toml_file))  # where the pod mounts it
     monkeypatch.setenv("HINDSIGHT_DATABASE__DSN", "postgresql://u:p@db:5432/hindsight")  # from the Secret
-    settings = load_settings()
+    return load_settings()
+
+
+def mcp_settings(documents: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> GatewaySettings:
+    """The gateway's settings from its container's environment, the Secret's values included."""
+    secret = one(documents, "Secret", f"{RELEASE}-hindsight")["stringData"]
+    for key in [k for k in os.environ if k.startswith("HINDSIGHT_MCP")]:
+        monkeypatch.delenv(key)
+    for item in container(documents, "mcp")["env"]:
+        if "value" in item:
+            monkeypatch.setenv(item["name"], item["value"])
+        elif (
+            item["name"].startswith("HINDSIGHT_MCP__") and item["valueFrom"]["secretKeyRef"]["key"] in secret
+        ):
+            monkeypatch.setenv(item["name"], secret[item["valueFrom"]["secretKeyRef"]["key"]])
+    return GatewaySettings()
+
+
+@pytest.mark.parametrize(
+    ("values", "server", "gateway"),
+    [
+        (None, "text", "text"),
+        ({"config": {"log_format": "json"}}, "json", "json"),  # one setting for both
+        ({"config": {"log_format": "json"}, "mcp": {"logFormat": "text"}}, "json", "text"),
+        ({"mcp": {"logFormat": "json"}}, "text", "json"),
+    ],
+    ids=["default", "config-json", "gateway-text", "gateway-json"],
+)
+def test_log_format_reaches_the_servers_and_the_gateway(
+    values: dict[str, Any] | None, server: str, gateway: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert not lint(values)["errors"]
+    documents = render(values)
+    assert server_settings(documents, tmp_path, monkeypatch).log_format == server
+    assert mcp_settings(documents, monkeypatch).log_format == gateway
+
+
+@pytest.mark.parametrize(
+    ("values", "complaint"),
+    [
+        ({"config": {"log_format": "yaml"}}, "/config/log_format"),
+        ({"config": {"log_format": "JSON"}}, "/config/log_format"),
+        ({"mcp": {"logFormat": "xml"}}, "/mcp/logFormat"),
+    ],
+    ids=["server-yaml", "server-upper-case", "gateway-xml"],
+)
+def test_schema_rejects_bad_log_formats(values: dict[str, Any], complaint: str) -> None:
+    assert_rejected(values, complaint)
+
+
+@pytest.mark.parametrize("values", [None, "production"], ids=["default", "production"])
+def test_server_configuration_is_accepted_by_hindsight(
+    values: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ConfigMaps, mounted and loaded as a server pod would: hindsight's settings accept them."""
+    overrides = production_values() if values else None
+    settings = server_settings(render(overrides), tmp_path, monkeypatch)
     assert settings.server.host == "0.0.0.0"
     assert settings.server.port == 50051
     if overrides:

@@ -272,3 +272,36 @@ def test_every_new_tool_is_in_the_system_prompt(tool: str) -> None:
 
     assert f"- {tool}" in SYSTEM_PROMPT_EN or tool in SYSTEM_PROMPT_EN
     assert tool in SYSTEM_PROMPT_ZH
+
+
+async def test_an_agent_settles_its_own_private_pending_memory_and_no_other_agent_can(
+    memory_target: str, client: HindsightClient, tenant: str
+) -> None:
+    async def private_pending(content: str) -> str:
+        written = await client.write(
+            tenant, content, tier="semantic", kind="preference", agent_id="agent-a",
+            visibility="private", confidence=0.4,
+        )  # fmt: skip
+        assert written.memory.status == pb.STATUS_PENDING
+        return written.memory.id
+
+    kept, dropped = await private_pending("likes jazz, maybe"), await private_pending("likes opera, maybe")
+    tokens = {"a": f"token-{uuid.uuid4().hex}", "b": f"token-{uuid.uuid4().hex}"}
+    bindings = {
+        hash_token(token): TokenBinding(tenant=tenant, agent_id=f"agent-{name}")
+        for name, token in tokens.items()
+    }
+    settings = load_gateway_settings(port=0, targets=[memory_target], tokens=bindings)
+    async with http_gateway(settings) as url:
+        async with http_session(url, tokens["b"]) as session:
+            b_confirms = await _error(session, "memory_confirm_pending", {"memory_id": kept})
+            b_rejects = await _error(session, "memory_reject_pending", {"memory_id": dropped})
+        async with http_session(url, tokens["a"]) as session:
+            confirmed = await _content(session, "memory_confirm_pending", {"memory_id": kept})
+            rejected = await _content(session, "memory_reject_pending", {"memory_id": dropped})
+        async with http_session(url, tokens["b"]) as session:  # after A's decision: still not B's to see
+            b_again = await _error(session, "memory_confirm_pending", {"memory_id": kept})
+    assert b_confirms.startswith("not found: ") and b_rejects.startswith("not found: ")
+    assert b_again.startswith("not found: ")
+    assert confirmed["memory"]["status"] == "active" and rejected["memory"]["status"] == "deleted"
+    assert (await client.get(tenant, kept, agent_id="agent-a")).status == pb.STATUS_ACTIVE

@@ -92,6 +92,31 @@ async def test_pending_memories_from_the_shell(
     assert (await client.get(tenant, ids["I think maybe I like jazz"])).status == pb.STATUS_ACTIVE
 
 
+async def test_an_agents_private_pending_memory_is_settled_with_its_agent(
+    server: RunningServer, client: HindsightClient, tenant: str
+) -> None:
+    common = _common(server, tenant)
+    ids = []
+    for text in ("likes jazz, maybe", "likes opera, maybe"):
+        written = await client.write(
+            tenant, text, tier="semantic", kind="preference", agent_id="agent-a",
+            visibility="private", confidence=0.4,
+        )  # fmt: skip
+        ids.append(written.memory.id)
+    kept, dropped = ids
+    for action, memory_id in (("confirm", kept), ("reject", dropped)):
+        for agent in ([], ["--agent", "agent-b"]):  # no agent, or another agent: it is not theirs to see
+            refused = await run_cli(["pending", action, memory_id, *common, *agent])
+            assert refused.code == 1 and "NOT_FOUND" in refused.stderr, (action, agent, refused.stderr)
+    listed = await _ok(["pending", "list", *common, "--agent", "agent-a"])
+    assert {line.split()[0] for line in listed.stdout.splitlines()} == {kept, dropped}
+    confirmed = await _ok(["pending", "confirm", kept, *common, "--agent", "agent-a"])
+    assert confirmed.stdout.startswith(f"confirmed {kept}  likes jazz")
+    rejected = await _json(["pending", "reject", dropped, *common, "--agent", "agent-a"])
+    assert rejected["status"] == "STATUS_DELETED"
+    assert (await client.get(tenant, kept, agent_id="agent-a")).status == pb.STATUS_ACTIVE
+
+
 async def test_history_and_a_readable_get(
     server: RunningServer, client: HindsightClient, tenant: str
 ) -> None:

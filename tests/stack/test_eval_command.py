@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from hindsight_server.app import RunningServer
-from tests.support.processes import run_cli
+from tests.support.processes import free_port, run_cli
 
 EVAL_FILE = {
     "name": "tiny",
@@ -70,3 +70,16 @@ async def test_eval_rejects_a_file_that_is_not_memory_eval(tmp_path: Path) -> No
     result = await run_cli(["eval", str(path), "--target", "127.0.0.1:9"])
     assert result.code == 2
     assert "conversations[0] lacks 'text'" in result.stderr and "Traceback" not in result.stderr
+
+
+async def test_eval_against_no_server_is_one_line_with_a_hint_and_exit_3(tmp_path: Path) -> None:
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(EVAL_FILE, ensure_ascii=False), encoding="utf-8")
+    port = free_port()  # nothing listens there
+    result = await run_cli(["eval", str(path), "--target", f"127.0.0.1:{port}"])
+    assert result.code == 3, result.stderr
+    assert result.stderr == (  # as the client commands say it (tests/rpc/test_client_cli.py)
+        f"error: cannot reach hindsight at 127.0.0.1:{port} (UNAVAILABLE: connection refused): "
+        "is `hindsight up` running? (--target)\n"
+    )
+    assert result.stdout == ""
