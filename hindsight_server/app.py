@@ -87,6 +87,7 @@ class RunningServer:
     jobs: JobRunner | None = None  # the lifecycle jobs (scheduled here when settings.jobs.enabled)
     status: StatusBoard | None = None  # the figures of `hindsight status` (Ops/Status)
     routing: ReadRouting | None = None  # which reads go to which replica
+    feed: FeedPipeline | None = None  # the Watch streams, ended before the pool closes
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
@@ -98,6 +99,8 @@ class RunningServer:
         for task in self.background:
             task.cancel()
         await asyncio.gather(*self.background, return_exceptions=True)
+        if self.feed is not None:
+            self.feed.close()
         await self.server.stop(self.grace_s)
         if self.access is not None:
             with contextlib.suppress(HindsightError):
@@ -515,6 +518,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
             inference.forget_queries(tenant_id)
 
     erasures = _erasures(settings, pool, clock, forget_caches)
+    feed = _feed(settings, pool)
     servicer = MemoryServicer(
         writes,
         reads,
@@ -527,7 +531,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
         routing,
         portability,
         erasures,
-        _feed(settings, pool),
+        feed,
         export_idle_timeout_s=db.export_idle_timeout_s,
         watch_idle_timeout_s=settings.feed.idle_timeout_s,
     )
@@ -549,6 +553,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
     await set_serving(health, True)
     running = RunningServer(server, port, pool, health, settings.server.grace_s, inference, access)
     running.routing = routing
+    running.feed = feed
     running.summarizer = summarizer
     running.status = status
     status.name = f"{settings.server.host}:{port}"

@@ -10,6 +10,7 @@ fallback it would need anyway, and at 200 ms it is within the feed's lag budget.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
@@ -17,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from hindsight_server.domain.errors import OutOfRange, ResourceExhausted
+from hindsight_server.domain.errors import OutOfRange, ResourceExhausted, Unavailable
 from hindsight_server.domain.feed import START, ChangeEvent, Cursor, FeedQuery, Heartbeat
 from hindsight_server.store.feed import FeedStore
 
@@ -40,6 +41,12 @@ class FeedPipeline:
         self._store = store
         self._settings = settings
         self._streams: Counter[str] = Counter()
+        self._closing = asyncio.Event()
+
+    def close(self) -> None:
+        """The server is stopping: every stream ends with UNAVAILABLE at its next poll (the client
+        resumes from its last cursor on another server), before the pool it reads from closes."""
+        self._closing.set()
 
     @contextmanager
     def _slot(self, tenant_id: str) -> Iterator[None]:
@@ -98,7 +105,10 @@ class FeedPipeline:
                 elif time.monotonic() - beat >= settings.heartbeat_s:
                     yield Heartbeat(after)
                     beat = time.monotonic()
-                await asyncio.sleep(settings.poll_s)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._closing.wait(), settings.poll_s)
+                if self._closing.is_set():
+                    raise Unavailable(f"this server is stopping; resume the feed from cursor {after}")
 
     async def trim(self, now: datetime) -> int:
         """The retention job: events older than the retention go, a batch a transaction."""

@@ -12,6 +12,7 @@ from hindsight.client import HindsightClient
 from hindsight_server.app import RunningServer
 from hindsight_server.domain.feed import START, ChangeEvent, Cursor, EventType, FeedQuery, NewEvent
 from hindsight_server.store.feed import FeedStore, record_events
+from hindsight_server.store.lifecycle import LifecycleStore
 
 FACT = {"tier": "semantic", "kind": "fact", "subject": "u1"}
 
@@ -140,3 +141,27 @@ async def test_retention_trims_by_age_and_remembers_how_far(server: RunningServe
     assert [e.subject for e in events] == ["new"]
     trimmed = await feed.trimmed(tenant)
     assert trimmed is not None and trimmed < events[0].cursor
+
+
+async def test_the_expire_and_purge_jobs_record_their_events(
+    client: HindsightClient, server: RunningServer, tenant: str
+) -> None:
+    feed = FeedStore(server.pool)
+    start = await feed.horizon()
+    written = await client.write(tenant, "a short-lived note", **FACT)
+    past = datetime.now(UTC) - timedelta(days=60)
+    await server.pool.execute(
+        "UPDATE memories SET expires_at = $3 WHERE tenant_id = $1 AND id = $2",
+        tenant,
+        written.memory.id,
+        past,
+    )
+    jobs = LifecycleStore(server.pool)
+    now = datetime.now(UTC)
+    while await jobs.expire_batch(now, 500) == 500:
+        pass
+    while await jobs.purge_batch(now - timedelta(days=7), None, now, 500) == 500:
+        pass
+    events, _ = await _all(feed, tenant, start)
+    assert [e.type for e in events] == [EventType.CREATED, EventType.EXPIRED, EventType.PURGED]
+    assert {e.memory_id for e in events} == {written.memory.id}
