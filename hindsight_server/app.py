@@ -35,6 +35,7 @@ from hindsight_server.pipelines.access import AccessTracker
 from hindsight_server.pipelines.activity import WriteActivity
 from hindsight_server.pipelines.backfill import BackfillSettings, EmbeddingBackfill
 from hindsight_server.pipelines.erasure import ErasurePipeline, ErasureSettings
+from hindsight_server.pipelines.feed import FeedPipeline, FeedSettings
 from hindsight_server.pipelines.item_isolation import ItemIsolation
 from hindsight_server.pipelines.jobs import JobRegistry, JobRunner, JobScheduler
 from hindsight_server.pipelines.lifecycle import LifecycleJobs, LifecycleSettings
@@ -52,6 +53,7 @@ from hindsight_server.rpc.auth import AuthInterceptor
 from hindsight_server.rpc.server import add_port, build_server, set_inference_serving, set_serving
 from hindsight_server.rpc.servicer import MemoryServicer
 from hindsight_server.store.erasure import ErasureStore
+from hindsight_server.store.feed import FeedStore
 from hindsight_server.store.job_failures import JobItemFailures
 from hindsight_server.store.jobs import JobStore
 from hindsight_server.store.lifecycle import LifecycleStore
@@ -85,6 +87,7 @@ class RunningServer:
     jobs: JobRunner | None = None  # the lifecycle jobs (scheduled here when settings.jobs.enabled)
     status: StatusBoard | None = None  # the figures of `hindsight status` (Ops/Status)
     routing: ReadRouting | None = None  # which reads go to which replica
+    feed: FeedPipeline | None = None  # the Watch streams, ended before the pool closes
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
@@ -96,6 +99,8 @@ class RunningServer:
         for task in self.background:
             task.cancel()
         await asyncio.gather(*self.background, return_exceptions=True)
+        if self.feed is not None:
+            self.feed.close()
         await self.server.stop(self.grace_s)
         if self.access is not None:
             with contextlib.suppress(HindsightError):
@@ -310,6 +315,21 @@ def _replies(settings: Settings, pool: asyncpg.Pool, clock: Clock) -> Idempotent
     return IdempotentReplies(ReplyStore(pool), clock, kept)
 
 
+def _feed(settings: Settings, pool: asyncpg.Pool) -> FeedPipeline:
+    feed = settings.feed
+    return FeedPipeline(
+        FeedStore(pool),
+        FeedSettings(
+            retention=timedelta(days=feed.retention_days),
+            poll_s=feed.poll_s,
+            heartbeat_s=feed.heartbeat_s,
+            batch_size=feed.batch_size,
+            max_streams=feed.max_streams,
+            max_streams_per_tenant=feed.max_streams_per_tenant,
+        ),
+    )
+
+
 def build_jobs(
     settings: Settings,
     pool: asyncpg.Pool,
@@ -341,6 +361,9 @@ def build_jobs(
     registry.add("consolidate", sessions.consolidate_idle)  # idle sessions: working -> episodic
     registry.add("erasures", erasures.resume_stale)  # what a server that died left half erased
     registry.add("replies", _replies(settings, pool, clock).forget_expired)  # answers past their window
+    # Change feed events past the retention (a batched DELETE by time: README, "Change feed").
+    trim_every = timedelta(seconds=settings.feed.trim_interval_s)
+    registry.add("feed", _feed(settings, pool).trim, interval=trim_every)
     return JobRunner(registry, JobStore(pool), clock, server)
 
 
@@ -368,7 +391,9 @@ async def open_jobs(settings: Settings, *, clock: Clock = system_clock) -> Async
             await inference.close()
         raise StartupError(f"cannot reach the database: {exc}") from exc
     try:
-        writes = WritePipeline(MemoryStore(pool), _write_settings(settings), clock, inference)
+        store = MemoryStore(pool)
+        store.feed_content_tenants = frozenset(settings.feed.content_tenants)
+        writes = WritePipeline(store, _write_settings(settings), clock, inference)
         sessions = _session_pipeline(settings, pool, writes, clock)
         erasures = _erasures(settings, pool, clock)
         yield build_jobs(settings, pool, writes, sessions, erasures, clock, f"{_server_name()} (cli)")
@@ -439,6 +464,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
         raise StartupError(f"cannot reach the database: {exc}") from exc
 
     store = MemoryStore(pool)
+    store.feed_content_tenants = frozenset(settings.feed.content_tenants)
     config = settings.inference
     recorder = recorder_for(settings)
     activity = WriteActivity()  # the backfill worker gives way while writes embed inline
@@ -492,6 +518,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
             inference.forget_queries(tenant_id)
 
     erasures = _erasures(settings, pool, clock, forget_caches)
+    feed = _feed(settings, pool)
     servicer = MemoryServicer(
         writes,
         reads,
@@ -504,7 +531,9 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
         routing,
         portability,
         erasures,
+        feed,
         export_idle_timeout_s=db.export_idle_timeout_s,
+        watch_idle_timeout_s=settings.feed.idle_timeout_s,
     )
     health = HealthServicer()
     security = settings.security
@@ -524,6 +553,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
     await set_serving(health, True)
     running = RunningServer(server, port, pool, health, settings.server.grace_s, inference, access)
     running.routing = routing
+    running.feed = feed
     running.summarizer = summarizer
     running.status = status
     status.name = f"{settings.server.host}:{port}"

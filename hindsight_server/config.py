@@ -286,6 +286,22 @@ class JobsSettings(_Section):
         }
 
 
+class FeedSettings(_Section):
+    """The change feed (Watch, store/feed.py)."""
+
+    retention_days: float = Field(7.0, gt=0)  # events older than this are deleted (the `feed` job)
+    trim_interval_s: float = Field(300.0, gt=0)  # how often the `feed` job deletes them, in batches
+    poll_s: float = Field(0.2, gt=0)  # how often an idle Watch looks for new events
+    heartbeat_s: float = Field(5.0, gt=0)  # an idle Watch sends its current cursor this often
+    batch_size: int = Field(200, ge=1, le=10_000)  # events read per statement
+    max_streams: int = Field(64, ge=1)  # Watch streams at once per server
+    max_streams_per_tenant: int = Field(4, ge=1)  # of those, per tenant
+    # A Watch whose reader takes nothing for this long is ended (its slot freed; it resumes by cursor).
+    idle_timeout_s: float = Field(30.0, gt=0)
+    # The tenants whose events carry the memory's content; every other tenant's never do.
+    content_tenants: tuple[str, ...] = ()
+
+
 class StackSettings(_Section):
     """What `hindsight up` starts besides the memory servers."""
 
@@ -383,6 +399,7 @@ class Settings(BaseSettings):
     security: SecuritySettings = SecuritySettings()
     admission: AdmissionSettings = AdmissionSettings()
     jobs: JobsSettings = JobsSettings()
+    feed: FeedSettings = FeedSettings()
     recall: RecallPolicy = RecallPolicy()
     telemetry: TelemetrySettings = TelemetrySettings()
     # Where each value came from (load_settings), for messages that name it.

@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from hindsight_server.stack.replicas import ReplicaStatus
 
 
-
 def add_status_command(commands: Any) -> None:
     """Registers the command on the `hindsight` parser's subcommands."""
     status = commands.add_parser(

@@ -59,6 +59,10 @@ class FailedPrecondition(HindsightError):
         return cls(message, violations=(Violation(kind, subject, message),), cause=cause)
 
 
+class OutOfRange(HindsightError):
+    """A position outside what is kept (a feed cursor older than its retention)."""
+
+
 class Aborted(HindsightError):
     """A concurrent change won (optimistic concurrency); the caller may re-read and retry."""
 

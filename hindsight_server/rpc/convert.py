@@ -18,6 +18,14 @@ from hindsight.consistency import decode_token, encode_token
 from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.domain.conversation import Role, Turn
 from hindsight_server.domain.errors import InvalidArgument
+from hindsight_server.domain.feed import (
+    OLDEST,
+    ChangeEvent,
+    FeedQuery,
+    Heartbeat,
+    parse_cursor,
+    parse_event_types,
+)
 from hindsight_server.domain.model import (
     MUTABLE_FIELDS,
     READ_AFTER_FIELD,
@@ -671,3 +679,45 @@ def erasure_to_proto(record: ErasureRecord) -> pb.EraseResponse:
     )
     _time_out(response.erased_at, record.finished_at)
     return response
+
+
+# ------------------------------------------------------------------------------------------ change feed
+
+
+def watch_query_from_proto(request: pb.WatchRequest, viewer: str | None, limits: Limits) -> FeedQuery:
+    for index, subject in enumerate(request.subjects):
+        if len(subject) > limits.max_identifier_chars:
+            limit = limits.max_identifier_chars
+            raise InvalidArgument(f"subjects[{index}]", f"longer than {limit} characters")
+    oldest = request.cursor == OLDEST
+    return FeedQuery(
+        tenant_id=request.tenant_id,
+        after=None if oldest else parse_cursor(request.cursor, "cursor"),
+        oldest=oldest,
+        subjects=frozenset(request.subjects),
+        kinds=frozenset(k.value for k in _enums_in(_KIND, request.kinds, "kinds")),
+        types=parse_event_types(list(request.event_types), "event_types"),
+        viewer=viewer,
+    )
+
+
+def feed_item_to_proto(item: ChangeEvent | Heartbeat, now: datetime) -> pb.WatchItem:
+    if isinstance(item, Heartbeat):
+        beat = pb.FeedHeartbeat(cursor=str(item.cursor))
+        _time_out(beat.at, now)
+        return pb.WatchItem(heartbeat=beat)
+    event = pb.ChangeEvent(
+        id=item.id,
+        cursor=str(item.cursor),
+        type=item.type.value,
+        memory_id=item.memory_id,
+        subject=item.subject,
+        kind=_KIND.get(Kind(item.kind), pb.KIND_UNSPECIFIED) if item.kind else pb.KIND_UNSPECIFIED,
+        resolution=item.resolution,
+        version=item.version,
+        fields=item.fields,
+    )
+    if item.content is not None:
+        event.content = item.content
+    _time_out(event.at, item.at)
+    return pb.WatchItem(event=event)

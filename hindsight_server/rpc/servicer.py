@@ -19,6 +19,7 @@ from hindsight_server.domain.policy import Limits, RecallPolicy
 from hindsight_server.domain.portability import ExportHeader
 from hindsight_server.domain.validation import require_memory_id, validate_identifiers, validate_tenant
 from hindsight_server.pipelines.erasure import ErasurePipeline
+from hindsight_server.pipelines.feed import FeedPipeline
 from hindsight_server.pipelines.portability import PortabilityPipeline
 from hindsight_server.pipelines.read import CommitPositions, ReadPipeline
 from hindsight_server.pipelines.recall import RecallPipeline
@@ -45,9 +46,13 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         positions: CommitPositions,
         portability: PortabilityPipeline,
         erasures: ErasurePipeline,
+        feed: FeedPipeline,
         *,
         export_idle_timeout_s: float = 30.0,
+        watch_idle_timeout_s: float = 30.0,
     ) -> None:
+        self._feed = feed
+        self._watch_idle_timeout_s = watch_idle_timeout_s
         self._export_idle_timeout_s = export_idle_timeout_s
         self._positions = positions
         self._portability = portability
@@ -284,3 +289,24 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             return convert.erasure_to_proto(record)
 
         return await self._once("Erase", request, pb.EraseResponse, run, context)
+
+    async def Watch(  # type: ignore[override]
+        self, request: pb.WatchRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> None:
+        """Each write awaited (gRPC's flow control: a reader that takes nothing holds the stream, not
+        the server's memory) and bounded, so a reader that stopped frees its stream slot."""
+        validate_tenant(request.tenant_id, self._limits)
+        query = convert.watch_query_from_proto(request, current_principal().viewer, self._limits)
+        idle_s = self._watch_idle_timeout_s
+        async for item in self._feed.watch(query):
+            try:
+                await asyncio.wait_for(context.write(convert.feed_item_to_proto(item, self._clock())), idle_s)
+            except TimeoutError:
+                raise DeadlineExceeded(
+                    f"the reader took nothing of the feed for {idle_s:g} s; the stream is ended to free "
+                    "its place (resume with the last cursor)"
+                ) from None
+            except Exception:
+                if context.done():  # the reader went (cancelled, disconnected): nothing to report
+                    return
+                raise

@@ -20,6 +20,7 @@ import asyncpg
 from hindsight_server.domain.errors import NotFound
 from hindsight_server.domain.model import ErasureKind, ErasureRecord, ErasureScope
 from hindsight_server.store.errors import translate_errors
+from hindsight_server.store.feed import scrub_events, scrub_subject
 from hindsight_server.store.lifecycle import retried_on_conflict, uncount_documents
 
 SESSIONS_PER_BATCH = 200
@@ -211,7 +212,7 @@ async def _remove_batch(
         return BatchRemoved(finished=True)
     rows = await _scope_rows(connection, scope, limit)
     removed = (
-        await _remove_memories(connection, scope.tenant_id, rows)
+        await _remove_memories(connection, scope.tenant_id, rows, now)
         if rows
         else await _remove_sessions_and_replies(connection, scope)
     )
@@ -234,9 +235,11 @@ async def _remove_batch(
 
 
 async def _remove_memories(
-    connection: asyncpg.Connection, tenant_id: str, rows: Sequence[asyncpg.Record]
+    connection: asyncpg.Connection, tenant_id: str, rows: Sequence[asyncpg.Record], now: datetime
 ) -> BatchRemoved:
     ids = [row["id"] for row in rows]
+    # The change feed keeps no trace of what they said (nor of the subject): an `erased` event each.
+    await scrub_events(connection, tenant_id, ids, now)
     # Links from memories that stay (none, for a whole chain) lose their target, as in a purge.
     for column in ("supersedes", "superseded_by"):
         await connection.execute(
@@ -296,6 +299,8 @@ async def _remove_sessions_and_replies(connection: asyncpg.Connection, scope: Er
     )
     if row["sessions"]:
         return BatchRemoved(sessions=row["sessions"], turns=row["turns"])
+    # Events that still name the subject (of memories written while the erasure ran and removed since).
+    await scrub_subject(connection, scope.tenant_id, scope.subject if subject else None)
     if scope.kind is ErasureKind.TENANT:
         replies = await connection.fetchval(
             "WITH gone AS (DELETE FROM request_replies WHERE tenant_id = $1 RETURNING 1) "

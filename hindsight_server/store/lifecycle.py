@@ -21,6 +21,7 @@ from hindsight_server.domain.errors import Aborted
 from hindsight_server.domain.model import Kind, Memory, Status
 from hindsight_server.domain.retention import RetentionItem
 from hindsight_server.store.errors import translate_errors
+from hindsight_server.store.feed import event_insert
 from hindsight_server.store.rows import MEMORY_COLUMNS, memory_from_row
 
 # A purge and a write of the same tenant lock its BM25 rows (lexical_stats, lexical_df) and version
@@ -38,6 +39,11 @@ EVICTED_BY_QUOTA = "quota"
 _PURGEABLE = """(status IN ('expired', 'superseded') AND expires_at <= $1)
                 OR (status = 'deleted' AND updated_at <= $1)
                 OR (status = 'superseded' AND updated_at <= $3)"""
+
+
+# Each change the jobs make records its change feed event in the same statement (store/feed.py).
+_EXPIRED_EVENTS = event_insert("changed", "'expired'", "$1", "'{status}'::text[]", "false")
+_EVICTED_EVENTS = event_insert("changed", "'deleted'", "$3", "'{status}'::text[]", "false", "'evicted'")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,13 +78,16 @@ class LifecycleStore:
         their status so purge can count its grace. Returns how many."""
         async with self._transaction() as connection:
             rows = await connection.fetch(
-                """WITH due AS (
+                f"""WITH due AS (
                        SELECT tenant_id, id FROM memories
                        WHERE expires_at <= $1 AND status IN ('active', 'pending')
-                       LIMIT $2 FOR UPDATE SKIP LOCKED)
-                   UPDATE memories m SET status = 'expired', updated_at = $1, version = m.version + 1
-                   FROM due WHERE m.tenant_id = due.tenant_id AND m.id = due.id
-                   RETURNING m.id""",
+                       LIMIT $2 FOR UPDATE SKIP LOCKED),
+                   changed AS (
+                       UPDATE memories m SET status = 'expired', updated_at = $1, version = m.version + 1
+                       FROM due WHERE m.tenant_id = due.tenant_id AND m.id = due.id
+                       RETURNING m.*),
+                   feed AS ({_EXPIRED_EVENTS})
+                   SELECT id FROM changed""",
                 now,
                 limit,
             )
@@ -183,11 +192,14 @@ class LifecycleStore:
         many (one already gone or changed since it was scored is left alone)."""
         async with self._transaction() as connection:
             rows = await connection.fetch(
-                """UPDATE memories
-                   SET status = 'deleted', updated_at = $3, version = version + 1,
-                       provenance = provenance || jsonb_build_object('deleted_by', $4::text)
-                   WHERE tenant_id = $1 AND id = ANY($2::uuid[]) AND status IN ('active', 'pending')
-                   RETURNING id""",
+                f"""WITH changed AS (
+                       UPDATE memories
+                       SET status = 'deleted', updated_at = $3, version = version + 1,
+                           provenance = provenance || jsonb_build_object('deleted_by', $4::text)
+                       WHERE tenant_id = $1 AND id = ANY($2::uuid[]) AND status IN ('active', 'pending')
+                       RETURNING *),
+                   feed AS ({_EVICTED_EVENTS})
+                   SELECT id FROM changed""",
                 tenant_id,
                 list(memory_ids),
                 now,
@@ -329,10 +341,14 @@ async def _purge(
         now,
     )
     await connection.execute(
-        """DELETE FROM memories m USING unnest($1::text[], $2::uuid[]) AS purged(tenant_id, id)
-           WHERE m.tenant_id = purged.tenant_id AND m.id = purged.id""",
+        f"""WITH gone AS (
+                DELETE FROM memories m USING unnest($1::text[], $2::uuid[]) AS purged(tenant_id, id)
+                WHERE m.tenant_id = purged.tenant_id AND m.id = purged.id
+                RETURNING m.*)
+            {event_insert("gone", "'purged'", "$3", "'{}'::text[]", "false")}""",
         tenants,
         ids,
+        now,
     )
     await uncount_documents(connection, rows)
     return len(rows)

@@ -17,6 +17,7 @@ from pgvector import Vector
 from hindsight_server.domain.conflicts import Action, Existing, content_key, slot_keys
 from hindsight_server.domain.conflicts import Resolution as ConflictResolution
 from hindsight_server.domain.errors import Aborted, FailedPrecondition, InvalidArgument
+from hindsight_server.domain.feed import EventType, NewEvent
 from hindsight_server.domain.language import language
 from hindsight_server.domain.lexical import LexicalDocument, analyse
 from hindsight_server.domain.lifecycle import is_mutable
@@ -32,9 +33,14 @@ from hindsight_server.domain.model import (
 from hindsight_server.domain.portability import first_loop
 from hindsight_server.offload import run_pure
 from hindsight_server.store.errors import translate_errors
+from hindsight_server.store.feed import event_insert, record_events
 from hindsight_server.store.reads import MemoryReads
 from hindsight_server.store.rows import MEMORY_COLUMNS, memory_from_row
 from hindsight_server.store.sql import SEEN_BY, FloatVector, Sql, graph_plans
+
+# The fields of a memory each event type says were set (the feed's `fields`).
+_MERGED_FIELDS = ("seen_count", "last_seen_at", "confidence", "expires_at")
+_SUPERSEDED_FIELDS = ("status", "superseded_by", "valid_to")
 
 # Update mask path -> column. Only these columns can be changed by a caller.
 _PATCHABLE_COLUMNS = {
@@ -52,7 +58,14 @@ _PATCHABLE_COLUMNS = {
 
 
 class MemoryWrites(MemoryReads):
-    """Writes, and the reads a write answers with."""
+    """Writes, and the reads a write answers with. Each write records its change feed events in its
+    own transaction (store/feed.py), as one more statement or folded into the changing statement."""
+
+    # The tenants whose feed events carry the memory's content (feed.content_tenants); others' never do.
+    feed_content_tenants: frozenset[str] = frozenset()
+
+    def _with_content(self, tenant_id: str) -> bool:
+        return tenant_id in self.feed_content_tenants
 
     async def insert(
         self,
@@ -64,7 +77,9 @@ class MemoryWrites(MemoryReads):
         instead (REPLAYED). `embeddings` holds, per space, vectors parallel to `memories` (None: not
         embedded yet). Stores every memory as given: no dedupe (see insert_resolving)."""
         async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
-            return await _insert_rows(connection, memories, embeddings or {})
+            outcomes = await _insert_rows(connection, memories, embeddings or {})
+            await record_events(connection, self._events(outcomes))
+            return outcomes
 
     async def import_batch(
         self,
@@ -79,6 +94,8 @@ class MemoryWrites(MemoryReads):
         async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
             inserted = await _insert(connection, bare, embeddings, _ON_ANY)
             await _link_versions(connection, memories)
+            created = [WriteOutcome(m, created=True) for m in memories if m.id in inserted]
+            await record_events(connection, self._events(created, resolution="imported"))
         return inserted
 
     async def insert_resolving(
@@ -106,6 +123,7 @@ class MemoryWrites(MemoryReads):
         multilingual = embeddings.get(VectorSpace.MULTILINGUAL) or [None] * len(memories)
         english = embeddings.get(VectorSpace.ENGLISH) or [None] * len(memories)
         outcomes: list[WriteOutcome] = []
+        events: list[NewEvent] = []  # recorded in one statement before the commit
         keys = await run_pure(sum(len(m.content) for m in memories), _peer_keys, memories)
         async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
             await connection.execute(
@@ -127,6 +145,7 @@ class MemoryWrites(MemoryReads):
                     merged = await _seen_again(connection, memory, resolution, now)
                     if merged is not None:
                         outcomes.append(merged)
+                        events += self._events([merged], now=now)
                         continue
                     resolution = _TARGET_GONE
                 if resolution.action is Action.SUPERSEDE and resolution.target_id is not None:
@@ -136,13 +155,56 @@ class MemoryWrites(MemoryReads):
                         resolution = _TARGET_GONE
                 vectors = {VectorSpace.MULTILINGUAL: [vector], VectorSpace.ENGLISH: [english[index]]}
                 (outcome,) = await _insert_rows(connection, [memory], vectors)
+                old_version = None
                 if memory.supersedes is not None:
-                    await _mark_superseded(connection, memory, now)
+                    old_version = await _mark_superseded(connection, memory, now)
                     outcome = replace(outcome, resolution=Resolution.SUPERSEDED, reason=resolution.reason)
                 elif resolution is _TARGET_GONE:
                     outcome = replace(outcome, reason=resolution.reason)
                 outcomes.append(outcome)
+                events += self._events([outcome], now=now)
+                if old_version is not None and outcome.created and memory.supersedes is not None:
+                    old = self._event(memory, EventType.SUPERSEDED, now, old_version)
+                    events.append(
+                        replace(old, memory_id=memory.supersedes, fields=_SUPERSEDED_FIELDS, content=None)
+                    )
+            await record_events(connection, events)
         return outcomes
+
+    def _event(
+        self, memory: Memory, type_: EventType, at: datetime, version: int, resolution: str = ""
+    ) -> NewEvent:
+        return NewEvent(
+            tenant_id=memory.tenant_id,
+            type=type_,
+            at=at,
+            memory_id=memory.id,
+            subject=memory.subject,
+            kind=memory.kind.value,
+            visibility=memory.visibility.value,
+            agent_id=memory.agent_id,
+            resolution=resolution,
+            version=version,
+            fields=("content",) if type_ is EventType.CREATED else _MERGED_FIELDS,
+            content=memory.content if self._with_content(memory.tenant_id) else None,
+        )
+
+    def _events(
+        self, outcomes: Sequence[WriteOutcome], *, resolution: str = "", now: datetime | None = None
+    ) -> list[NewEvent]:
+        """A created or merged memory's event (a replayed write changed nothing)."""
+        events = []
+        for outcome in outcomes:
+            memory = outcome.memory
+            if outcome.created:
+                said = resolution or (outcome.resolution or Resolution.CREATED).value
+                at = now or memory.created_at
+                events.append(self._event(memory, EventType.CREATED, at, memory.version, said))
+            elif outcome.resolution is Resolution.MERGED:
+                events.append(
+                    self._event(memory, EventType.MERGED, now or memory.updated_at, memory.version, "merged")
+                )
+        return events
 
     async def update(self, patch: MemoryPatch, now: datetime, embedding_state: EmbeddingState) -> Memory:
         sql = Sql()
@@ -170,6 +232,13 @@ class MemoryWrites(MemoryReads):
             )
             # New text: the worker may take it at once, whatever lease or backoff the old text had.
             assignments.append("embedding_retry_at = NULL, embedding_attempts = 0")
+        feed = event_insert(
+            "changed",
+            "'updated'",
+            sql.param(now),
+            f"{sql.param(sorted(patch.mask))}::text[]",
+            sql.param(self._with_content(patch.tenant_id) and "content" in patch.mask),
+        )
         version_check = ""
         if patch.expected_version is not None:
             version_check = f"AND m.version = {sql.param(patch.expected_version)}"
@@ -187,7 +256,8 @@ class MemoryWrites(MemoryReads):
                     adjusted AS (
                         UPDATE lexical_stats s SET terms = s.terms + c.lexical_terms - c.previous_terms
                         FROM changed c
-                        WHERE s.tenant_id = c.tenant_id AND c.lexical_terms <> c.previous_terms)
+                        WHERE s.tenant_id = c.tenant_id AND c.lexical_terms <> c.previous_terms),
+                    feed AS ({feed})
                     SELECT {MEMORY_COLUMNS}, previous_lexemes FROM changed""",
                 *sql.args,
             )
@@ -211,9 +281,13 @@ class MemoryWrites(MemoryReads):
     async def soft_delete(self, tenant_id: str, memory_id: str, now: datetime, agent_id: str = "") -> Memory:
         async with translate_errors():
             row = await self._pool.fetchrow(
-                f"""UPDATE memories SET status = 'deleted', updated_at = $3, version = version + 1
-                    WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted' AND {SEEN_BY.format(agent="$4")}
-                    RETURNING {MEMORY_COLUMNS}""",
+                f"""WITH changed AS (
+                        UPDATE memories SET status = 'deleted', updated_at = $3, version = version + 1
+                        WHERE tenant_id = $1 AND id = $2 AND status <> 'deleted'
+                          AND {SEEN_BY.format(agent="$4")}
+                        RETURNING {MEMORY_COLUMNS}),
+                    feed AS ({event_insert("changed", "'deleted'", "$3", "'{status}'::text[]", "false")})
+                    SELECT * FROM changed""",
                 tenant_id,
                 memory_id,
                 now,
@@ -226,9 +300,12 @@ class MemoryWrites(MemoryReads):
         """Ends the memories' lifetime now (they leave recall at once; the expiry job marks them)."""
         async with translate_errors():
             await self._pool.execute(
-                """UPDATE memories SET expires_at = $3, updated_at = $3, version = version + 1
-                   WHERE tenant_id = $1 AND id = ANY($2::uuid[]) AND status IN ('active', 'pending')
-                     AND (expires_at IS NULL OR expires_at > $3)""",
+                f"""WITH changed AS (
+                        UPDATE memories SET expires_at = $3, updated_at = $3, version = version + 1
+                        WHERE tenant_id = $1 AND id = ANY($2::uuid[]) AND status IN ('active', 'pending')
+                          AND (expires_at IS NULL OR expires_at > $3)
+                        RETURNING {MEMORY_COLUMNS})
+                    {event_insert("changed", "'updated'", "$3", "'{expires_at}'::text[]", "false")}""",
                 tenant_id,
                 list(memory_ids),
                 now,
@@ -241,15 +318,22 @@ class MemoryWrites(MemoryReads):
         is not pending."""
         status = "active" if confirm else "deleted"
         async with translate_errors():
+            decided = "'confirmed'" if confirm else "'rejected'"
+            feed = event_insert("changed", decided, "$4", "'{status}'::text[]", "$6")
             row = await self._pool.fetchrow(
-                f"""UPDATE memories SET status = $3, updated_at = $4, version = version + 1
-                    WHERE tenant_id = $1 AND id = $2 AND status = 'pending' AND {SEEN_BY.format(agent="$5")}
-                    RETURNING {MEMORY_COLUMNS}""",
+                f"""WITH changed AS (
+                        UPDATE memories SET status = $3, updated_at = $4, version = version + 1
+                        WHERE tenant_id = $1 AND id = $2 AND status = 'pending'
+                          AND {SEEN_BY.format(agent="$5")}
+                        RETURNING {MEMORY_COLUMNS}),
+                    feed AS ({feed})
+                    SELECT * FROM changed""",
                 tenant_id,
                 memory_id,
                 status,
                 now,
                 agent_id,
+                confirm and self._with_content(tenant_id),
             )
         if row is not None:
             return memory_from_row(row)
@@ -571,22 +655,24 @@ async def _lock_live(connection: asyncpg.Connection, tenant_id: str, memory_id: 
     return bool(live)
 
 
-async def _mark_superseded(connection: asyncpg.Connection, memory: Memory, now: datetime) -> None:
+async def _mark_superseded(connection: asyncpg.Connection, memory: Memory, now: datetime) -> int | None:
     """The replaced version (locked live by _lock_live): superseded from now on (recorded time; as_of
     reads updated_at), and no longer true in the world from when the new version is (valid time),
     unless it says otherwise."""
-    await connection.execute(
+    version: int | None = await connection.fetchval(
         """UPDATE memories
            SET status = 'superseded', superseded_by = $3, updated_at = $4, version = version + 1,
                valid_to = CASE WHEN valid_to IS NULL AND (valid_from IS NULL OR valid_from < $5)
                                THEN $5 ELSE valid_to END
-           WHERE tenant_id = $1 AND id = $2 AND status = 'active'""",
+           WHERE tenant_id = $1 AND id = $2 AND status = 'active'
+           RETURNING version""",
         memory.tenant_id,
         memory.supersedes,
         memory.id,
         now,
         memory.valid_from or now,
     )
+    return version
 
 
 async def _count_documents(

@@ -16,6 +16,7 @@ client certificates (mTLS), the client's own.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import uuid
@@ -58,6 +59,16 @@ _SERVICE = "hindsight.v1.MemoryService"
 # When most calls fail (a long outage), stop retrying instead of multiplying the load: each failure costs
 # a token, each success gives back 0.1; retries pause below half of 10. In every channel's service config.
 RETRY_THROTTLING = {"maxTokens": 10, "tokenRatio": 0.1}
+# Errors after which watch() reconnects from its last cursor: the server went (or restarted), was full,
+# or ended a stream whose reader was idle.
+_WATCH_RESUMABLE = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.ABORTED,
+    }
+)
 # Reads are idempotent and mutating calls carry idempotency keys: gRPC retries them all itself when a
 # server is briefly unreachable (UNAVAILABLE: the call did not run, or its key makes a rerun harmless) or
 # sheds the call (RESOURCE_EXHAUSTED: over the tenant's share). A server's grpc-retry-pushback-ms says
@@ -593,6 +604,54 @@ class HindsightClient:
         stream = self._stub.Export(request, timeout=timeout_s, metadata=self._metadata)
         async for item in stream:
             yield item
+
+    async def watch(
+        self,
+        tenant_id: str,
+        cursor: str = "",
+        *,
+        subjects: Sequence[str] = (),
+        kinds: Sequence[str] = (),
+        event_types: Sequence[str] = (),
+        heartbeats: bool = False,
+        max_retries: int | None = None,
+        max_backoff_s: float = 5.0,
+    ) -> AsyncIterator[pb.WatchItem]:
+        """The tenant's change feed from `cursor` ("" now, "oldest", or a cursor it yielded), for as long
+        as the caller iterates. After a transient error (UNAVAILABLE: a server restarted; the stream
+        limit; an idle stream ended) it reconnects, with backoff, from the last cursor it received, so
+        no event is missed or repeated. `heartbeats`: also yield them (their cursor is where to resume).
+        `max_retries`: failures in a row before the error is raised (None: no limit)."""
+        failures, position = 0, cursor
+        while True:
+            request = pb.WatchRequest(
+                tenant_id=tenant_id,
+                cursor=position,
+                subjects=subjects,
+                kinds=[kind_value(k) for k in kinds],
+                event_types=event_types,
+            )
+            stream = self._stub.Watch(request, metadata=self._metadata)
+            try:
+                async for item in stream:
+                    failures = 0
+                    received = item.event.cursor if item.HasField("event") else item.heartbeat.cursor
+                    position = received or position
+                    if item.HasField("event") or heartbeats:
+                        yield item
+                return  # the server ended the stream (it does not, unless it stops)
+            except grpc.aio.AioRpcError as error:
+                if error.code() not in _WATCH_RESUMABLE:
+                    raise
+                failures += 1
+                if max_retries is not None and failures > max_retries:
+                    raise
+                delay = min(0.1 * 2 ** (failures - 1), max_backoff_s)
+                code = error.code()
+                log.info("watch of %s: %s; resuming from %r in %.1f s", tenant_id, code, position, delay)
+                await asyncio.sleep(delay)
+            finally:
+                stream.cancel()
 
     async def import_memories(
         self,

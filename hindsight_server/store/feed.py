@@ -1,0 +1,199 @@
+"""The change feed's SQL: recording events in the writing transaction, reading them in a resumable
+order, trimming them by age, and scrubbing them on erasure (migration 0019 says why an outbox).
+
+Why a reader misses none and sees none twice. An event row gets its transaction's id (`xid`, xid8: no
+wraparound) and a sequence value (`seq`) when it is inserted. Neither is the order of commits: a
+transaction that took a smaller seq (or xid) may commit after one with a larger, so a reader that served
+"every committed event up to seq 6" could later find a seq 5 commit and a resumed reader would skip it.
+So a reader serves only events whose xid is below `pg_snapshot_xmin(pg_current_snapshot())` of its own
+statement: every transaction with a smaller xid has ended (committed, so its rows are in that snapshot,
+or rolled back, so they never will be). It serves them in (xid, seq) order and hands out the position
+of the last one (or, when it served everything below the horizon, the position just before the
+horizon). Every event served later belongs to a transaction with xid at or above that horizon, hence
+after the position: a reader resuming from any position it was given misses nothing and repeats
+nothing. A transaction still in flight holds the horizon back (the feed lags by the longest write
+transaction, milliseconds for a Write, one batch for a lifecycle job); read-only transactions take no
+xid and hold nothing back.
+
+The order is the xids' order, not the commits': two transactions touching the same memory may appear
+in the order they began. Each event carries the memory's version, which does follow the row's changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+import asyncpg
+
+from hindsight_server.domain.feed import ChangeEvent, Cursor, EventType, FeedQuery, NewEvent
+from hindsight_server.store.errors import translate_errors
+from hindsight_server.store.sql import OnPool
+
+__all__ = ["FeedStore", "event_insert", "record_events", "scrub_events", "scrub_subject"]
+
+# The columns of change_events a write sets, in the order of record_events' arrays.
+_COLUMNS = (
+    "tenant_id, type, at, memory_id, subject, kind, visibility, agent_id, resolution, version, fields, "
+    "content"
+)
+
+
+async def record_events(connection: asyncpg.Connection, events: Sequence[NewEvent]) -> None:
+    """The events of a transaction's changes, in one statement, in that transaction."""
+    if not events:
+        return
+    await connection.execute(
+        f"""INSERT INTO change_events ({_COLUMNS})
+            SELECT u.tenant_id, u.type, u.at, u.memory_id, u.subject, u.kind, u.visibility, u.agent_id,
+                   u.resolution, u.version, coalesce(string_to_array(nullif(u.fields, ''), ','), '{{}}'),
+                   u.content
+            FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::uuid[], $5::text[], $6::text[],
+                        $7::text[], $8::text[], $9::text[], $10::bigint[], $11::text[], $12::text[])
+                 WITH ORDINALITY AS u({_COLUMNS}, n)
+            ORDER BY u.n""",
+        [e.tenant_id for e in events],
+        [e.type.value for e in events],
+        [e.at for e in events],
+        [e.memory_id for e in events],
+        [e.subject for e in events],
+        [e.kind for e in events],
+        [e.visibility for e in events],
+        [e.agent_id for e in events],
+        [e.resolution for e in events],
+        [e.version for e in events],
+        [",".join(e.fields) for e in events],
+        [e.content for e in events],
+    )
+
+
+def event_insert(
+    source: str, event_type: str, at: str, fields: str, with_content: str, resolution: str = "''"
+) -> str:
+    """An `INSERT INTO change_events ... SELECT ... FROM <source>` for folding into a statement as a
+    CTE over the rows it changed (RETURNING the memory's columns): no extra round trip."""
+    return f"""INSERT INTO change_events ({_COLUMNS})
+               SELECT r.tenant_id, {event_type}, {at}, r.id, r.subject, r.kind, r.visibility, r.agent_id,
+                      {resolution}, r.version, {fields}, CASE WHEN {with_content} THEN r.content END
+               FROM {source} r"""
+
+
+async def scrub_events(
+    connection: asyncpg.Connection, tenant_id: str, memory_ids: Sequence[object], now: datetime
+) -> None:
+    """Erasure: the erased memories' events go, in the erasing transaction (they may hold content and
+    the subject's name); one `erased` event each takes their place, with neither."""
+    await connection.execute(
+        """WITH gone AS (
+               DELETE FROM change_events WHERE tenant_id = $1 AND memory_id = ANY($2::uuid[]))
+           INSERT INTO change_events (tenant_id, type, at, memory_id)
+           SELECT $1, 'erased', $3, m FROM unnest($2::uuid[]) AS m""",
+        tenant_id,
+        list(memory_ids),
+        now,
+    )
+
+
+async def scrub_subject(connection: asyncpg.Connection, tenant_id: str, subject: str | None) -> None:
+    """Whatever events still name an erased subject (None: every event of an erased tenant)."""
+    if subject is None:
+        await connection.execute(
+            "DELETE FROM change_events WHERE tenant_id = $1 AND type <> 'erased'", tenant_id
+        )
+    else:
+        await connection.execute(
+            "DELETE FROM change_events WHERE tenant_id = $1 AND subject = $2", tenant_id, subject
+        )
+
+
+class FeedStore(OnPool):
+    async def read(self, query: FeedQuery, after: Cursor, limit: int) -> tuple[list[ChangeEvent], Cursor]:
+        """Up to `limit` events after `after` that match the query, below the horizon (see the module
+        comment), and the position to continue from: the last event's when the batch is full, else the
+        horizon's (every event below it was looked at), never before `after`."""
+        async with translate_errors():
+            rows = await self._pool.fetch(
+                """SELECT h.xmin::text AS horizon, e.* FROM
+                       (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin) AS h
+                   LEFT JOIN LATERAL (
+                       SELECT e.id, e.xid::text AS xid, e.seq, e.at, e.type, e.memory_id, e.subject,
+                              e.kind, e.resolution, e.version, e.fields, e.content
+                       FROM change_events e
+                       WHERE e.tenant_id = $1 AND (e.xid, e.seq) > ($2::text::xid8, $3::bigint)
+                         AND e.xid < h.xmin
+                         AND (cardinality($5::text[]) = 0 OR e.subject = ANY($5::text[]))
+                         AND (cardinality($6::text[]) = 0 OR e.kind = ANY($6::text[]))
+                         AND (cardinality($7::text[]) = 0 OR e.type = ANY($7::text[]))
+                         AND ($8::text IS NULL OR e.visibility = 'shared' OR e.agent_id = $8::text)
+                       ORDER BY e.xid, e.seq
+                       LIMIT $4) AS e ON true""",
+                query.tenant_id,
+                str(after.xid),
+                after.seq,
+                limit,
+                sorted(query.subjects),
+                sorted(query.kinds),
+                sorted(query.types),
+                query.viewer,
+            )
+        events = [_event(query.tenant_id, row) for row in rows if row["id"] is not None]
+        if len(events) >= limit:
+            return events, events[-1].cursor
+        return events, max(after, Cursor.before(int(rows[0]["horizon"])))
+
+    async def horizon(self) -> Cursor:
+        """Now: the position before every event not yet servable."""
+        async with translate_errors():
+            xmin = await self._pool.fetchval("SELECT pg_snapshot_xmin(pg_current_snapshot())::text")
+        return Cursor.before(int(xmin))
+
+    async def trimmed(self, tenant_id: str) -> Cursor | None:
+        """The last position retention dropped for the tenant (None: none dropped)."""
+        async with translate_errors():
+            row = await self._pool.fetchrow(
+                "SELECT xid::text AS xid, seq FROM change_feed_trimmed WHERE tenant_id = $1", tenant_id
+            )
+        return None if row is None else Cursor(int(row["xid"]), row["seq"])
+
+    async def trim_batch(self, before: datetime, limit: int) -> int:
+        """Deletes up to `limit` events recorded before `before`, in one transaction, and moves each
+        tenant's trimmed position past them; returns how many."""
+        async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
+            deleted: int = await connection.fetchval(
+                """WITH due AS (
+                       SELECT tenant_id, xid, seq FROM change_events WHERE at < $1
+                       LIMIT $2 FOR UPDATE SKIP LOCKED),
+                   gone AS (
+                       DELETE FROM change_events e USING due
+                       WHERE e.tenant_id = due.tenant_id AND e.xid = due.xid AND e.seq = due.seq
+                       RETURNING e.tenant_id, e.xid, e.seq),
+                   top AS (
+                       SELECT DISTINCT ON (tenant_id) tenant_id, xid, seq FROM gone
+                       ORDER BY tenant_id, xid DESC, seq DESC),
+                   moved AS (
+                       INSERT INTO change_feed_trimmed AS t (tenant_id, xid, seq)
+                       SELECT tenant_id, xid, seq FROM top
+                       ON CONFLICT (tenant_id) DO UPDATE SET xid = EXCLUDED.xid, seq = EXCLUDED.seq
+                       WHERE (t.xid, t.seq) < (EXCLUDED.xid, EXCLUDED.seq))
+                   SELECT count(*) FROM gone""",
+                before,
+                limit,
+            )
+        return deleted
+
+
+def _event(tenant_id: str, row: asyncpg.Record) -> ChangeEvent:
+    return ChangeEvent(
+        id=str(row["id"]),
+        cursor=Cursor(int(row["xid"]), row["seq"]),
+        tenant_id=tenant_id,
+        type=EventType(row["type"]),
+        at=row["at"],
+        memory_id="" if row["memory_id"] is None else str(row["memory_id"]),
+        subject=row["subject"],
+        kind=row["kind"],
+        resolution=row["resolution"],
+        version=row["version"],
+        fields=tuple(row["fields"]),
+        content=row["content"],
+    )
