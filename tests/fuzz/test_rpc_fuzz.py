@@ -571,8 +571,19 @@ STREAMING = {
 }
 
 
-async def _every_item(stream: Any) -> list[bytes]:
-    return [item async for item in stream]
+# A stream that never ends by itself (Watch: a heartbeat first, then events as they come) is read this far.
+ENDLESS = {"Watch": 1}
+
+
+async def _items(method: str, stream: Any) -> list[bytes]:
+    """The whole stream, or its first items for an endless one (then the call is cancelled)."""
+    items: list[bytes] = []
+    async for item in stream:
+        items.append(item)
+        if len(items) >= ENDLESS.get(method, len(items) + 1):
+            stream.cancel()
+            break
+    return items
 
 
 @pytest.fixture(scope="module")
@@ -583,7 +594,7 @@ def raw_calls(channel: grpc.aio.Channel) -> dict[str, Any]:
         path = f"/hindsight.v1.MemoryService/{method}"
         if method in STREAMING:
             stream = channel.unary_stream(path, request_serializer=None, response_deserializer=None)
-            return lambda raw, **options: _every_item(stream(raw, **options))
+            return lambda raw, **options: _items(method, stream(raw, **options))
         return channel.unary_unary(path, request_serializer=None, response_deserializer=None)
 
     return {method: call(method) for method in METHODS}
@@ -695,6 +706,9 @@ def _sample_request(method: str, tenant: str) -> Message:
         ),
         "Erase": pb.EraseRequest(
             tenant_id=tenant, memories=pb.MemoryIds(ids=[memory_id]), reason="fuzz", idempotency_key="k"
+        ),
+        "Watch": pb.WatchRequest(
+            tenant_id=tenant, cursor="oldest", subjects=["u1"], kinds=[pb.KIND_FACT], event_types=["created"]
         ),
     }
     return samples[method]
