@@ -16,7 +16,8 @@ from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from datetime import time as clock_time
 
 from hindsight_server.domain.errors import OutOfRange, ResourceExhausted, Unavailable
 from hindsight_server.domain.feed import START, ChangeEvent, Cursor, FeedQuery, Heartbeat
@@ -34,6 +35,7 @@ class FeedSettings:
     max_streams: int = 64
     max_streams_per_tenant: int = 4
     trim_batch: int = 5_000
+    partitions_ahead: int = 2  # days after today whose partitions the retention job makes
 
 
 class FeedPipeline:
@@ -111,10 +113,20 @@ class FeedPipeline:
                     raise Unavailable(f"this server is stopping; resume the feed from cursor {after}")
 
     async def trim(self, now: datetime) -> int:
-        """The retention job: events older than the retention go, a batch a transaction."""
-        before, total = now - self._settings.retention, 0
+        """The retention job (store/feed.py): the coming days' partitions made, the days wholly past
+        the retention dropped, and the default partition's old events deleted a batch a transaction;
+        about how many events went. A step whose lock is busy waits for the next round."""
+        before, today = now - self._settings.retention, now.astimezone(UTC).date()
+        days = await self._store.partitions()
+        for ahead in range(self._settings.partitions_ahead + 1):
+            if today + timedelta(days=ahead) not in days:
+                await self._store.add_partition(today + timedelta(days=ahead))
+        total = 0
+        for day in days:
+            if datetime.combine(day + timedelta(days=1), clock_time(), UTC) <= before:
+                total += await self._store.drop_partition(day) or 0
         while True:
-            deleted = await self._store.trim_batch(before, self._settings.trim_batch)
+            deleted = await self._store.trim_default(before, self._settings.trim_batch)
             total += deleted
             if deleted < self._settings.trim_batch:
                 return total

@@ -134,7 +134,7 @@ class PortabilityPipeline:
             space: [item.vectors.get(space) for item in stored]
             for space in (VectorSpace.MULTILINGUAL, VectorSpace.ENGLISH)
         }
-        inserted = await self._writes.import_batch([item.memory for item in stored], vectors)
+        inserted = await self._writes.import_batch([item.memory for item in stored], vectors, self._clock())
         new = [item for item in stored if item.memory.id in inserted]
         self._note_grown(tenant_id, new)
         pending = sum(1 for item in new if item.memory.embedding_state is EmbeddingState.PENDING)

@@ -171,7 +171,7 @@ class WritePipeline:
         decide: Decide | None,
     ) -> list[WriteOutcome]:
         if decide is None and (verbatim or not any(resolves_conflicts(m) for m in memories)):
-            return await self._store.insert(memories, vectors)
+            return await self._store.insert(memories, vectors, now)
         graph = await self._graph_subjects(memories) if vectors else frozenset()
         return await self._store.insert_resolving(
             memories, vectors, decide or self._decide, now, graph_subjects=graph

@@ -28,6 +28,16 @@ _UNREACHABLE = (
     asyncpg.CrashShutdownError,
 )
 
+# A maintenance step that yields rather than waits, and runs again at the job's next round: a lock not
+# taken within its short lock_timeout (the DDL would queue every write behind it), or a partition that
+# cannot be made because the default partition holds rows of its range, or was made meanwhile by an
+# operator's hand (store/feed.py).
+MAINTENANCE_DEFERRED = (
+    asyncpg.LockNotAvailableError,
+    asyncpg.CheckViolationError,
+    asyncpg.DuplicateTableError,
+)
+
 
 @asynccontextmanager
 async def translate_errors() -> AsyncIterator[None]:

@@ -17,20 +17,32 @@ xid and hold nothing back.
 
 The order is the xids' order, not the commits': two transactions touching the same memory may appear
 in the order they began. Each event carries the memory's version, which does follow the row's changes.
+
+Retention drops whole days (migration 0019): the job makes each UTC day's partition ahead of time and
+drops a day's partition once the whole day is past the retention, so an event is kept between the
+retention and a day more. Dropping a partition, like a batched DELETE of the default partition, first
+moves each tenant's trimmed position past the events it removes: a cursor at or before that position
+may have missed events, and Watch answers it OUT_OF_RANGE. The DDL waits at most `_DDL_LOCK_TIMEOUT`
+for its lock (a waiting ALTER or DROP would hold every write to the feed behind it) and otherwise
+runs again at the job's next round.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, date, datetime, time, timedelta
 
 import asyncpg
 
 from hindsight_server.domain.feed import ChangeEvent, Cursor, EventType, FeedQuery, NewEvent
-from hindsight_server.store.errors import translate_errors
+from hindsight_server.store.errors import MAINTENANCE_DEFERRED, translate_errors
 from hindsight_server.store.sql import OnPool
 
 __all__ = ["FeedStore", "event_insert", "record_events", "scrub_events", "scrub_subject"]
+
+_PARTITION = re.compile(r"change_events_p(\d{8})")
+_DDL_LOCK_TIMEOUT = "200ms"
 
 # The columns of change_events a write sets, in the order of record_events' arrays.
 _COLUMNS = (
@@ -155,31 +167,102 @@ class FeedStore(OnPool):
             )
         return None if row is None else Cursor(int(row["xid"]), row["seq"])
 
-    async def trim_batch(self, before: datetime, limit: int) -> int:
-        """Deletes up to `limit` events recorded before `before`, in one transaction, and moves each
-        tenant's trimmed position past them; returns how many."""
+    async def partitions(self) -> list[date]:
+        """The days that have a partition, oldest first."""
+        async with translate_errors():
+            names = await self._pool.fetch(
+                """SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+                   WHERE i.inhparent = 'change_events'::regclass"""
+            )
+        days = (_PARTITION.fullmatch(row["relname"]) for row in names)
+        return sorted(datetime.strptime(m[1], "%Y%m%d").date() for m in days if m is not None)
+
+    async def add_partition(self, day: date) -> bool:
+        """Makes the day's partition (empty, attached without a long lock); False when it must wait
+        for a later round: its lock was busy, or the default partition holds events of that day (they
+        stay there and are trimmed by age)."""
+        name, start = _partition_name(day), datetime.combine(day, time(), UTC)
+        end = start + timedelta(days=1)
+        async with translate_errors():
+            try:
+                async with self._pool.acquire() as connection, connection.transaction():
+                    await connection.execute(f"SET LOCAL lock_timeout = '{_DDL_LOCK_TIMEOUT}'")
+                    await connection.execute(f"CREATE TABLE {name} (LIKE change_events INCLUDING DEFAULTS)")
+                    await connection.execute(
+                        f"""ALTER TABLE change_events ATTACH PARTITION {name}
+                            FOR VALUES FROM ('{start.isoformat()}') TO ('{end.isoformat()}')"""
+                    )
+            except MAINTENANCE_DEFERRED:
+                return False
+        return True
+
+    async def drop_partition(self, day: date) -> int | None:
+        """Drops the day's partition after moving each tenant's trimmed position past its events;
+        about how many events went (the planner's estimate), or None when its lock was busy."""
+        name = _partition_name(day)
+        async with translate_errors():
+            try:
+                async with self._pool.acquire() as connection, connection.transaction():
+                    await connection.execute(f"SET LOCAL lock_timeout = '{_DDL_LOCK_TIMEOUT}'")
+                    # No event can enter the day between the positions and the drop (readers go on); the
+                    # parent's exclusive lock is taken by the DROP alone, for an instant.
+                    await connection.execute(f"LOCK TABLE {name} IN SHARE MODE")
+                    # Each tenant's last position, by a walk over the key's distinct tenants (a few index
+                    # probes a tenant, not a read of the day's events).
+                    await connection.execute(
+                        f"""WITH RECURSIVE tenants AS (
+                                SELECT min(tenant_id) AS tenant_id FROM {name}
+                                UNION ALL
+                                SELECT (SELECT min(tenant_id) FROM {name} e WHERE e.tenant_id > t.tenant_id)
+                                FROM tenants t WHERE t.tenant_id IS NOT NULL),
+                            last AS (
+                                SELECT t.tenant_id, l.xid, l.seq FROM tenants t
+                                CROSS JOIN LATERAL (
+                                    SELECT xid, seq FROM {name} e WHERE e.tenant_id = t.tenant_id
+                                    ORDER BY xid DESC, seq DESC LIMIT 1) AS l
+                                WHERE t.tenant_id IS NOT NULL)
+                            {_MOVE_TRIMMED.format(source="last")}"""
+                    )
+                    estimate = await connection.fetchval(
+                        "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = $1::regclass", name
+                    )
+                    await connection.execute(f"DROP TABLE {name}")
+            except MAINTENANCE_DEFERRED:
+                return None
+        return int(estimate)
+
+    async def trim_default(self, before: datetime, limit: int) -> int:
+        """Deletes up to `limit` events of the default partition recorded before `before`, in one
+        transaction, and moves each tenant's trimmed position past them; returns how many."""
         async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
             deleted: int = await connection.fetchval(
-                """WITH due AS (
-                       SELECT tenant_id, xid, seq FROM change_events WHERE at < $1
-                       LIMIT $2 FOR UPDATE SKIP LOCKED),
-                   gone AS (
-                       DELETE FROM change_events e USING due
-                       WHERE e.tenant_id = due.tenant_id AND e.xid = due.xid AND e.seq = due.seq
-                       RETURNING e.tenant_id, e.xid, e.seq),
-                   top AS (
-                       SELECT DISTINCT ON (tenant_id) tenant_id, xid, seq FROM gone
-                       ORDER BY tenant_id, xid DESC, seq DESC),
-                   moved AS (
-                       INSERT INTO change_feed_trimmed AS t (tenant_id, xid, seq)
-                       SELECT tenant_id, xid, seq FROM top
-                       ON CONFLICT (tenant_id) DO UPDATE SET xid = EXCLUDED.xid, seq = EXCLUDED.seq
-                       WHERE (t.xid, t.seq) < (EXCLUDED.xid, EXCLUDED.seq))
-                   SELECT count(*) FROM gone""",
+                f"""WITH due AS (
+                        SELECT tenant_id, xid, seq, at FROM change_events_default WHERE at < $1
+                        LIMIT $2 FOR UPDATE SKIP LOCKED),
+                    gone AS (
+                        DELETE FROM change_events_default e USING due
+                        WHERE (e.tenant_id, e.xid, e.seq, e.at) = (due.tenant_id, due.xid, due.seq, due.at)
+                        RETURNING e.tenant_id, e.xid, e.seq),
+                    top AS (
+                        SELECT DISTINCT ON (tenant_id) tenant_id, xid, seq FROM gone
+                        ORDER BY tenant_id, xid DESC, seq DESC),
+                    moved AS ({_MOVE_TRIMMED.format(source="top")})
+                    SELECT count(*) FROM gone""",
                 before,
                 limit,
             )
         return deleted
+
+
+# Moves tenants' trimmed positions forward to (tenant_id, xid, seq) rows of `source`; never back.
+_MOVE_TRIMMED = """INSERT INTO change_feed_trimmed AS t (tenant_id, xid, seq)
+                   SELECT tenant_id, xid, seq FROM {source}
+                   ON CONFLICT (tenant_id) DO UPDATE SET xid = EXCLUDED.xid, seq = EXCLUDED.seq
+                   WHERE (t.xid, t.seq) < (EXCLUDED.xid, EXCLUDED.seq)"""
+
+
+def _partition_name(day: date) -> str:
+    return f"change_events_p{day:%Y%m%d}"
 
 
 def _event(tenant_id: str, row: asyncpg.Record) -> ChangeEvent:

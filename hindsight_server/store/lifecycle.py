@@ -372,7 +372,7 @@ async def retried_on_conflict(
 
 async def uncount_documents(connection: asyncpg.Connection, rows: Sequence[asyncpg.Record]) -> None:
     """Takes purged rows out of their tenants' BM25 statistics, as the writes put them in
-    (store/memories.py: _count_documents, _adjust_df): documents and total length, then each distinct
+    (store/writes.py: _insert, _adjust_df): documents and total length, then each distinct
     term's document frequency. Tenants, then terms, are locked in sorted order, like the writers do."""
     documents: Counter[str] = Counter()
     lengths: Counter[str] = Counter()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -17,7 +17,6 @@ from pgvector import Vector
 from hindsight_server.domain.conflicts import Action, Existing, content_key, slot_keys
 from hindsight_server.domain.conflicts import Resolution as ConflictResolution
 from hindsight_server.domain.errors import Aborted, FailedPrecondition, InvalidArgument
-from hindsight_server.domain.feed import EventType, NewEvent
 from hindsight_server.domain.language import language
 from hindsight_server.domain.lexical import LexicalDocument, analyse
 from hindsight_server.domain.lifecycle import is_mutable
@@ -33,14 +32,24 @@ from hindsight_server.domain.model import (
 from hindsight_server.domain.portability import first_loop
 from hindsight_server.offload import run_pure
 from hindsight_server.store.errors import translate_errors
-from hindsight_server.store.feed import event_insert, record_events
+from hindsight_server.store.feed import event_insert
 from hindsight_server.store.reads import MemoryReads
 from hindsight_server.store.rows import MEMORY_COLUMNS, memory_from_row
 from hindsight_server.store.sql import SEEN_BY, FloatVector, Sql, graph_plans
 
 # The fields of a memory each event type says were set (the feed's `fields`).
-_MERGED_FIELDS = ("seen_count", "last_seen_at", "confidence", "expires_at")
-_SUPERSEDED_FIELDS = ("status", "superseded_by", "valid_to")
+_MERGED_FIELDS = "'{seen_count,last_seen_at,confidence,expires_at}'::text[]"
+_SUPERSEDED_FIELDS = "'{status,superseded_by,valid_to}'::text[]"
+
+
+@dataclass(frozen=True, slots=True)
+class _CreatedEvents:
+    """What the `created` events of an insert say: they are written by the insert statement itself
+    (a CTE over its RETURNING rows), so a Write pays no round trip for its feed."""
+
+    at: datetime
+    with_content: bool
+    resolution: str | None = None  # None: created, or superseded for a memory that replaces one
 
 # Update mask path -> column. Only these columns can be changed by a caller.
 _PATCHABLE_COLUMNS = {
@@ -71,31 +80,32 @@ class MemoryWrites(MemoryReads):
         self,
         memories: Sequence[Memory],
         embeddings: Mapping[VectorSpace, Sequence[FloatVector | None]] | None = None,
+        now: datetime | None = None,
     ) -> list[WriteOutcome]:
         """Inserts one tenant's memories (a request has one tenant) in one transaction: all or nothing.
         A memory whose idempotency key was already used is not inserted; the stored one is returned
         instead (REPLAYED). `embeddings` holds, per space, vectors parallel to `memories` (None: not
-        embedded yet). Stores every memory as given: no dedupe (see insert_resolving)."""
+        embedded yet). Stores every memory as given: no dedupe (see insert_resolving). `now`: the time
+        of the feed's events (default: the first memory's created_at)."""
+        created = self._created(memories[0].tenant_id, now or memories[0].created_at)
         async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
-            outcomes = await _insert_rows(connection, memories, embeddings or {})
-            await record_events(connection, self._events(outcomes))
-            return outcomes
+            return await _insert_rows(connection, memories, embeddings or {}, created)
 
     async def import_batch(
         self,
         memories: Sequence[Memory],
         embeddings: Mapping[VectorSpace, Sequence[FloatVector | None]],
+        now: datetime,
     ) -> set[str]:
         """Exported memories, their ids and links final, in one transaction: each inserted unless one
         with its id (or idempotency key) is here already; then each version link set, both ways, where
         both ends are here (a chain split over several batches is whole once its last batch is in).
         Returns the ids inserted."""
         bare = [replace(m, supersedes=None, superseded_by=None) for m in memories]
+        created = self._created(memories[0].tenant_id, now, resolution="imported")
         async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
-            inserted = await _insert(connection, bare, embeddings, _ON_ANY)
+            inserted = await _insert(connection, bare, embeddings, _ON_ANY, created)
             await _link_versions(connection, memories)
-            created = [WriteOutcome(m, created=True) for m in memories if m.id in inserted]
-            await record_events(connection, self._events(created, resolution="imported"))
         return inserted
 
     async def insert_resolving(
@@ -123,7 +133,8 @@ class MemoryWrites(MemoryReads):
         multilingual = embeddings.get(VectorSpace.MULTILINGUAL) or [None] * len(memories)
         english = embeddings.get(VectorSpace.ENGLISH) or [None] * len(memories)
         outcomes: list[WriteOutcome] = []
-        events: list[NewEvent] = []  # recorded in one statement before the commit
+        created = self._created(memories[0].tenant_id, now)
+        with_content = created.with_content
         keys = await run_pure(sum(len(m.content) for m in memories), _peer_keys, memories)
         async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
             await connection.execute(
@@ -142,10 +153,9 @@ class MemoryWrites(MemoryReads):
                     len(memory.content), decide, memory, peers
                 )  # rules over 16 KB: ms a peer
                 if resolution.action is Action.MERGE and resolution.target_id is not None:
-                    merged = await _seen_again(connection, memory, resolution, now)
+                    merged = await _seen_again(connection, memory, resolution, now, with_content)
                     if merged is not None:
                         outcomes.append(merged)
-                        events += self._events([merged], now=now)
                         continue
                     resolution = _TARGET_GONE
                 if resolution.action is Action.SUPERSEDE and resolution.target_id is not None:
@@ -154,57 +164,17 @@ class MemoryWrites(MemoryReads):
                     else:
                         resolution = _TARGET_GONE
                 vectors = {VectorSpace.MULTILINGUAL: [vector], VectorSpace.ENGLISH: [english[index]]}
-                (outcome,) = await _insert_rows(connection, [memory], vectors)
-                old_version = None
+                (outcome,) = await _insert_rows(connection, [memory], vectors, created)
                 if memory.supersedes is not None:
-                    old_version = await _mark_superseded(connection, memory, now)
+                    await _mark_superseded(connection, memory, now)
                     outcome = replace(outcome, resolution=Resolution.SUPERSEDED, reason=resolution.reason)
                 elif resolution is _TARGET_GONE:
                     outcome = replace(outcome, reason=resolution.reason)
                 outcomes.append(outcome)
-                events += self._events([outcome], now=now)
-                if old_version is not None and outcome.created and memory.supersedes is not None:
-                    old = self._event(memory, EventType.SUPERSEDED, now, old_version)
-                    events.append(
-                        replace(old, memory_id=memory.supersedes, fields=_SUPERSEDED_FIELDS, content=None)
-                    )
-            await record_events(connection, events)
         return outcomes
 
-    def _event(
-        self, memory: Memory, type_: EventType, at: datetime, version: int, resolution: str = ""
-    ) -> NewEvent:
-        return NewEvent(
-            tenant_id=memory.tenant_id,
-            type=type_,
-            at=at,
-            memory_id=memory.id,
-            subject=memory.subject,
-            kind=memory.kind.value,
-            visibility=memory.visibility.value,
-            agent_id=memory.agent_id,
-            resolution=resolution,
-            version=version,
-            fields=("content",) if type_ is EventType.CREATED else _MERGED_FIELDS,
-            content=memory.content if self._with_content(memory.tenant_id) else None,
-        )
-
-    def _events(
-        self, outcomes: Sequence[WriteOutcome], *, resolution: str = "", now: datetime | None = None
-    ) -> list[NewEvent]:
-        """A created or merged memory's event (a replayed write changed nothing)."""
-        events = []
-        for outcome in outcomes:
-            memory = outcome.memory
-            if outcome.created:
-                said = resolution or (outcome.resolution or Resolution.CREATED).value
-                at = now or memory.created_at
-                events.append(self._event(memory, EventType.CREATED, at, memory.version, said))
-            elif outcome.resolution is Resolution.MERGED:
-                events.append(
-                    self._event(memory, EventType.MERGED, now or memory.updated_at, memory.version, "merged")
-                )
-        return events
+    def _created(self, tenant_id: str, at: datetime, resolution: str | None = None) -> _CreatedEvents:
+        return _CreatedEvents(at, self._with_content(tenant_id), resolution)
 
     async def update(self, patch: MemoryPatch, now: datetime, embedding_state: EmbeddingState) -> Memory:
         sql = Sql()
@@ -383,43 +353,56 @@ async def _insert(
     memories: Sequence[Memory],
     embeddings: Mapping[VectorSpace, Sequence[FloatVector | None]],
     on_conflict: str,
+    created: _CreatedEvents,
 ) -> set[str]:
-    """Inserts the rows and counts the inserted ones into the tenant's BM25 statistics; their ids."""
+    """Inserts the rows, counts the inserted ones into the tenant's BM25 statistics and records their
+    `created` events, in one statement (the terms' document frequencies in a second); their ids."""
     # The lexical analysis of a large batch is seconds of CPU: off the event loop (hindsight_server.offload).
     lexical, columns = await run_pure(sum(len(m.content) for m in memories), _analysed_columns, memories)
     for space in (VectorSpace.MULTILINGUAL, VectorSpace.ENGLISH):
         vectors = embeddings.get(space) or [None] * len(memories)
         columns.append([None if v is None else Vector(v) for v in vectors])
+    resolution = "coalesce($38::text, CASE WHEN r.supersedes IS NULL THEN 'created' ELSE 'superseded' END)"
+    feed = event_insert("inserted", "'created'", "$36", "'{content}'::text[]", "$37", resolution)
     inserted = {
         str(row["id"])
         for row in await connection.fetch(
-            f"""INSERT INTO memories ({_INSERT_COLUMNS})
-                SELECT u.id, u.tenant_id, u.subject, u.agent_id, u.session_id, u.tier, u.kind,
-                       u.intent, u.entities::jsonb, u.content, u.confidence, u.status, u.valid_from,
-                       u.valid_to, u.created_at, u.updated_at, u.expires_at, u.idempotency_key,
-                       u.embedding_state, u.lexical::tsvector, u.lexical_terms, u.language,
-                       u.content_key, u.supersedes, u.derived_from::uuid[], u.provenance::jsonb,
-                       u.visibility, u.access_count, u.last_accessed_at, u.version, u.seen_count,
-                       u.last_seen_at, u.fact_slot, u.embedding, u.embedding_en
-                FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-                            $7::text[], $8::text[], $9::text[], $10::text[], $11::float8[],
-                            $12::text[], $13::timestamptz[], $14::timestamptz[], $15::timestamptz[],
-                            $16::timestamptz[], $17::timestamptz[], $18::text[], $19::text[],
-                            $20::text[], $21::int[], $22::text[], $23::text[], $24::uuid[],
-                            $25::text[], $26::text[], $27::text[], $28::bigint[], $29::timestamptz[],
-                            $30::bigint[], $31::bigint[], $32::timestamptz[], $33::text[],
-                            $34::vector[], $35::vector[])
-                     AS u({_INSERT_COLUMNS})
-                {on_conflict}
-                RETURNING id""",
+            f"""WITH inserted AS (
+                    INSERT INTO memories ({_INSERT_COLUMNS})
+                    SELECT u.id, u.tenant_id, u.subject, u.agent_id, u.session_id, u.tier, u.kind,
+                           u.intent, u.entities::jsonb, u.content, u.confidence, u.status, u.valid_from,
+                           u.valid_to, u.created_at, u.updated_at, u.expires_at, u.idempotency_key,
+                           u.embedding_state, u.lexical::tsvector, u.lexical_terms, u.language,
+                           u.content_key, u.supersedes, u.derived_from::uuid[], u.provenance::jsonb,
+                           u.visibility, u.access_count, u.last_accessed_at, u.version, u.seen_count,
+                           u.last_seen_at, u.fact_slot, u.embedding, u.embedding_en
+                    FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                                $7::text[], $8::text[], $9::text[], $10::text[], $11::float8[],
+                                $12::text[], $13::timestamptz[], $14::timestamptz[], $15::timestamptz[],
+                                $16::timestamptz[], $17::timestamptz[], $18::text[], $19::text[],
+                                $20::text[], $21::int[], $22::text[], $23::text[], $24::uuid[],
+                                $25::text[], $26::text[], $27::text[], $28::bigint[], $29::timestamptz[],
+                                $30::bigint[], $31::bigint[], $32::timestamptz[], $33::text[],
+                                $34::vector[], $35::vector[])
+                         AS u({_INSERT_COLUMNS})
+                    {on_conflict}
+                    RETURNING id, tenant_id, subject, kind, visibility, agent_id, version, content,
+                              supersedes, lexical_terms),
+                stats AS (
+                    INSERT INTO lexical_stats AS s (tenant_id, documents, terms)
+                    SELECT tenant_id, count(*), sum(lexical_terms) FROM inserted GROUP BY tenant_id
+                    ON CONFLICT (tenant_id) DO UPDATE
+                    SET documents = s.documents + EXCLUDED.documents, terms = s.terms + EXCLUDED.terms),
+                feed AS ({feed})
+                SELECT id FROM inserted""",
             *columns,
+            created.at,
+            created.with_content,
+            created.resolution,
         )
     }
-    await _count_documents(
-        connection,
-        memories[0].tenant_id,
-        [lx for m, lx in zip(memories, lexical, strict=True) if m.id in inserted],
-    )
+    counted = [lx for m, lx in zip(memories, lexical, strict=True) if m.id in inserted]
+    await _adjust_df(connection, memories[0].tenant_id, Counter(t for lx in counted for t in lx.distinct))
     return inserted
 
 
@@ -483,8 +466,9 @@ async def _insert_rows(
     connection: asyncpg.Connection,
     memories: Sequence[Memory],
     embeddings: Mapping[VectorSpace, Sequence[FloatVector | None]],
+    created: _CreatedEvents,
 ) -> list[WriteOutcome]:
-    inserted = await _insert(connection, memories, embeddings, _ON_KEY)
+    inserted = await _insert(connection, memories, embeddings, _ON_KEY, created)
     replayed_keys = [m.idempotency_key for m in memories if m.id not in inserted]
     existing: dict[str, Memory] = {}
     if replayed_keys:
@@ -605,25 +589,33 @@ async def _peers(
 
 
 async def _seen_again(
-    connection: asyncpg.Connection, memory: Memory, resolution: ConflictResolution, now: datetime
+    connection: asyncpg.Connection,
+    memory: Memory,
+    resolution: ConflictResolution,
+    now: datetime,
+    with_content: bool,
 ) -> WriteOutcome | None:
     """A merge: the existing memory was said again. Its confidence keeps the stronger of the two, and
     it lives at least as long as the new one would have. None when the target is no longer live (the
     UPDATE waits for a concurrent Delete or expiry and re-reads the row): nothing was merged. The new
     memory's idempotency key is kept, so its retry is answered with this memory, not merged again."""
     row = await connection.fetchrow(
-        f"""UPDATE memories
-            SET seen_count = seen_count + 1, last_seen_at = $3, updated_at = $3, version = version + 1,
-                confidence = greatest(confidence, $4),
-                expires_at = CASE WHEN expires_at IS NULL OR $5::timestamptz IS NULL THEN NULL
-                                  ELSE greatest(expires_at, $5::timestamptz) END
-            WHERE tenant_id = $1 AND id = $2 AND {_LIVE.format(now="$3")}
-            RETURNING {MEMORY_COLUMNS}""",
+        f"""WITH changed AS (
+                UPDATE memories
+                SET seen_count = seen_count + 1, last_seen_at = $3, updated_at = $3, version = version + 1,
+                    confidence = greatest(confidence, $4),
+                    expires_at = CASE WHEN expires_at IS NULL OR $5::timestamptz IS NULL THEN NULL
+                                      ELSE greatest(expires_at, $5::timestamptz) END
+                WHERE tenant_id = $1 AND id = $2 AND {_LIVE.format(now="$3")}
+                RETURNING {MEMORY_COLUMNS}),
+            feed AS ({event_insert("changed", "'merged'", "$3", _MERGED_FIELDS, "$6", "'merged'")})
+            SELECT * FROM changed""",
         memory.tenant_id,
         resolution.target_id,
         now,
         memory.confidence,
         memory.expires_at,
+        with_content,
     )
     if row is None:
         return None
@@ -655,41 +647,25 @@ async def _lock_live(connection: asyncpg.Connection, tenant_id: str, memory_id: 
     return bool(live)
 
 
-async def _mark_superseded(connection: asyncpg.Connection, memory: Memory, now: datetime) -> int | None:
+async def _mark_superseded(connection: asyncpg.Connection, memory: Memory, now: datetime) -> None:
     """The replaced version (locked live by _lock_live): superseded from now on (recorded time; as_of
     reads updated_at), and no longer true in the world from when the new version is (valid time),
-    unless it says otherwise."""
-    version: int | None = await connection.fetchval(
-        """UPDATE memories
-           SET status = 'superseded', superseded_by = $3, updated_at = $4, version = version + 1,
-               valid_to = CASE WHEN valid_to IS NULL AND (valid_from IS NULL OR valid_from < $5)
-                               THEN $5 ELSE valid_to END
-           WHERE tenant_id = $1 AND id = $2 AND status = 'active'
-           RETURNING version""",
+    unless it says otherwise. Its `superseded` event follows the new version's `created`."""
+    await connection.execute(
+        f"""WITH changed AS (
+                UPDATE memories
+                SET status = 'superseded', superseded_by = $3, updated_at = $4, version = version + 1,
+                    valid_to = CASE WHEN valid_to IS NULL AND (valid_from IS NULL OR valid_from < $5)
+                                    THEN $5 ELSE valid_to END
+                WHERE tenant_id = $1 AND id = $2 AND status = 'active'
+                RETURNING {MEMORY_COLUMNS})
+            {event_insert("changed", "'superseded'", "$4", _SUPERSEDED_FIELDS, "false")}""",
         memory.tenant_id,
         memory.supersedes,
         memory.id,
         now,
         memory.valid_from or now,
     )
-    return version
-
-
-async def _count_documents(
-    connection: asyncpg.Connection, tenant_id: str, inserted: Sequence[LexicalDocument]
-) -> None:
-    """Adds the new rows to their tenant's BM25 statistics, in the inserting transaction."""
-    if not inserted:
-        return
-    await connection.execute(
-        """INSERT INTO lexical_stats AS s (tenant_id, documents, terms) VALUES ($1, $2, $3)
-           ON CONFLICT (tenant_id) DO UPDATE
-           SET documents = s.documents + EXCLUDED.documents, terms = s.terms + EXCLUDED.terms""",
-        tenant_id,
-        len(inserted),
-        sum(document.length for document in inserted),
-    )
-    await _adjust_df(connection, tenant_id, Counter(t for document in inserted for t in document.distinct))
 
 
 async def _adjust_df(connection: asyncpg.Connection, tenant_id: str, changes: Mapping[str, int]) -> None:

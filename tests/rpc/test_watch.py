@@ -158,7 +158,7 @@ async def test_a_cursor_older_than_the_retention_is_out_of_range(
     await client.write(tenant, "a newer one", **FACT)
     await client.write(tenant, "and another", **FACT)
     (_, newer, _) = await _events(client, tenant, "oldest", 3)
-    while await store.trim_batch(datetime.now(UTC) - timedelta(days=7), 1000):
+    while await store.trim_default(datetime.now(UTC) - timedelta(days=7), 1000):
         pass
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await _events(client, tenant, "0.0", 1)

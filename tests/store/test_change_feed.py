@@ -4,13 +4,14 @@ in another order than they took their positions (store/feed.py)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 
 import asyncpg
 
 from hindsight.client import HindsightClient
 from hindsight_server.app import RunningServer
 from hindsight_server.domain.feed import START, ChangeEvent, Cursor, EventType, FeedQuery, NewEvent
+from hindsight_server.pipelines.feed import FeedPipeline, FeedSettings
 from hindsight_server.store.feed import FeedStore, record_events
 from hindsight_server.store.lifecycle import LifecycleStore
 
@@ -135,12 +136,70 @@ async def test_retention_trims_by_age_and_remembers_how_far(server: RunningServe
     async with server.pool.acquire() as connection:
         await record_events(connection, [old])
         await record_events(connection, [_event(tenant, "new")])
-    while await feed.trim_batch(datetime.now(UTC) - timedelta(days=7), 1000):
+    while await feed.trim_default(datetime.now(UTC) - timedelta(days=7), 1000):
         pass
     events, _ = await _all(feed, tenant)
     assert [e.subject for e in events] == ["new"]
     trimmed = await feed.trimmed(tenant)
     assert trimmed is not None and trimmed < events[0].cursor
+
+
+async def test_retention_drops_a_past_day_whole_and_remembers_how_far(
+    server: RunningServer, tenant: str
+) -> None:
+    feed = FeedStore(server.pool)
+    day = date(2001, 1, 1) + timedelta(days=int(tenant[-4:], 16) % 3000)  # a day of this test's own
+    assert await feed.add_partition(day)
+    assert day in await feed.partitions()
+    at = datetime.combine(day, time(12), UTC)
+    old = NewEvent(tenant, EventType.CREATED, at, _event(tenant, "").memory_id, subject="old")
+    async with server.pool.acquire() as connection:
+        await record_events(connection, [old])
+        await record_events(connection, [_event(tenant, "new")])
+    in_day = await server.pool.fetchval(
+        f"SELECT count(*) FROM change_events_p{day:%Y%m%d} WHERE tenant_id = $1", tenant
+    )
+    assert in_day == 1  # routed to its day, not to the default partition
+    before = await _all(feed, tenant)
+    assert await feed.drop_partition(day) is not None
+    assert day not in await feed.partitions()
+    events, _ = await _all(feed, tenant)
+    assert [e.subject for e in events] == ["new"]
+    trimmed = await feed.trimmed(tenant)
+    assert trimmed is not None and before[0][0].cursor <= trimmed < events[0].cursor
+
+
+async def test_a_day_whose_events_sit_in_the_default_partition_waits(
+    server: RunningServer, tenant: str
+) -> None:
+    feed = FeedStore(server.pool)
+    day = date(1990, 1, 1) + timedelta(days=int(tenant[-4:], 16) % 3000)
+    stray = NewEvent(
+        tenant, EventType.CREATED, datetime.combine(day, time(1), UTC), _event(tenant, "").memory_id
+    )
+    async with server.pool.acquire() as connection:
+        await record_events(connection, [stray])
+    assert not await feed.add_partition(day)  # the default partition holds one of its events
+    assert day not in await feed.partitions()
+    while await feed.trim_default(datetime.now(UTC) - timedelta(days=7), 1000):
+        pass
+    events, _ = await _all(feed, tenant)
+    assert events == []
+    assert await feed.add_partition(day)  # nothing of the day is left there
+    assert await feed.drop_partition(day) is not None
+
+
+async def test_the_retention_job_makes_the_coming_days_and_drops_the_past_ones(
+    server: RunningServer, tenant: str
+) -> None:
+    feed = FeedStore(server.pool)
+    past = date(2010, 1, 1) + timedelta(days=int(tenant[-4:], 16) % 3000)
+    assert await feed.add_partition(past)
+    now = datetime.now(UTC)
+    await FeedPipeline(feed, FeedSettings(retention=timedelta(days=7), partitions_ahead=3)).trim(now)
+    days = await feed.partitions()
+    assert past not in days
+    assert {now.date() + timedelta(days=n) for n in range(4)} <= set(days)
 
 
 async def test_the_expire_and_purge_jobs_record_their_events(

@@ -28,12 +28,29 @@ CREATE TABLE change_events (
     version     bigint      NOT NULL DEFAULT 0,   -- the memory's version after the change
     fields      text[]      NOT NULL DEFAULT '{}', -- the fields the change set
     content     text,                              -- only for tenants whose feed carries content
-    PRIMARY KEY (tenant_id, xid, seq)
-);
--- Retention deletes by time, in batches (the lifecycle job `feed`).
-CREATE INDEX change_events_at ON change_events (at);
+    -- A partitioned table's key holds its partition key; (tenant_id, xid, seq) alone is unique already.
+    PRIMARY KEY (tenant_id, xid, seq, at)
+) PARTITION BY RANGE (at);
+-- Retention drops whole days: one partition per UTC day, made ahead of time by the lifecycle job `feed`
+-- (store/feed.py), dropped once the day is past the retention. An event dated outside every day made
+-- (the job stopped for days, a clock far off) lands in the default partition, which the job trims by a
+-- batched DELETE: no write ever fails for want of a partition.
+CREATE TABLE change_events_default PARTITION OF change_events DEFAULT;
+CREATE INDEX change_events_default_at ON change_events_default (at);
 -- Erasure scrubs a memory's events in its transaction.
 CREATE INDEX change_events_memory ON change_events (tenant_id, memory_id);
+DO $$
+DECLARE
+    day date;
+BEGIN
+    FOR day IN SELECT generate_series(now() AT TIME ZONE 'UTC', (now() AT TIME ZONE 'UTC') + interval '2 days', interval '1 day')::date LOOP
+        EXECUTE format(
+            'CREATE TABLE change_events_p%s PARTITION OF change_events FOR VALUES FROM (%L) TO (%L)',
+            to_char(day, 'YYYYMMDD'), day::timestamp AT TIME ZONE 'UTC',
+            (day + 1)::timestamp AT TIME ZONE 'UTC');
+    END LOOP;
+END
+$$;
 -- Per tenant, the last position retention dropped: a cursor at or before it may have missed events.
 CREATE TABLE change_feed_trimmed (
     tenant_id text   NOT NULL PRIMARY KEY,
