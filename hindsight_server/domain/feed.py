@@ -42,6 +42,8 @@ class EventType(StrEnum):
     EXPIRED = "expired"  # the expiry job marked it expired
     PURGED = "purged"  # the purge job removed it for good
     ERASED = "erased"  # Erase removed it (the event names no subject and carries no content)
+    CONSOLIDATED = "consolidated"  # a session's turns became the episode memory_id (session_id names it)
+    ERASURE_FINISHED = "erasure_finished"  # an Erase ended (erasure_id; its resolution: the scope's kind)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -115,6 +117,8 @@ class ChangeEvent:
     version: int
     fields: tuple[str, ...]
     content: str | None
+    session_id: str = ""
+    erasure_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)

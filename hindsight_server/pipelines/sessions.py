@@ -331,7 +331,7 @@ class SessionPipeline:
             },
         )
         (outcome,) = await self._writes.commit([memory], now, verbatim=False)
-        await self._sessions.mark_consolidated(session.tenant_id, session.session_id, turns[-1].index)
+        await self._sessions.mark_consolidated(session.session_id, turns[-1].index, outcome.memory, now)
         expired = await self._sessions.consolidated_turn_memories(
             session.tenant_id, session.session_id, self._settings.keep_turns, turns[-1].index
         )

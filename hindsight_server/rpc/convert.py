@@ -716,6 +716,8 @@ def feed_item_to_proto(item: ChangeEvent | Heartbeat, now: datetime) -> pb.Watch
         resolution=item.resolution,
         version=item.version,
         fields=item.fields,
+        session_id=item.session_id,
+        erasure_id=item.erasure_id,
     )
     if item.content is not None:
         event.content = item.content

@@ -216,12 +216,17 @@ async def _remove_batch(
         if rows
         else await _remove_sessions_and_replies(connection, scope)
     )
+    # The last batch records the erasure's end in the feed; the event names no subject.
     await connection.execute(
-        """UPDATE erasures SET heartbeat_at = $3, memories = memories + $4, sessions = sessions + $5,
-                  turns = turns + $6, replies = replies + $7,
-                  state = CASE WHEN $8 THEN 'done' ELSE state END,
-                  finished_at = CASE WHEN $8 THEN $3 ELSE finished_at END
-           WHERE tenant_id = $1 AND id = $2""",
+        """WITH progress AS (
+               UPDATE erasures SET heartbeat_at = $3, memories = memories + $4, sessions = sessions + $5,
+                      turns = turns + $6, replies = replies + $7,
+                      state = CASE WHEN $8 THEN 'done' ELSE state END,
+                      finished_at = CASE WHEN $8 THEN $3 ELSE finished_at END
+               WHERE tenant_id = $1 AND id = $2
+               RETURNING tenant_id, id, scope)
+           INSERT INTO change_events (tenant_id, type, at, resolution, erasure_id)
+           SELECT tenant_id, 'erasure_finished', $3, scope, id::text FROM progress WHERE $8""",
         scope.tenant_id,
         erasure.id,
         now,

@@ -17,7 +17,7 @@ import asyncpg
 
 from hindsight_server.domain.conversation import Role, Turn
 from hindsight_server.domain.errors import FailedPrecondition, NotFound
-from hindsight_server.domain.model import Entities
+from hindsight_server.domain.model import Entities, Memory
 from hindsight_server.domain.session_summary import SessionSummary
 from hindsight_server.store.errors import translate_errors
 from hindsight_server.store.job_failures import BACKING_OFF
@@ -184,16 +184,34 @@ class SessionStore:
                 memory_id,
             )
 
-    async def mark_consolidated(self, tenant_id: str, session_id: str, through_turn: int) -> bool:
-        """Records that turns up to `through_turn` are in an episode; False when a run already did."""
+    async def mark_consolidated(
+        self, session_id: str, through_turn: int, episode: Memory, now: datetime
+    ) -> bool:
+        """Records that turns up to `through_turn` are in the episode, with its `consolidated` event;
+        False when a run already did."""
         async with translate_errors():
             done = await self._pool.fetchval(
-                """UPDATE sessions SET consolidated_turn = $3
-                   WHERE tenant_id = $1 AND session_id = $2 AND consolidated_turn < $3
-                   RETURNING true""",
-                tenant_id,
+                """WITH changed AS (
+                       UPDATE sessions SET consolidated_turn = $3
+                       WHERE tenant_id = $1 AND session_id = $2 AND consolidated_turn < $3
+                       RETURNING tenant_id),
+                   feed AS (
+                       INSERT INTO change_events (tenant_id, type, at, memory_id, subject, kind, visibility,
+                                                  agent_id, version, fields, session_id)
+                       SELECT tenant_id, 'consolidated', $4, $5, $6, $7, $8, $9, $10,
+                              '{consolidated_turn}', $2
+                       FROM changed)
+                   SELECT true FROM changed""",
+                episode.tenant_id,
                 session_id,
                 through_turn,
+                now,
+                episode.id,
+                episode.subject,
+                episode.kind.value,
+                episode.visibility.value,
+                episode.agent_id,
+                episode.version,
             )
         return bool(done)
 

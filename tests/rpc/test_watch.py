@@ -176,9 +176,33 @@ async def test_erasure_scrubs_the_feed(client: HindsightClient, server: RunningS
     events = await _events(client, tenant, start, 2)
     assert [(e.type, e.memory_id, e.subject) for e in events][1] == ("erased", erased.memory.id, "")
     rows = await server.pool.fetch(
-        "SELECT subject, content FROM change_events WHERE tenant_id = $1 AND type <> 'erased'", tenant
+        "SELECT subject, content FROM change_events WHERE tenant_id = $1 AND type NOT IN ('erased', 'erasure_finished')",
+        tenant,
     )
     assert [row["subject"] for row in rows] == ["bo"]
+
+
+async def test_a_consolidated_session_and_a_finished_erasure_are_events(
+    client: HindsightClient, tenant: str
+) -> None:
+    start = await _start_cursor(client, tenant)
+    await client.append_turn(tenant, "s-1", "I moved to Porto last week", subject="ana")
+    await client.append_turn(tenant, "s-1", "Noted: you live in Porto now", role="assistant", subject="ana")
+    ended = await client.end_session(tenant, "s-1", reason="task_done")
+    assert ended.HasField("episode")
+    types = ["consolidated", "erasure_finished"]
+    (consolidated,) = await _events(client, tenant, start, 1, event_types=types)
+    assert (consolidated.type, consolidated.memory_id) == ("consolidated", ended.episode.id)
+    assert consolidated.session_id == "s-1" and list(consolidated.fields) == ["consolidated_turn"]
+    erased = await client.erase(tenant, subject="ana")
+    (finished,) = await _events(client, tenant, start, 1, event_types=types)
+    assert (finished.type, finished.erasure_id, finished.resolution) == (
+        "erasure_finished",
+        erased.erasure_id,
+        "subject",
+    )
+    # An erased subject is never named: its consolidated event went with its memories' events.
+    assert finished.subject == "" and finished.memory_id == ""
 
 
 async def test_bad_input_names_the_field(client: HindsightClient, tenant: str) -> None:

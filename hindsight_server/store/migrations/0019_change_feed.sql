@@ -28,6 +28,8 @@ CREATE TABLE change_events (
     version     bigint      NOT NULL DEFAULT 0,   -- the memory's version after the change
     fields      text[]      NOT NULL DEFAULT '{}', -- the fields the change set
     content     text,                              -- only for tenants whose feed carries content
+    session_id  text        NOT NULL DEFAULT '',   -- "consolidated": the session folded into memory_id
+    erasure_id  text        NOT NULL DEFAULT '',   -- "erasure_finished": the erasure that ended
     -- A partitioned table's key holds its partition key; (tenant_id, xid, seq) alone is unique already.
     PRIMARY KEY (tenant_id, xid, seq, at)
 ) PARTITION BY RANGE (at);
