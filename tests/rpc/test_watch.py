@@ -176,7 +176,8 @@ async def test_erasure_scrubs_the_feed(client: HindsightClient, server: RunningS
     events = await _events(client, tenant, start, 2)
     assert [(e.type, e.memory_id, e.subject) for e in events][1] == ("erased", erased.memory.id, "")
     rows = await server.pool.fetch(
-        "SELECT subject, content FROM change_events WHERE tenant_id = $1 AND type NOT IN ('erased', 'erasure_finished')",
+        """SELECT subject, content FROM change_events
+           WHERE tenant_id = $1 AND type NOT IN ('erased', 'erasure_finished')""",
         tenant,
     )
     assert [row["subject"] for row in rows] == ["bo"]
