@@ -370,6 +370,16 @@ def cmd_bench_write(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_feed(args: argparse.Namespace) -> int:
+    from hindsight_server.bench.feed import report, run_feed_bench
+
+    async def work(target: str) -> str:
+        return report(await run_feed_bench(target, rate=args.rate, seconds=args.seconds), args.json)
+
+    print(_on_stack(args, work, env=_UNMETERED))
+    return 0
+
+
 def cmd_bench_replicas(args: argparse.Namespace) -> int:
     from hindsight_server.bench.replicas import report, run_replicas_bench
 
@@ -697,6 +707,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     write_bench.add_argument("--json", action="store_true", help="print the report as JSON")
     write_bench.set_defaults(handler=cmd_bench_write)
+
+    feed_bench = benches.add_parser("feed", help="commit-to-Watch latency at a steady write rate")
+    feed_bench.add_argument("--target", help="HOST:PORT of a running server (default: a private stack)")
+    feed_bench.add_argument("--rate", type=float, default=500.0, help="Writes a second, open loop (500)")
+    feed_bench.add_argument("--seconds", type=float, default=20.0, help="how long to write (20)")
+    feed_bench.add_argument(
+        "--embeddings",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="private stack with its inference tier, or without (default: without)",
+    )
+    feed_bench.add_argument("--json", action="store_true", help="print the report as JSON")
+    feed_bench.set_defaults(handler=cmd_bench_feed)
 
     recall_bench = benches.add_parser("recall", help="Recall latency p50/p95/p99 and recalls/s under load")
     recall_bench.add_argument("--target", help="HOST:PORT of a running server (default: a private stack)")

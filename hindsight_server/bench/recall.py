@@ -459,7 +459,7 @@ async def run_recall_bench(
         raise ValueError("concurrency, connections and seconds must be positive")
     async with HindsightClient(target, timeout_s=60) as loader:
         load = await ensure_loaded(loader, corpus, embed_wait_s=embed_wait_s, progress=progress)
-    pids = await _server_pids(target)
+    pids = await server_pids(target)
     clients = [HindsightClient(target, timeout_s=10, channel=_channel(target)) for _ in range(connections)]
     try:
         _say(progress, f"recall: {concurrency} workers, {warmup_s:g} s warm-up, then {seconds:g} s measured")
@@ -515,7 +515,8 @@ async def _server_figures(target: str) -> dict[str, Any]:
         return {}
 
 
-async def _server_pids(target: str) -> list[int]:
+async def server_pids(target: str) -> list[int]:
+    """The memory server's pid, from its Ops/Status (for its CPU time: cpu.py)."""
     pid = (await _server_figures(target)).get("pid")
     return [int(pid)] if pid else []
 

@@ -15,13 +15,14 @@ import random
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 
 from hindsight.client import HindsightClient, memory_input
 from hindsight.v1 import memory_pb2 as pb
+from hindsight_server.bench import cpu
 from hindsight_server.bench.corpus import RecallCorpus, synthetic_memories
-from hindsight_server.bench.recall import wait_embedded
+from hindsight_server.bench.recall import server_pids, wait_embedded
 from hindsight_server.telemetry.window import LatencySummary
 
 EMBED_WAIT_S = 1800.0  # at most this long for the import's embeddings
@@ -51,6 +52,8 @@ class WriteBenchResult:
     embedded_inline: float  # share of the batch-written memories embedded before the acknowledgement
     corpus: str = "synthetic"
     imported: ImportFigures | None = None
+    # The stack's CPU per single Write (server, PostgreSQL, Triton on this machine; cpu.py).
+    cpu_ms_per_write: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +99,8 @@ async def run_write_bench(
 
         write_s: list[float] = []
         ids: list[str] = []
+        pids = await server_pids(target)
+        before = cpu.sample(pids)
         for memory in itertools.islice(inputs, singles):
             started = time.perf_counter()
             response = await client.write(
@@ -108,6 +113,7 @@ async def run_write_bench(
             )
             write_s.append(time.perf_counter() - started)
             ids.append(response.memory.id)
+        write_cpu = before.per_call_ms(cpu.sample(pids), singles)
 
         get_s: list[float] = []
         rng = random.Random(seed)
@@ -167,6 +173,7 @@ async def run_write_bench(
         embedded_inline=states.count(pb.EMBEDDING_STATE_READY) / len(states),
         corpus=corpus.prefix if corpus else "synthetic",
         imported=imported,
+        cpu_ms_per_write=write_cpu,
     )
 
 
@@ -197,6 +204,8 @@ def report(result: WriteBenchResult, as_json: bool) -> str:
     lines = [
         f"{'corpus':<28} {result.corpus}",
         result.write.line("Write (1 memory)"),
+        f"{'CPU per Write':<28} "
+        + (", ".join(f"{g} {ms:.2f} ms" for g, ms in sorted(result.cpu_ms_per_write.items())) or "n/a"),
         result.get.line("Get"),
         result.batch.line(f"WriteBatch ({result.batch_size})"),
         f"{'WriteBatch throughput':<28} {result.batch_memories_per_s:,.0f} memories/s acknowledged "
