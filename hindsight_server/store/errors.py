@@ -38,6 +38,18 @@ MAINTENANCE_DEFERRED = (
     asyncpg.DuplicateTableError,
 )
 
+# Two transactions that locked the same rows in different orders (a purge and a write of one tenant's
+# BM25 rows and version links): PostgreSQL aborted one; retrying it whole is safe (store/lifecycle.py).
+LOCK_CONFLICTS = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
+
+# A statement on a replica cancelled because replay needed the rows it read (SQLSTATE 40001): the read
+# goes to the primary instead (store/routing.py).
+REPLICA_CONFLICT = asyncpg.SerializationError
+
+# A connection whose last statement failed in any of these ways cannot be trusted to hold or release a
+# session's state (an advisory lock): it is ended (store/jobs.py).
+CONNECTION_FAILURES = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError)
+
 
 @asynccontextmanager
 async def translate_errors() -> AsyncIterator[None]:

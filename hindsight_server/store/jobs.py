@@ -9,7 +9,7 @@ from datetime import datetime
 
 import asyncpg
 
-from hindsight_server.store.errors import translate_errors
+from hindsight_server.store.errors import CONNECTION_FAILURES, translate_errors
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +35,7 @@ async def _unlock(connection: asyncpg.Connection, job: str) -> None:
         await connection.execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))", _lock_name(job))
     except BaseException as exc:
         connection.terminate()
-        if not isinstance(exc, asyncpg.PostgresError | asyncpg.InterfaceError | OSError):
+        if not isinstance(exc, CONNECTION_FAILURES):
             raise  # a cancellation goes on
 
 

@@ -20,13 +20,13 @@ import asyncpg
 from hindsight_server.domain.errors import Aborted
 from hindsight_server.domain.model import Kind, Memory, Status
 from hindsight_server.domain.retention import RetentionItem
-from hindsight_server.store.errors import translate_errors
+from hindsight_server.store.errors import LOCK_CONFLICTS, translate_errors
 from hindsight_server.store.feed import event_insert
 from hindsight_server.store.rows import MEMORY_COLUMNS, memory_from_row
 
 # A purge and a write of the same tenant lock its BM25 rows (lexical_stats, lexical_df) and version
-# links in different orders; PostgreSQL then aborts one of them. The batch is retried whole.
-_CONFLICTS = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
+# links in different orders; PostgreSQL then aborts one of them (LOCK_CONFLICTS). The batch is retried
+# whole.
 _ATTEMPTS = 3
 
 T = TypeVar("T")
@@ -364,7 +364,7 @@ async def retried_on_conflict(
         try:
             async with translate_errors(), pool.acquire() as connection, connection.transaction():
                 return await work(connection)
-        except _CONFLICTS as exc:
+        except LOCK_CONFLICTS as exc:
             if attempt == _ATTEMPTS:
                 raise Aborted(f"{what} kept colliding with concurrent writes; run it again") from exc
             attempt += 1

@@ -36,7 +36,7 @@ import asyncpg
 from hindsight_server.domain.errors import FailedPrecondition, InvalidArgument, Unavailable
 from hindsight_server.domain.model import READ_AFTER_FIELD, CommitPosition
 from hindsight_server.store.dsn import without_credentials
-from hindsight_server.store.errors import translate_errors
+from hindsight_server.store.errors import REPLICA_CONFLICT, translate_errors
 from hindsight_server.telemetry.status import ReadFigures, ReplicaFigures
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ POLL_S = 0.002  # how often a read waiting for a replica to replay asks again
 
 # What a replica's failure under a read looks like: the store's Unavailable (connection lost, refused,
 # shut down), and a statement cancelled because replay needed the rows it read (SQLSTATE 40001).
-_REPLICA_FAILURES = (Unavailable, asyncpg.SerializationError)
+_REPLICA_FAILURES = (Unavailable, REPLICA_CONFLICT)
 
 
 class ReadRoute(Protocol[S_co]):
