@@ -6,16 +6,17 @@ place)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import grpc
 from pydantic import BaseModel
 
 from gateway_mcp.auth import Caller
-from gateway_mcp.errors import ToolError
+from gateway_mcp.errors import ToolError, reason
 from gateway_mcp.results import (
     append_result,
     debug_result,
@@ -116,25 +117,24 @@ async def recall(client: HindsightClient, caller: Caller, args: RecallArguments)
     return recall_result(response)
 
 
+# The server's reason for a call on another subject's session (hindsight_server/domain/conversation.py).
+_SUBJECT_MISMATCH = "SESSION_SUBJECT_MISMATCH"
+
+
 def _not_this_subjects_session(session_id: str) -> ToolError:
     return ToolError(f"session_id: no session {session_id!r} of this token's subject")
 
 
-async def _check_session(client: HindsightClient, caller: Caller, session_id: str, *, new_ok: bool) -> None:
-    """For a caller confined to one subject: the session is that subject's (or, `new_ok`, not there
-    yet: its first turn makes it the caller's). Another subject's session reads like a missing one."""
-    if caller.subject is None:
-        return
+@contextlib.contextmanager
+def _own_sessions_only(session_id: str) -> Iterator[None]:
+    """The server refuses a bound caller's call on another subject's session (expected_subject); to
+    the caller that reads as a missing session, as it does in memory_summarize."""
     try:
-        summary = await client.summarize(caller.tenant, session_id)
+        yield
     except grpc.aio.AioRpcError as error:
-        if error.code() != grpc.StatusCode.NOT_FOUND:
-            raise
-        if new_ok:
-            return
-        raise _not_this_subjects_session(session_id) from None
-    if summary.subject != caller.subject:
-        raise _not_this_subjects_session(session_id)
+        if error.code() == grpc.StatusCode.FAILED_PRECONDITION and reason(error) == _SUBJECT_MISMATCH:
+            raise _not_this_subjects_session(session_id) from None
+        raise
 
 
 async def summarize(client: HindsightClient, caller: Caller, args: SummarizeArguments) -> Outcome:
@@ -146,30 +146,32 @@ async def summarize(client: HindsightClient, caller: Caller, args: SummarizeArgu
 
 async def append_turn(client: HindsightClient, caller: Caller, args: AppendTurnArguments) -> Outcome:
     subject = _subject(caller, args.subject)
-    await _check_session(client, caller, args.session_id, new_ok=True)
-    response = await client.append_turn(
-        caller.tenant,
-        args.session_id,
-        args.text,
-        role=args.role,
-        subject=subject,
-        agent_id=caller.agent_id,
-        entities=args.entities,
-        occurred_at=args.occurred_at,
-        # A key per tool call makes the channel's retries (and an agent's own) append the turn once.
-        idempotency_key=args.idempotency_key or f"mcp:{uuid.uuid4()}",
-    )
+    with _own_sessions_only(args.session_id):
+        response = await client.append_turn(
+            caller.tenant,
+            args.session_id,
+            args.text,
+            role=args.role,
+            subject=subject,
+            agent_id=caller.agent_id,
+            entities=args.entities,
+            occurred_at=args.occurred_at,
+            # A key per tool call makes the channel's retries (and an agent's own) append the turn once.
+            idempotency_key=args.idempotency_key or f"mcp:{uuid.uuid4()}",
+            expected_subject=caller.subject or "",
+        )
     return append_result(response)
 
 
 async def end_session(client: HindsightClient, caller: Caller, args: EndSessionArguments) -> Outcome:
-    await _check_session(client, caller, args.session_id, new_ok=False)
-    response = await client.end_session(
-        caller.tenant,
-        args.session_id,
-        reason=args.reason,
-        idempotency_key=args.idempotency_key or f"mcp:{uuid.uuid4()}",
-    )
+    with _own_sessions_only(args.session_id):
+        response = await client.end_session(
+            caller.tenant,
+            args.session_id,
+            reason=args.reason,
+            idempotency_key=args.idempotency_key or f"mcp:{uuid.uuid4()}",
+            expected_subject=caller.subject or "",
+        )
     return end_session_result(args.session_id, response)
 
 

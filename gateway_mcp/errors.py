@@ -75,6 +75,15 @@ def _field_violations(error: grpc.aio.AioRpcError) -> list[tuple[str, str]]:
     return violations
 
 
+def reason(error: grpc.aio.AioRpcError) -> str:
+    """The server's ErrorInfo reason (its error's cause, e.g. SESSION_SUBJECT_MISMATCH); "" if none."""
+    for detail in _details(error):
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info):
+            return str(info.reason)
+    return ""
+
+
 def _retry_hint(error: grpc.aio.AioRpcError) -> str:
     """ " in N s" from the server's RetryInfo, when it sent one."""
     for detail in _details(error):

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from hindsight_server.domain.errors import InvalidArgument
+from hindsight_server.domain.errors import FailedPrecondition, InvalidArgument
 from hindsight_server.domain.language import language
 from hindsight_server.domain.model import Entities
 
@@ -54,3 +54,14 @@ def session_language(turns: Sequence[Turn]) -> str:
     """ "zh" when the conversation is mostly Chinese, else "en" (system and tool turns do not count)."""
     spoken = [turn.text for turn in turns if turn.role in (Role.USER, Role.ASSISTANT)]
     return language(" ".join(spoken))
+
+
+def session_subject_mismatch(session_id: str, subject: str) -> FailedPrecondition:
+    """A call confined to one subject reached a session of another, or of none. The message names the
+    caller's own subject only: it says nothing of whose the session is."""
+    return FailedPrecondition.of(
+        "SUBJECT",
+        f"sessions/{session_id}",
+        f"session {session_id!r} is not a session of subject {subject!r}",
+        cause="SESSION_SUBJECT_MISMATCH",
+    )

@@ -28,7 +28,7 @@ from hindsight_server.domain.consolidation import (
     consolidation_due,
     explicit_event,
 )
-from hindsight_server.domain.conversation import Role, Turn, require_text
+from hindsight_server.domain.conversation import Role, Turn, require_text, session_subject_mismatch
 from hindsight_server.domain.errors import InvalidArgument
 from hindsight_server.domain.lifecycle import initial_status
 from hindsight_server.domain.model import (
@@ -81,6 +81,7 @@ class TurnRequest:
     entities: Entities = field(default_factory=dict)
     occurred_at: datetime | None = None
     idempotency_key: str = ""
+    expected_subject: str = ""  # only a session of this subject (or a new one); "" any
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,11 +163,16 @@ class SessionPipeline:
 
         return await self._reads.read(read_after, view)
 
-    async def end_session(self, tenant_id: str, session_id: str, reason: str) -> Memory | None:
-        """Consolidates what the session said since its last episode (nothing new: None)."""
+    async def end_session(
+        self, tenant_id: str, session_id: str, reason: str, expected_subject: str = ""
+    ) -> Memory | None:
+        """Consolidates what the session said since its last episode (nothing new: None); with
+        `expected_subject`, only a session of that subject."""
         validate_tenant(tenant_id, self._settings.limits)
         _require_session_id(session_id)
         session = await self._sessions.get(tenant_id, session_id)
+        if expected_subject and session.subject != expected_subject:
+            raise session_subject_mismatch(session_id, expected_subject)
         if session.turn_count <= session.consolidated_turn:
             return None
         trigger = reason.strip() or ConsolidationEvent.SESSION_END.value
@@ -197,6 +203,9 @@ class SessionPipeline:
         if len(text.encode()) > limit:
             raise InvalidArgument("text", f"is {len(text.encode())} bytes; the limit is {limit}")
         occurred_at = request.occurred_at or now
+        subject = request.subject or request.expected_subject
+        if request.expected_subject and subject != request.expected_subject:
+            raise InvalidArgument("subject", "differs from expected_subject: send one of them, or the same")
         # The same checks as a written memory's (entities, subject, times, key lengths).
         validate_draft(
             MemoryDraft(
@@ -204,7 +213,7 @@ class SessionPipeline:
                 content=text,
                 tier=Tier.WORKING,
                 kind=Kind.EVENT,
-                subject=request.subject,
+                subject=subject,
                 agent_id=request.agent_id,
                 session_id=request.session_id,
                 entities=request.entities,
@@ -219,7 +228,8 @@ class SessionPipeline:
         return TurnInput(
             tenant_id=request.tenant_id,
             session_id=request.session_id,
-            subject=request.subject,
+            subject=subject,
+            subject_fixed=bool(request.expected_subject),
             agent_id=request.agent_id,
             role=request.role,
             text=text,

@@ -483,6 +483,7 @@ def turn_request_from_proto(request: pb.AppendTurnRequest) -> TurnRequest:
         entities=_entities_in(request, "entities", "entities"),
         occurred_at=_time_in(request, "occurred_at", "occurred_at"),
         idempotency_key=request.idempotency_key,
+        expected_subject=request.expected_subject,
     )
 
 

@@ -137,7 +137,9 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         validate_identifiers(self._limits, session_id=request.session_id, reason=request.reason)
 
         async def run() -> Message:
-            episode = await self._sessions.end_session(request.tenant_id, request.session_id, request.reason)
+            episode = await self._sessions.end_session(
+                request.tenant_id, request.session_id, request.reason, request.expected_subject
+            )
             response = pb.EndSessionResponse()
             if episode is not None:
                 response.episode.CopyFrom(convert.memory_to_proto(episode))

@@ -15,7 +15,7 @@ from typing import Any
 
 import asyncpg
 
-from hindsight_server.domain.conversation import Role, Turn
+from hindsight_server.domain.conversation import Role, Turn, session_subject_mismatch
 from hindsight_server.domain.errors import FailedPrecondition, NotFound
 from hindsight_server.domain.model import Entities, Memory
 from hindsight_server.domain.session_summary import SessionSummary
@@ -53,6 +53,7 @@ class TurnInput:
     entities: Entities
     occurred_at: datetime
     idempotency_key: str
+    subject_fixed: bool = False  # only a session of `subject`, or a new one (expected_subject)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +101,8 @@ class SessionStore:
                             cause="IDEMPOTENCY_KEY_REUSED",
                         )
                     session = await _session(connection, turn.tenant_id, turn.session_id)
+                    if turn.subject_fixed and session.subject != turn.subject:
+                        raise session_subject_mismatch(turn.session_id, turn.subject)
                     return AppendedTurn(_turn(replay), session, replayed=True)
             # The upsert numbers the turn under the session row's lock.
             row = await connection.fetchrow(
@@ -111,6 +114,7 @@ class SessionStore:
                         last_turn_at = greatest(s.last_turn_at, EXCLUDED.last_turn_at),
                         subject = CASE WHEN s.subject = '' THEN EXCLUDED.subject ELSE s.subject END,
                         agent_id = CASE WHEN s.agent_id = '' THEN EXCLUDED.agent_id ELSE s.agent_id END
+                    WHERE NOT $7 OR s.subject = EXCLUDED.subject
                     RETURNING {_SESSION_COLUMNS}""",
                 turn.tenant_id,
                 turn.session_id,
@@ -118,7 +122,10 @@ class SessionStore:
                 turn.agent_id,
                 now,
                 turn.occurred_at,
+                turn.subject_fixed,
             )
+            if row is None:  # the session is there, and another subject's (or of none)
+                raise session_subject_mismatch(turn.session_id, turn.subject)
             session = _record(row)
             await connection.execute(
                 """INSERT INTO session_turns (tenant_id, session_id, turn_index, role, text, entities,

@@ -472,8 +472,11 @@ class HindsightClient:
         entities: Mapping[str, Any] | None = None,
         occurred_at: datetime | None = None,
         idempotency_key: str = "",
+        expected_subject: str = "",
         timeout_s: float | None = None,
     ) -> pb.AppendTurnResponse:
+        """`expected_subject`: only into a session of that subject, or a new one (FAILED_PRECONDITION
+        SESSION_SUBJECT_MISMATCH otherwise)."""
         request = pb.AppendTurnRequest(
             tenant_id=tenant_id,
             session_id=session_id,
@@ -482,6 +485,7 @@ class HindsightClient:
             subject=subject,
             agent_id=agent_id,
             idempotency_key=idempotency_key or new_idempotency_key(),
+            expected_subject=expected_subject,
         )
         if entities:
             request.entities.CopyFrom(_struct(entities))
@@ -505,13 +509,16 @@ class HindsightClient:
         *,
         reason: str = "",
         idempotency_key: str = "",
+        expected_subject: str = "",
         timeout_s: float | None = None,
     ) -> pb.EndSessionResponse:
+        """`expected_subject`: only a session of that subject (FAILED_PRECONDITION otherwise)."""
         request = pb.EndSessionRequest(
             tenant_id=tenant_id,
             session_id=session_id,
             reason=reason,
             idempotency_key=idempotency_key or new_idempotency_key(),
+            expected_subject=expected_subject,
         )
         response: pb.EndSessionResponse = await self._mutate(self._stub.EndSession, request, timeout_s)
         return response

@@ -3,14 +3,17 @@ issue's scenarios in Chinese and in English."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from datetime import date, timedelta
 
 import grpc
 import pytest
+from google.rpc import error_details_pb2
 
 from hindsight.client import HindsightClient
 from hindsight.v1 import memory_pb2 as pb
 from tests.conftest import MovableClock
+from tests.support.rich_errors import detail
 
 
 async def _say(
@@ -199,3 +202,47 @@ async def test_bad_session_requests_name_what_is_wrong(
         await call(client, tenant)  # type: ignore[operator]
     assert failed.value.code() == code
     assert field in (failed.value.details() or "")
+
+
+async def _refused_as_mismatch(call: Awaitable[object]) -> str:
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await call
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    info = detail(refused.value, error_details_pb2.ErrorInfo)
+    assert info is not None and info.reason == "SESSION_SUBJECT_MISMATCH"
+    return refused.value.details() or ""
+
+
+async def test_expected_subject_confines_a_call_to_that_subjects_sessions(
+    client: HindsightClient, tenant: str
+) -> None:
+    """The gateway's bound tokens: one statement decides, with no read before it (no race, one call)."""
+    await client.append_turn(tenant, "bob-s", "I like jazz", subject="bob")
+    await client.append_turn(tenant, "anyone-s", "a session of no subject")
+    for session in ("bob-s", "anyone-s"):
+        message = await _refused_as_mismatch(
+            client.append_turn(tenant, session, "I am alice now", expected_subject="alice")
+        )
+        assert message == f"session {session!r} is not a session of subject 'alice'"  # nothing of bob
+        await _refused_as_mismatch(client.end_session(tenant, session, expected_subject="alice"))
+    bobs = await client.summarize(tenant, "bob-s")
+    assert bobs.subject == "bob" and bobs.turn_count == 1  # nothing was appended
+
+    first = await client.append_turn(tenant, "alice-s", "I moved to Porto", expected_subject="alice")
+    assert first.summary.subject == "alice"  # a new session becomes the expected subject's
+    again = await client.append_turn(
+        tenant, "alice-s", "and I like tea", subject="alice", expected_subject="alice", idempotency_key="k1"
+    )
+    assert again.turn.index == 2
+    ended = await client.end_session(tenant, "alice-s", expected_subject="alice")
+    assert ended.HasField("episode")
+
+    # A retried append (same key) into another subject's session is refused as well, not replayed.
+    await client.append_turn(tenant, "bob-s", "and blues", subject="bob", idempotency_key="k2")
+    await _refused_as_mismatch(
+        client.append_turn(tenant, "bob-s", "and blues", idempotency_key="k2", expected_subject="alice")
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as both:
+        await client.append_turn(tenant, "x-s", "hi", subject="bob", expected_subject="alice")
+    assert both.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert (both.value.details() or "").startswith("subject:")
