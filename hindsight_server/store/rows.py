@@ -17,6 +17,16 @@ MEMORY_COLUMNS = (
 )
 
 
+# A recall turns ~100 rows into memories: a dict look-up is a fraction of an Enum call, and most rows'
+# entities and provenance are empty.
+_TIERS = {tier.value: tier for tier in Tier}
+_KINDS = {kind.value: kind for kind in Kind}
+_STATUSES = {status.value: status for status in Status}
+_EMBEDDING_STATES = {state.value: state for state in EmbeddingState}
+_VISIBILITIES = {visibility.value: visibility for visibility in Visibility}
+_EMPTY_JSON = "{}"
+
+
 def memory_from_row(row: Mapping[str, Any]) -> Memory:
     return Memory(
         id=str(row["id"]),
@@ -24,13 +34,13 @@ def memory_from_row(row: Mapping[str, Any]) -> Memory:
         subject=row["subject"],
         agent_id=row["agent_id"],
         session_id=row["session_id"],
-        tier=Tier(row["tier"]),
-        kind=Kind(row["kind"]),
+        tier=_TIERS[row["tier"]],
+        kind=_KINDS[row["kind"]],
         intent=row["intent"],
         entities=_json(row["entities"]),
         content=row["content"],
         confidence=row["confidence"],
-        status=Status(row["status"]),
+        status=_STATUSES[row["status"]],
         supersedes=str(row["supersedes"]) if row["supersedes"] else None,
         superseded_by=str(row["superseded_by"]) if row["superseded_by"] else None,
         valid_from=row["valid_from"],
@@ -41,15 +51,17 @@ def memory_from_row(row: Mapping[str, Any]) -> Memory:
         access_count=row["access_count"],
         last_accessed_at=row["last_accessed_at"],
         idempotency_key=row["idempotency_key"] or "",
-        embedding_state=EmbeddingState(row["embedding_state"]),
+        embedding_state=_EMBEDDING_STATES[row["embedding_state"]],
         version=row["version"],
         seen_count=row["seen_count"],
         last_seen_at=row["last_seen_at"],
         derived_from=tuple(str(source) for source in row["derived_from"]),
         provenance=_json(row["provenance"]),
-        visibility=Visibility(row["visibility"]),
+        visibility=_VISIBILITIES[row["visibility"]],
     )
 
 
 def _json(value: Any) -> Any:
+    if value == _EMPTY_JSON:
+        return {}
     return json.loads(value) if isinstance(value, str) else value
