@@ -42,6 +42,9 @@ class EventType(StrEnum):
     EXPIRED = "expired"  # the expiry job marked it expired
     PURGED = "purged"  # the purge job removed it for good
     ERASED = "erased"  # Erase removed it (the event names no subject and carries no content)
+    # A recall of a tenant whose recalls are audited (audit.tenants): memory_ids are the memories it
+    # returned, packed_ids those packed into its injection text; memory_id is empty.
+    RECALL_SERVED = "recall.served"
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -115,6 +118,8 @@ class ChangeEvent:
     version: int
     fields: tuple[str, ...]
     content: str | None
+    memory_ids: tuple[str, ...] = ()  # recall.served: the memories returned
+    packed_ids: tuple[str, ...] = ()  # recall.served: those packed into the injection text
 
 
 @dataclass(frozen=True, slots=True)

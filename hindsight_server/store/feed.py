@@ -117,7 +117,8 @@ class FeedStore(OnPool):
                        (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin) AS h
                    LEFT JOIN LATERAL (
                        SELECT e.id, e.xid::text AS xid, e.seq, e.at, e.type, e.memory_id, e.subject,
-                              e.kind, e.resolution, e.version, e.fields, e.content
+                              e.kind, e.resolution, e.version, e.fields, e.content, e.memory_ids,
+                              e.packed_ids
                        FROM change_events e
                        WHERE e.tenant_id = $1 AND (e.xid, e.seq) > ($2::text::xid8, $3::bigint)
                          AND e.xid < h.xmin
@@ -196,4 +197,6 @@ def _event(tenant_id: str, row: asyncpg.Record) -> ChangeEvent:
         version=row["version"],
         fields=tuple(row["fields"]),
         content=row["content"],
+        memory_ids=tuple(str(i) for i in row["memory_ids"] or ()),
+        packed_ids=tuple(str(i) for i in row["packed_ids"] or ()),
     )
