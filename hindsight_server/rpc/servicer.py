@@ -299,7 +299,9 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         """Each write awaited (gRPC's flow control: a reader that takes nothing holds the stream, not
         the server's memory) and bounded, so a reader that stopped frees its stream slot."""
         validate_tenant(request.tenant_id, self._limits)
-        query = convert.watch_query_from_proto(request, current_principal().viewer, self._limits)
+        # A key bound to an agent has its agent in agent_id already (rpc/auth.py binds it).
+        validate_identifiers(self._limits, agent_id=request.agent_id)
+        query = convert.watch_query_from_proto(request, request.agent_id or None, self._limits)
         idle_s = self._watch_idle_timeout_s
         async for item in self._feed.watch(query):
             try:
@@ -318,5 +320,6 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         self, request: pb.AuditRecallsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.AuditRecallsResponse:
         validate_tenant(request.tenant_id, self._limits)
-        query = convert.audit_query_from_proto(request, current_principal().viewer, self._limits)
+        validate_identifiers(self._limits, agent_id=request.agent_id)  # bound to the key's, if it has one
+        query = convert.audit_query_from_proto(request, request.agent_id or None, self._limits)
         return convert.audit_page_to_proto(await self._audit.page(query), query)
