@@ -340,7 +340,8 @@ async def changes(client: HindsightClient, caller: Caller, args: ChangesArgument
                 deadline = loop.time() + args.wait_s
     except grpc.aio.AioRpcError as error:
         if error.code() == grpc.StatusCode.OUT_OF_RANGE:
-            raise ToolError(f"cursor: {error.details()}") from None
+            # The server's message names the cursor and the oldest one still served.
+            raise ToolError(f"{error.details()} (OUT_OF_RANGE)") from None
         raise
     finally:
         await stream.aclose()
