@@ -90,9 +90,9 @@ async def _heartbeat_cursor(client: HindsightClient, tenant: str) -> str:
 
 
 async def _served_events(
-    client: HindsightClient, tenant: str, cursor: str, count: int
+    client: HindsightClient, tenant: str, cursor: str, count: int, agent_id: str = ""
 ) -> list[pb.ChangeEvent]:
-    stream = client.watch(tenant, cursor, event_types=["recall.served"])
+    stream = client.watch(tenant, cursor, event_types=["recall.served"], agent_id=agent_id)
     try:
         return [(await asyncio.wait_for(anext(stream), 10)).event for _ in range(count)]
     finally:
@@ -310,6 +310,7 @@ async def test_an_agent_bound_key_reads_its_own_recalls_only(
         ):
             subject = f"fay-{uuid.uuid4().hex[:6]}"
             await _three_memories(as_service, AUDITED, subject)
+            cursor = await _heartbeat_cursor(as_service, AUDITED)
             await as_bot.recall(AUDITED, "seats", subject=subject, min_score=0)
             await as_service.recall(AUDITED, "seats", subject=subject, agent_id="other", min_score=0)
             both = await _entries(as_service, AUDITED, 2, subject=subject)
@@ -319,6 +320,17 @@ async def test_an_agent_bound_key_reads_its_own_recalls_only(
             with pytest.raises(grpc.aio.AioRpcError) as refused:
                 await as_bot.audit_recalls(AUDITED, subject=subject, agent_id="other")
             assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+            # The feed alike: an agent's recall.served events are its own (its recall may have
+            # returned its private memories); a key bound to no agent may watch as one.
+            stream = as_bot.watch(AUDITED, cursor, event_types=["recall.served"])
+            try:
+                assert (await asyncio.wait_for(anext(stream), 10)).event.id == own.id
+                with pytest.raises(TimeoutError):  # the other agent's recall came after it: not shown
+                    await asyncio.wait_for(anext(stream), 1)
+            finally:
+                await stream.aclose()
+            (theirs,) = await _served_events(as_service, AUDITED, cursor, 1, agent_id="other")
+            assert theirs.id == next(e.id for e in both if e.agent_id == "other")
     finally:
         await running.stop()
 
