@@ -100,13 +100,16 @@ class RecallAudit:
 
     async def flush(self) -> int:
         """Writes what waits, `flush_rows` entries a statement; returns how many. On a database error
-        the batch goes back to the front of the buffer (as much as fits) for the next flush."""
+        (or a cancellation) the batch goes back to the front of the buffer, as much as fits, for the
+        next flush."""
         written = 0
         while self._buffer:
             batch = [self._buffer.popleft() for _ in range(min(len(self._buffer), self._settings.flush_rows))]
             try:
                 await self._store.record(batch)
-            except HindsightError:
+            except BaseException:
+                # Also when cancelled mid-write (the server stopping): a write that did commit is not
+                # recorded twice by the next flush (store/audit.py skips entries already there).
                 room = self._settings.buffer_size - len(self._buffer)
                 kept = batch[: max(room, 0)]
                 self._buffer.extendleft(reversed(kept))

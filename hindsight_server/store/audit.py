@@ -4,7 +4,8 @@ time, and the erasure of entries (with their events) that name an erased memory 
 
 An entry and its event are written by the same statement, so both exist or neither; the statement
 skips entries already recorded, so a flush retried after an unknown outcome (the connection lost
-around the commit) records nothing twice.
+around the commit) records nothing twice. The entry keeps its event's key (xid, seq): erasure and
+retention delete the event through it, with no index on change_events beyond its primary key.
 """
 
 from __future__ import annotations
@@ -157,7 +158,9 @@ class AuditStore(OnPool):
 
     async def trim_batch(self, before: datetime, limit: int) -> int:
         """Deletes up to `limit` entries recorded before `before` (any tenant) with their rows per
-        memory, in one transaction; returns how many. Their events go with the feed's own retention."""
+        memory and their recall.served events (usually gone already with the feed's shorter retention),
+        in one transaction; returns how many. An event never outlives its entry, so an erasure, which
+        finds a recall's event through its entry, leaves no event naming an erased memory."""
         async with translate_errors():
             deleted: int = await self._pool.fetchval(
                 """WITH due AS (
@@ -165,12 +168,16 @@ class AuditStore(OnPool):
                    gone AS (
                        DELETE FROM recall_audit a USING due
                        WHERE a.tenant_id = due.tenant_id AND a.id = due.id
-                       RETURNING a.tenant_id, a.id, a.at, a.returned_ids),
+                       RETURNING a.tenant_id, a.id, a.at, a.returned_ids, a.event_xid, a.event_seq),
                    per_memory AS (
                        DELETE FROM recall_audit_memories c
                        USING (SELECT tenant_id, id, at, unnest(returned_ids) AS memory_id FROM gone) g
                        WHERE c.tenant_id = g.tenant_id AND c.memory_id = g.memory_id AND c.at = g.at
-                         AND c.audit_id = g.id)
+                         AND c.audit_id = g.id),
+                   events AS (
+                       DELETE FROM change_events e USING gone
+                       WHERE e.tenant_id = gone.tenant_id AND e.xid = gone.event_xid
+                         AND e.seq = gone.event_seq)
                    SELECT count(*) FROM gone""",
                 before,
                 limit,

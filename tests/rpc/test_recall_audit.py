@@ -232,7 +232,7 @@ async def test_erasure_removes_a_subjects_audit_and_a_memorys(
     assert rows == []
 
 
-async def test_retention_deletes_old_entries_with_their_rows_per_memory(audit_server: RunningServer) -> None:
+async def test_retention_deletes_old_entries_with_their_rows_and_events(audit_server: RunningServer) -> None:
     tenant = f"old-{uuid.uuid4().hex[:6]}"
     store = AuditStore(audit_server.pool)
     audit = RecallAudit(
@@ -246,13 +246,14 @@ async def test_retention_deletes_old_entries_with_their_rows_per_memory(audit_se
     async def rows() -> int:
         count: int = await audit_server.pool.fetchval(
             "SELECT (SELECT count(*) FROM recall_audit WHERE tenant_id = $1)"
-            " + (SELECT count(*) FROM recall_audit_memories WHERE tenant_id = $1)",
+            " + (SELECT count(*) FROM recall_audit_memories WHERE tenant_id = $1)"
+            " + (SELECT count(*) FROM change_events WHERE tenant_id = $1)",
             tenant,
         )
         return count
 
     await audit.trim(datetime.now(UTC) + timedelta(days=29))  # within the 30 days
-    assert await rows() == 2
+    assert await rows() == 3  # the entry, its memory's row, its event
     assert await audit.trim(datetime.now(UTC) + timedelta(days=31)) >= 1  # (other tests' entries too)
     assert await rows() == 0
 
@@ -386,3 +387,26 @@ def test_a_configuration_that_cannot_audit_is_refused(values: dict[str, object],
     with pytest.raises(ConfigError) as refused:
         load_settings(**{f"audit__{key}": value for key, value in values.items()})
     assert problem in str(refused.value) and "audit" in str(refused.value)
+
+
+async def test_a_flush_cancelled_mid_write_keeps_its_entries_for_the_next(
+    audit_server: RunningServer,
+) -> None:
+    tenant = f"stop-{uuid.uuid4().hex[:6]}"
+    audit = RecallAudit(
+        AuditStore(audit_server.pool),
+        AuditSettings(tenants=frozenset({tenant}), query_hash_key=b"x" * 16),
+        system_clock,
+    )
+    for index in range(3):
+        audit.record(tenant, request_id=f"r{index}", subject="", agent_id="", query_text="q",
+                     returned_ids=(str(uuid.uuid4()),), packed_ids=())  # fmt: skip
+    writing = asyncio.ensure_future(audit.flush())
+    await asyncio.sleep(0)  # the statement is on its way
+    writing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await writing
+    assert audit.buffered == 3 and audit.dropped == 0
+    await audit.flush()  # whether the cancelled statement committed or not: each entry once
+    count = await audit_server.pool.fetchval("SELECT count(*) FROM recall_audit WHERE tenant_id = $1", tenant)
+    assert count == 3 and audit.buffered == 0
