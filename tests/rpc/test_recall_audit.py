@@ -134,10 +134,16 @@ async def test_an_audited_recall_is_in_the_audit_and_the_feed_and_another_tenant
     assert rows == []
 
 
-async def test_a_server_that_audits_no_tenant_runs_no_audit_at_all(server: RunningServer) -> None:
-    """The session's server has no audit.tenants: recall gets no recorder, no loop writes."""
+async def test_a_server_that_audits_no_tenant_runs_no_audit_at_all(
+    server: RunningServer, client: HindsightClient, tenant: str
+) -> None:
+    """The session's server has no audit.tenants: recall gets no recorder (nothing is buffered, no
+    statement is added), and no loop runs to write."""
+    await _three_memories(client, tenant, "ana")
+    assert (await client.recall(tenant, "seats", min_score=0)).hits
     assert server.audit is not None and server.audit.buffered == 0
     assert not [task for task in server.background if task.get_name() == "recall-audit"]
+    assert not (await client.audit_recalls(tenant)).entries
 
 
 async def test_the_audit_finds_a_memorys_recalls_newest_first_a_page_at_a_time(
