@@ -61,8 +61,9 @@ per_memory AS (
     USING (SELECT id, at, unnest(returned_ids) AS memory_id FROM gone) g
     WHERE c.tenant_id = $1 AND c.memory_id = g.memory_id AND c.at = g.at AND c.audit_id = g.id),
 events AS (
+    -- An event's time is its entry's: the partition of change_events that holds it (when partitioned).
     DELETE FROM change_events e USING gone
-    WHERE e.tenant_id = $1 AND e.xid = gone.event_xid AND e.seq = gone.event_seq)
+    WHERE e.tenant_id = $1 AND e.xid = gone.event_xid AND e.seq = gone.event_seq AND e.at = gone.at)
 SELECT count(*) FROM gone"""
 
 _COLUMNS = (
@@ -177,7 +178,7 @@ class AuditStore(OnPool):
                    events AS (
                        DELETE FROM change_events e USING gone
                        WHERE e.tenant_id = gone.tenant_id AND e.xid = gone.event_xid
-                         AND e.seq = gone.event_seq)
+                         AND e.seq = gone.event_seq AND e.at = gone.at)
                    SELECT count(*) FROM gone""",
                 before,
                 limit,

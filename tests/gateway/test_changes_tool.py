@@ -8,7 +8,6 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import mcp_types as types
@@ -17,8 +16,6 @@ from mcp import ClientSession
 
 from hindsight_server.app import RunningServer, start_server
 from hindsight_server.config import Settings
-from hindsight_server.domain.feed import EventType, NewEvent
-from hindsight_server.store.feed import FeedStore, record_events
 from tests.gateway.conftest import Connect
 from tests.support.eventually import eventually
 
@@ -143,12 +140,13 @@ async def test_memory_changes_refuses_bad_arguments_naming_them(
         ):
             assert named in await _error(session, "memory_changes", arguments), arguments
 
-        # A cursor older than the feed keeps: a clear error that says where to start again.
-        old_at = datetime.now(UTC) - timedelta(days=30)
-        async with audit_server.pool.acquire() as connection:
-            await record_events(connection, [NewEvent(AUDITED, EventType.CREATED, old_at, str(uuid.uuid4()))])
-        while await FeedStore(audit_server.pool).trim_batch(datetime.now(UTC) - timedelta(days=7), 1000):
-            pass
+        # A cursor older than the feed keeps: a clear error that says where to start again. (Retention
+        # trimmed the tenant's feed up to position 2.1, as its job records it.)
+        await audit_server.pool.execute(
+            """INSERT INTO change_feed_trimmed (tenant_id, xid, seq) VALUES ($1, '2', 1)
+               ON CONFLICT (tenant_id) DO NOTHING""",
+            AUDITED,
+        )
         refused = await _error(session, "memory_changes", {"cursor": "0.0"})
         assert refused.startswith("cursor: 0.0 is older than the feed keeps") and "'oldest'" in refused
 
