@@ -7,6 +7,7 @@ place)."""
 from __future__ import annotations
 
 import contextlib
+import asyncio
 import hashlib
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
@@ -19,6 +20,8 @@ from gateway_mcp.auth import Caller
 from gateway_mcp.errors import ToolError, reason
 from gateway_mcp.results import (
     append_result,
+    audit_result,
+    changes_result,
     debug_result,
     decision_result,
     end_session_result,
@@ -28,21 +31,25 @@ from gateway_mcp.results import (
     pending_result,
     recall_result,
     summary_result,
+    with_audit,
     write_result,
 )
 from gateway_mcp.tools import (
     APPEND_TURN_TOOL,
+    CHANGES_TOOL,
     CONFIRM_PENDING_TOOL,
     DEBUG_TOOL,
     END_SESSION_TOOL,
     FORGET_TOOL,
     HISTORY_TOOL,
+    MAX_AUDIT_ENTRIES,
     PENDING_TOOL,
     RECALL_TOOL,
     REJECT_PENDING_TOOL,
     SUMMARIZE_TOOL,
     WRITE_TOOL,
     AppendTurnArguments,
+    ChangesArguments,
     DebugArguments,
     EndSessionArguments,
     ForgetArguments,
@@ -54,6 +61,7 @@ from gateway_mcp.tools import (
     WriteArguments,
 )
 from hindsight.client import HindsightClient, KindName, TierName
+from hindsight.v1 import memory_pb2 as pb
 
 __all__ = ["CALLS", "Call", "Outcome"]
 
@@ -262,16 +270,86 @@ async def history(client: HindsightClient, caller: Caller, args: HistoryArgument
 
 
 async def debug(client: HindsightClient, caller: Caller, args: DebugArguments) -> Outcome:
-    response = await client.recall(
+    subject = _subject(caller, args.subject)
+    explained = None
+    if args.query is not None:
+        response = await client.recall(
+            caller.tenant,
+            args.query,
+            session_id=args.session_id,
+            subject=subject,
+            agent_id=caller.agent_id,
+            top_k=args.top_k or 0,
+            explain=True,
+        )
+        explained = debug_result(response)
+    if args.memory_id is None:
+        assert explained is not None  # DebugArguments requires one of the two
+        return explained
+    memory_id = str(args.memory_id)
+    # The caller's own recalls (its agent's), of its subject when it is confined to one.
+    audit = await client.audit_recalls(
         caller.tenant,
-        args.query,
-        session_id=args.session_id,
-        subject=_subject(caller, args.subject),
+        memory_id=memory_id,
+        subject=subject,
         agent_id=caller.agent_id,
-        top_k=args.top_k or 0,
-        explain=True,
+        page_size=MAX_AUDIT_ENTRIES,
     )
-    return debug_result(response)
+    if explained is None:
+        return audit_result(memory_id, audit)
+    return with_audit(explained, memory_id, audit)
+
+
+# The first item of a Watch is a heartbeat with its starting cursor; it comes at once unless the server
+# is in trouble, so it gets the gateway's usual deadline rather than the caller's wait.
+_FIRST_ITEM_S = 10.0
+
+
+async def changes(client: HindsightClient, caller: Caller, args: ChangesArguments) -> Outcome:
+    """A poll over Watch: opens the stream at the cursor, takes what comes within `wait_s` (at most
+    `limit` events), and closes it. The next cursor is the last event's, or the last heartbeat's when
+    fewer came (everything up to it was looked at), so consecutive calls miss nothing and repeat
+    nothing. A call holds one of the tenant's Watch streams for at most its wait."""
+    subject = _subject(caller, args.subject)
+    stream = client.watch(
+        caller.tenant,
+        args.cursor,
+        subjects=[subject] if subject else [],
+        event_types=list(args.event_types),
+        heartbeats=True,
+        max_retries=0,  # the stream's errors are the call's: the model retries with the same cursor
+        agent_id=caller.agent_id,
+    )
+    events: list[pb.ChangeEvent] = []
+    cursor = ""
+    items = aiter(stream)
+    loop = asyncio.get_running_loop()
+    deadline = None  # set once the starting heartbeat came
+    try:
+        while len(events) < args.count:
+            left = _FIRST_ITEM_S if deadline is None else deadline - loop.time()
+            try:
+                # A timeout cancels the stream's read, which ends the stream: nothing after it is taken.
+                item = await asyncio.wait_for(anext(items), max(left, 0))
+            except (TimeoutError, StopAsyncIteration):
+                break
+            if item.HasField("heartbeat"):
+                cursor = item.heartbeat.cursor
+            else:
+                events.append(item.event)
+                cursor = item.event.cursor
+            if deadline is None:
+                deadline = loop.time() + args.wait_s
+    except grpc.aio.AioRpcError as error:
+        if error.code() == grpc.StatusCode.OUT_OF_RANGE:
+            # The server's message names the cursor and the oldest one still served.
+            raise ToolError(f"{error.details()} (OUT_OF_RANGE)") from None
+        raise
+    finally:
+        await stream.aclose()
+    if not cursor:
+        raise ToolError("the memory service did not start the change feed in time; call again (UNAVAILABLE)")
+    return changes_result(events, cursor)
 
 
 # What memory_forget offers: the few memories that match the query, ranked by meaning alone (how old a
@@ -350,5 +428,6 @@ CALLS: Mapping[str, Call] = {
     REJECT_PENDING_TOOL: reject_pending,
     HISTORY_TOOL: history,
     FORGET_TOOL: forget,
+    CHANGES_TOOL: changes,
     DEBUG_TOOL: debug,
 }

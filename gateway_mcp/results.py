@@ -16,6 +16,8 @@ from hindsight.v1 import memory_pb2 as pb
 __all__ = [
     "NOTHING_RECALLED",
     "AppendTurnResult",
+    "AuditEntry",
+    "ChangesResult",
     "DebugResult",
     "DecisionResult",
     "EndSessionResult",
@@ -26,6 +28,9 @@ __all__ = [
     "SummaryResult",
     "WriteResult",
     "append_result",
+    "audit_entries",
+    "audit_result",
+    "changes_result",
     "debug_result",
     "decision_result",
     "end_session_result",
@@ -35,6 +40,7 @@ __all__ = [
     "pending_result",
     "recall_result",
     "summary_result",
+    "with_audit",
     "write_result",
 ]
 
@@ -547,15 +553,38 @@ class Ranked(BaseModel):
     channels: list[ChannelHit]
 
 
+class AuditEntry(BaseModel):
+    id: str
+    at: datetime | None
+    request_id: str = Field(description="The recall's x-request-id.")
+    subject: str
+    agent_id: str
+    query_hash: str = Field(description="Keyed hash of the query: equal queries of the tenant hash alike.")
+    query_text: str | None = Field(description="The query, only where the server keeps the tenant's texts.")
+    returned_ids: list[str] = Field(description="The memories the recall returned, in rank order.")
+    packed_ids: list[str] = Field(description="Those packed into its injection text.")
+
+
 class DebugResult(BaseModel):
-    profile: str
-    weights: dict[str, float]
-    parsed_time_range: TimeRange | None
-    channels: list[ChannelCandidates] = Field(description="Every channel's raw candidates, best first.")
-    ranking: list[Ranked] = Field(description="The final ranking with each score component.")
-    channels_degraded: list[str]
-    reranked: bool
-    injection_text: str
+    """With `query`: the recall's explanation. With `memory_id`: `audit`, the recalls that memory fed."""
+
+    profile: str = ""
+    weights: dict[str, float] = Field(default_factory=dict)
+    parsed_time_range: TimeRange | None = None
+    channels: list[ChannelCandidates] = Field(
+        default_factory=list, description="Every channel's raw candidates, best first."
+    )
+    ranking: list[Ranked] = Field(
+        default_factory=list, description="The final ranking with each score component."
+    )
+    channels_degraded: list[str] = Field(default_factory=list)
+    reranked: bool = False
+    injection_text: str = ""
+    audit: list[AuditEntry] | None = Field(
+        None,
+        description="With memory_id: the audited recalls that returned it, newest first (empty where the "
+        "tenant's recalls are not audited, or none returned it).",
+    )
 
 
 def _ranked(hit: pb.RecallHit) -> Ranked:
@@ -578,6 +607,53 @@ def _ranked(hit: pb.RecallHit) -> Ranked:
         ),
         channels=_channel_hits(hit.channels),
     )
+
+
+def audit_entries(response: pb.AuditRecallsResponse) -> list[AuditEntry]:
+    return [
+        AuditEntry(
+            id=entry.id,
+            at=_time(entry, "at"),
+            request_id=entry.request_id,
+            subject=entry.subject,
+            agent_id=entry.agent_id,
+            query_hash=entry.query_hash,
+            query_text=entry.query_text if entry.HasField("query_text") else None,
+            returned_ids=list(entry.returned_ids),
+            packed_ids=list(entry.packed_ids),
+        )
+        for entry in response.entries
+    ]
+
+
+def _audit_text(memory_id: str, entries: list[AuditEntry]) -> str:
+    if not entries:
+        return f"audit of {memory_id}: no audited recall returned it"
+    lines = [f"audit of {memory_id}: {len(entries)} recalls returned it, newest first:"]
+    for entry in entries:
+        packed = "packed" if memory_id in entry.packed_ids else "not packed"
+        query = f" query {entry.query_text!r}" if entry.query_text is not None else ""
+        lines.append(
+            f"  {entry.at.isoformat() if entry.at else ''} request {entry.request_id} agent "
+            f"{entry.agent_id or '-'} subject {entry.subject or '-'}: rank "
+            f"{entry.returned_ids.index(memory_id) + 1 if memory_id in entry.returned_ids else '?'} of "
+            f"{len(entry.returned_ids)}, {packed}, hash {entry.query_hash[:16]}{query}"
+        )
+    return "\n".join(lines)
+
+
+def audit_result(memory_id: str, response: pb.AuditRecallsResponse) -> tuple[str, DebugResult]:
+    entries = audit_entries(response)
+    return _audit_text(memory_id, entries), DebugResult(audit=entries)
+
+
+def with_audit(
+    explained: tuple[str, DebugResult], memory_id: str, response: pb.AuditRecallsResponse
+) -> tuple[str, DebugResult]:
+    """A recall's explanation with the audit of one memory after it."""
+    text, result = explained
+    entries = audit_entries(response)
+    return f"{text}\n{_audit_text(memory_id, entries)}", result.model_copy(update={"audit": entries})
 
 
 def _debug_text(result: DebugResult) -> str:
@@ -746,3 +822,62 @@ def erased_result(memory_ids: Sequence[str], response: pb.EraseResponse) -> tupl
         replies_erased=response.replies,
         erased_at=_time(response, "erased_at"),
     )
+
+
+# ---------------------------------------------------------------------------------------------- changes
+
+
+class Change(BaseModel):
+    id: str = Field(description="Stable: the same event has the same id on every read.")
+    cursor: str = Field(description="Resume after this event: pass it as `cursor`.")
+    at: datetime | None
+    type: str = Field(description="What happened (memory_changes' event_types).")
+    memory_id: str = Field(description="The memory changed (empty for recall.served).")
+    subject: str
+    kind: str
+    resolution: str
+    version: int
+    fields: list[str] = Field(description="The fields the change set.")
+    content: str | None = Field(description="Only where the tenant's feed carries content.")
+    memory_ids: list[str] = Field(description="recall.served: the memories the recall returned.")
+    packed_ids: list[str] = Field(description="recall.served: those packed into its injection text.")
+    session_id: str = Field(description="consolidated: the session whose turns became memory_id.")
+    erasure_id: str = Field(description="erasure_finished: the erasure that ended.")
+
+
+class ChangesResult(BaseModel):
+    changes: list[Change] = Field(description="The events after `cursor`, oldest first.")
+    next_cursor: str = Field(
+        description="Pass it as `cursor` in the next call: the events after the last one returned (or, "
+        "when none came, after everything up to now)."
+    )
+
+
+def _change(event: pb.ChangeEvent) -> Change:
+    return Change(
+        id=event.id,
+        cursor=event.cursor,
+        at=_time(event, "at"),
+        type=event.type,
+        memory_id=event.memory_id,
+        subject=event.subject,
+        kind="" if event.kind == pb.KIND_UNSPECIFIED else _name(pb.Kind, event.kind, "KIND_"),
+        resolution=event.resolution,
+        version=event.version,
+        fields=list(event.fields),
+        content=event.content if event.HasField("content") else None,
+        memory_ids=list(event.memory_ids),
+        packed_ids=list(event.packed_ids),
+        session_id=event.session_id,
+        erasure_id=event.erasure_id,
+    )
+
+
+def changes_result(events: Sequence[pb.ChangeEvent], next_cursor: str) -> tuple[str, ChangesResult]:
+    result = ChangesResult(changes=[_change(event) for event in events], next_cursor=next_cursor)
+    lines = [f"{len(result.changes)} changes; next cursor {next_cursor}"]
+    for change in result.changes:
+        target = change.memory_id or f"{len(change.memory_ids)} memories"
+        subject = f" subject {change.subject}" if change.subject else ""
+        lines.append(f"  {change.cursor} {change.type} {target}{subject} v{change.version}")
+    return "\n".join(lines), result

@@ -22,6 +22,7 @@ from pydantic import (
     Field,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import PydanticCustomError, core_schema
@@ -29,6 +30,7 @@ from pydantic_core import PydanticCustomError, core_schema
 from gateway_mcp.results import (
     NOTHING_RECALLED,
     AppendTurnResult,
+    ChangesResult,
     DebugResult,
     DecisionResult,
     EndSessionResult,
@@ -43,11 +45,15 @@ from hindsight.client import KindName, TierName
 
 __all__ = [
     "APPEND_TURN_TOOL",
+    "CHANGES_TOOL",
     "CONFIRM_PENDING_TOOL",
     "DEBUG_TOOL",
     "END_SESSION_TOOL",
     "FORGET_TOOL",
     "HISTORY_TOOL",
+    "MAX_AUDIT_ENTRIES",
+    "MAX_CHANGES",
+    "MAX_CHANGES_WAIT_S",
     "MAX_CONTENT_BYTES",
     "MAX_FORGET_IDS",
     "MAX_PENDING",
@@ -61,6 +67,7 @@ __all__ = [
     "TOOLS",
     "WRITE_TOOL",
     "AppendTurnArguments",
+    "ChangesArguments",
     "DebugArguments",
     "EndSessionArguments",
     "ForgetArguments",
@@ -97,6 +104,31 @@ PENDING_TOOL = "memory_pending"
 CONFIRM_PENDING_TOOL = "memory_confirm_pending"
 REJECT_PENDING_TOOL = "memory_reject_pending"
 HISTORY_TOOL = "memory_history"
+CHANGES_TOOL = "memory_changes"
+# A memory_changes call returns at most this many events and waits at most this long for them: a tool
+# call is one request and one answer, and an agent's context takes a page, not a stream.
+MAX_CHANGES = 100
+_DEFAULT_CHANGES = 20
+MAX_CHANGES_WAIT_S = 20.0
+_CURSOR = 64  # the feed's cursors are "<xid>.<seq>", at most 40 characters
+# The feed's event types (the server's EventType), for the event_types filter.
+EventTypeName = Literal[
+    "created",
+    "merged",
+    "superseded",
+    "updated",
+    "deleted",
+    "confirmed",
+    "rejected",
+    "expired",
+    "purged",
+    "erased",
+    "consolidated",
+    "erasure_finished",
+    "recall.served",
+]
+# memory_debug's audit of a memory: its newest recalls, one page.
+MAX_AUDIT_ENTRIES = 20
 # Far more than one unconfirmed call offers (5): room for what the user agreed to over a few of them.
 MAX_FORGET_IDS = 100
 # Pending memories a memory_pending call lists (the server's limits.max_page_size is larger): each one is
@@ -347,12 +379,51 @@ class HistoryArguments(_Arguments):
 
 
 class DebugArguments(_Arguments):
-    query: _Query = Field(description="The query whose recall to explain.")
+    query: _Query | None = Field(None, description="The query whose recall to explain.")
+    memory_id: UUID | None = Field(
+        None,
+        description="A memory whose audit to show: the audited recalls that returned it, newest first "
+        f"(at most {MAX_AUDIT_ENTRIES}; only for tenants whose recalls the server audits).",
+    )
     session_id: str = Field(
         "", max_length=_IDENTIFIER, description="The session, as memory_recall would send it."
     )
     subject: str = Field("", max_length=_IDENTIFIER, description="Only memories about this subject.")
     top_k: int | None = Field(None, ge=1, le=MAX_TOP_K, description="Final hits to rank (default 5).")
+
+    @model_validator(mode="after")
+    def _something_to_show(self) -> DebugArguments:
+        if self.query is None and self.memory_id is None:
+            raise PydanticCustomError(
+                "nothing_to_debug", "query or memory_id is required: a recall to explain, a memory's audit"
+            )
+        return self
+
+
+class ChangesArguments(_Arguments):
+    cursor: str = Field(
+        "",
+        max_length=_CURSOR,
+        description="Where to continue: the next_cursor of the previous call. Empty: from now (the "
+        "first call); 'oldest': from the oldest change the server still keeps.",
+    )
+    limit: int | None = Field(
+        None, ge=1, le=MAX_CHANGES, description=f"At most this many changes (default {_DEFAULT_CHANGES})."
+    )
+    wait_s: float = Field(
+        1.0,
+        ge=0.1,
+        le=MAX_CHANGES_WAIT_S,
+        description="How long to wait for changes when none is there yet, in seconds (default 1).",
+    )
+    subject: str = Field("", max_length=_IDENTIFIER, description="Only changes of this subject's memories.")
+    event_types: list[EventTypeName] = Field(
+        default_factory=list, max_length=13, description="Only these types of change (default: all)."
+    )
+
+    @property
+    def count(self) -> int:
+        return self.limit or _DEFAULT_CHANGES
 
 
 class ForgetArguments(_Arguments):
@@ -522,7 +593,28 @@ _DEBUG = ToolSpec(
         "returns each channel's raw candidates (structured, vector, lexical, session, context) with "
         "timings, and the score components of the final ranking (similarity, recency, tier priority, "
         "entity match, rerank).",
-        "Call it only when asked why a memory was or was not recalled.",
+        "With memory_id: also (or, without query, only) that memory's audit: the recalls that returned "
+        "it, when, for which agent and request, and whether it was packed.",
+        "Call it only when asked why a memory was or was not recalled, or which recalls used it.",
+    ),
+)
+
+_CHANGES = ToolSpec(
+    name=CHANGES_TOOL,
+    title="Memory changes",
+    arguments=ChangesArguments,
+    result=ChangesResult,
+    read_only=True,
+    description=_lines(
+        "The changes to this tenant's memories after a cursor, oldest first: created, merged, superseded, "
+        "updated, deleted, confirmed, rejected, expired, purged, erased, and recall.served where recalls "
+        "are audited. Each call returns at most `limit` changes, waits at most `wait_s` for the first, "
+        "and gives the next_cursor to pass to the next call: nothing is missed or repeated.",
+        "Call it WHEN you keep a copy of the memories in sync (a cache, an index, another agent's view) "
+        "or must react to what other agents or the lifecycle jobs changed: start with an empty cursor, "
+        "then always pass the last next_cursor.",
+        "Not to find memories (memory_recall does that). A cursor older than the server keeps is "
+        "refused: start again from 'oldest' or empty and reread what you keep.",
     ),
 )
 
@@ -668,5 +760,6 @@ TOOLS: tuple[ToolSpec, ...] = (
     _REJECT_PENDING,
     _HISTORY,
     _FORGET,
+    _CHANGES,
     _DEBUG,
 )

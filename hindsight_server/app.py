@@ -33,6 +33,7 @@ from hindsight_server.inference.tier import DimensionMismatch, InferenceTier
 from hindsight_server.inference.tracing import record_call
 from hindsight_server.pipelines.access import AccessTracker
 from hindsight_server.pipelines.activity import WriteActivity
+from hindsight_server.pipelines.audit import AuditSettings, RecallAudit
 from hindsight_server.pipelines.backfill import BackfillSettings, EmbeddingBackfill
 from hindsight_server.pipelines.erasure import ErasurePipeline, ErasureSettings
 from hindsight_server.pipelines.feed import FeedPipeline, FeedSettings
@@ -52,6 +53,7 @@ from hindsight_server.rpc.admission import AdmissionInterceptor
 from hindsight_server.rpc.auth import AuthInterceptor
 from hindsight_server.rpc.server import add_port, build_server, set_inference_serving, set_serving
 from hindsight_server.rpc.servicer import MemoryServicer
+from hindsight_server.store.audit import AuditStore
 from hindsight_server.store.erasure import ErasureStore
 from hindsight_server.store.feed import FeedStore
 from hindsight_server.store.job_failures import JobItemFailures
@@ -88,6 +90,7 @@ class RunningServer:
     status: StatusBoard | None = None  # the figures of `hindsight status` (Ops/Status)
     routing: ReadRouting | None = None  # which reads go to which replica
     feed: FeedPipeline | None = None  # the Watch streams, ended before the pool closes
+    audit: RecallAudit | None = None  # the recall audit's buffer, written before the pool closes
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
@@ -105,6 +108,9 @@ class RunningServer:
         if self.access is not None:
             with contextlib.suppress(HindsightError):
                 await self.access.flush()  # what the last calls recalled
+        if self.audit is not None:
+            with contextlib.suppress(HindsightError):
+                await self.audit.flush()  # the last recalls' audit entries
         await self.pool.close()
         if self.routing is not None:
             await self.routing.close()
@@ -330,6 +336,23 @@ def _feed(settings: Settings, pool: asyncpg.Pool) -> FeedPipeline:
     )
 
 
+def recall_audit(settings: Settings, pool: asyncpg.Pool, clock: Clock) -> RecallAudit:
+    audit = settings.audit
+    return RecallAudit(
+        AuditStore(pool),
+        AuditSettings(
+            tenants=frozenset(audit.tenants),
+            query_text_tenants=frozenset(audit.query_text_tenants),
+            query_hash_key=audit.query_hash_key.encode(),
+            retention=timedelta(days=audit.retention_days),
+            buffer_size=audit.buffer_size,
+            flush_rows=audit.flush_rows,
+            flush_interval_s=audit.flush_interval_s,
+        ),
+        clock,
+    )
+
+
 def build_jobs(
     settings: Settings,
     pool: asyncpg.Pool,
@@ -364,6 +387,9 @@ def build_jobs(
     # Change feed events past the retention (a batched DELETE by time: README, "Change feed").
     trim_every = timedelta(seconds=settings.feed.trim_interval_s)
     registry.add("feed", _feed(settings, pool).trim, interval=trim_every)
+    # Recall audit entries past audit.retention_days, the same way (their events go with the feed's).
+    audit_every = timedelta(seconds=settings.audit.trim_interval_s)
+    registry.add("audit", recall_audit(settings, pool, clock).trim, interval=audit_every)
     return JobRunner(registry, JobStore(pool), clock, server)
 
 
@@ -482,6 +508,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
     )
     reads = ReadPipeline(routing.route(MemoryStore), settings.limits)
     access = AccessTracker(store, clock, settings.recall.access_flush_s)
+    audit = recall_audit(settings, pool, clock)
     recalls = RecallPipeline(
         store,
         RecallSettings(settings.limits, settings.recall, config.query_timeout_s, config.rerank_timeout_s),
@@ -490,6 +517,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
         recorder=recorder,
         scope_sizes=scope_sizes,
         reads=routing.route(MemoryStore),
+        audit=audit if settings.audit.tenants else None,
     )
     llm = settings.sessions
     summarizer = (
@@ -532,6 +560,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
         portability,
         erasures,
         feed,
+        audit,
         export_idle_timeout_s=db.export_idle_timeout_s,
         watch_idle_timeout_s=settings.feed.idle_timeout_s,
     )
@@ -554,6 +583,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
     running = RunningServer(server, port, pool, health, settings.server.grace_s, inference, access)
     running.routing = routing
     running.feed = feed
+    running.audit = audit
     running.summarizer = summarizer
     running.status = status
     status.name = f"{settings.server.host}:{port}"
@@ -566,6 +596,8 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
         running.spawn(scheduler.run_forever(), "lifecycle-jobs")
     running.spawn(_watch_database(store, health, db.health_interval_s), "watch-database")
     running.spawn(access.run_forever(), "access-tracking")
+    if settings.audit.tenants:
+        running.spawn(audit.run_forever(), "recall-audit")
     running.spawn(statistics.run_forever(), "planner-statistics")
     running.spawn(routing.watch_forever(), "watch-replicas")
     if inference is not None:

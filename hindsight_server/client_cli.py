@@ -5,6 +5,7 @@ hindsight write|get|list|recall|update|delete ...    memories
 hindsight session append|summarize|end SESSION ...   a conversation's turns, its working memory, its episode
 hindsight pending list|confirm|reject ...            memories waiting for the user's confirmation
 hindsight history ID                                 a memory's versions, oldest first
+hindsight audit [--memory ID] [--subject S] ...      the recalls an audited tenant served, newest first
 
 Human-readable output by default (one memory a line; `get` and `session summarize` one field a line);
 `--json` prints protobuf's JSON mapping with the proto's field names, every field, and 64-bit integers
@@ -458,6 +459,42 @@ def cmd_pending_reject(args: argparse.Namespace) -> int:
     return _decide(args, confirm=False)
 
 
+def _audit_line(entry: pb.RecallAuditEntry, memory_id: str) -> str:
+    """One recall: when, its request id, subject and agent, what it returned (and, for --memory, whether
+    that memory was packed), its query's hash (and text, where kept)."""
+    served = f"{len(entry.returned_ids)} returned, {len(entry.packed_ids)} packed"
+    if memory_id:
+        served += ", this one packed" if memory_id in entry.packed_ids else ", this one not packed"
+    query = f"  {json.dumps(entry.query_text, ensure_ascii=False)}" if entry.HasField("query_text") else ""
+    who = f"subject={entry.subject or '-'} agent={entry.agent_id or '-'}"
+    return f"{_time(entry, 'at')}  {entry.request_id}  {who}  {served}  {entry.query_hash[:16]}{query}"
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    async def call(client: HindsightClient) -> None:
+        memory_id = args.memory.lower()
+        response = await client.audit_recalls(
+            args.tenant,
+            memory_id=memory_id,
+            subject=args.subject,
+            since=args.since,
+            until=args.until,
+            page_size=args.page_size,
+            page_token=args.page_token,
+        )
+        if args.json:
+            print_json(typed_dict(response))
+            return
+        for entry in response.entries:
+            print(_audit_line(entry, memory_id))
+        if not response.entries:
+            print("(no audited recall)")
+        if response.next_page_token:
+            print(f"next page: --page-token {response.next_page_token}")
+
+    return _call(args, call)
+
+
 # -------------------------------------------------------------------------------------------- parser
 
 
@@ -591,6 +628,20 @@ def _add_memory_commands(commands: Any) -> None:
     history = _command(commands, "history", cmd_history, "a memory's versions, oldest first")
     history.add_argument("id", help="any version's id")
     _agent(history)
+
+    audit = _command(
+        commands,
+        "audit",
+        cmd_audit,
+        "the recall audit of a tenant whose recalls are audited (audit.tenants): which recalls a memory "
+        "fed, newest first",
+    )
+    audit.add_argument("--memory", default="", help="only the recalls that returned this memory (its id)")
+    audit.add_argument("--subject", default="", help="only the recalls of this subject")
+    audit.add_argument("--since", type=timestamp, help="only recalls from this time on (ISO 8601)")
+    audit.add_argument("--until", type=timestamp, help="only recalls before this time (ISO 8601)")
+    audit.add_argument("--page-size", type=int, default=0, help="recalls per page (default: the server's)")
+    audit.add_argument("--page-token", default="", help="the next page, as the previous page printed it")
 
 
 def _add_session_commands(commands: Any) -> None:

@@ -302,6 +302,36 @@ class FeedSettings(_Section):
     content_tenants: tuple[str, ...] = ()
 
 
+class AuditSettings(_Section):
+    """The recall audit (pipelines/audit.py): per tenant, off unless listed. An audited tenant's every
+    Recall is recorded (request id, time, subject, agent, a keyed hash of the query, the ids returned
+    and packed) in `recall_audit` and as a recall.served event in its change feed."""
+
+    tenants: tuple[str, ...] = ()  # the tenants whose recalls are audited; empty: none (no cost)
+    # Of those, the tenants whose audit also keeps the query's text; every other keeps its hash only.
+    query_text_tenants: tuple[str, ...] = ()
+    # The HMAC key of the query hashes (at least 16 characters; required once a tenant is audited). The
+    # same on every server, so their hashes of one query agree; a new key makes new hashes (older
+    # entries no longer link with newer ones). Without it nobody can test a guessed query against a hash.
+    query_hash_key: str = ""
+    retention_days: float = Field(30.0, gt=0)  # entries older than this are deleted (the `audit` job)
+    trim_interval_s: float = Field(3_600.0, gt=0)  # how often the `audit` job deletes them, in batches
+    # Entries wait in memory at most this many at once (past it a recall's entry is dropped and counted,
+    # never waited for) and are written every flush_interval_s or as soon as flush_rows wait.
+    buffer_size: int = Field(10_000, ge=1, le=1_000_000)
+    flush_rows: int = Field(500, ge=1, le=5_000)
+    flush_interval_s: float = Field(0.1, gt=0, le=60)
+
+    @model_validator(mode="after")
+    def _a_key_when_auditing(self) -> AuditSettings:
+        if self.tenants and len(self.query_hash_key) < 16:
+            raise ValueError("query_hash_key (at least 16 characters) is required when tenants are audited")
+        not_audited = sorted(set(self.query_text_tenants) - set(self.tenants))
+        if not_audited:
+            raise ValueError(f"query_text_tenants {', '.join(not_audited)} are not in tenants")
+        return self
+
+
 class StackSettings(_Section):
     """What `hindsight up` starts besides the memory servers."""
 
@@ -400,6 +430,7 @@ class Settings(BaseSettings):
     admission: AdmissionSettings = AdmissionSettings()
     jobs: JobsSettings = JobsSettings()
     feed: FeedSettings = FeedSettings()
+    audit: AuditSettings = AuditSettings()
     recall: RecallPolicy = RecallPolicy()
     telemetry: TelemetrySettings = TelemetrySettings()
     # Where each value came from (load_settings), for messages that name it.

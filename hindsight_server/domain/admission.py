@@ -62,7 +62,8 @@ _BASE = {
     "History": 1.0,
     "EndSession": 2.0,
 }
-_PER_ITEM = {"Recall": 0.02, "List": 0.005, "WriteBatch": 0.5, "Import": 0.5}
+# An audit page reads an entry and its id arrays a result, like a List page's memories.
+_PER_ITEM = {"Recall": 0.02, "List": 0.005, "AuditRecalls": 0.005, "WriteBatch": 0.5, "Import": 0.5}
 _PER_KIB = 0.05
 
 

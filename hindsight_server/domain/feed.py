@@ -44,6 +44,9 @@ class EventType(StrEnum):
     ERASED = "erased"  # Erase removed it (the event names no subject and carries no content)
     CONSOLIDATED = "consolidated"  # a session's turns became the episode memory_id (session_id names it)
     ERASURE_FINISHED = "erasure_finished"  # an Erase ended (erasure_id; its resolution: the scope's kind)
+    # A recall of a tenant whose recalls are audited (audit.tenants): memory_ids are the memories it
+    # returned, packed_ids those packed into its injection text; memory_id is empty.
+    RECALL_SERVED = "recall.served"
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -119,6 +122,8 @@ class ChangeEvent:
     content: str | None
     session_id: str = ""
     erasure_id: str = ""
+    memory_ids: tuple[str, ...] = ()  # recall.served: the memories returned
+    packed_ids: tuple[str, ...] = ()  # recall.served: those packed into the injection text
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,6 +44,7 @@ from hindsight_server.domain.validation import validate_recall
 from hindsight_server.inference.tier import InferenceTier
 from hindsight_server.offload import run_pure
 from hindsight_server.pipelines.access import AccessTracker
+from hindsight_server.pipelines.audit import RecallAudit
 from hindsight_server.pipelines.scope_sizes import ScopeCounter, ScopeSizes
 from hindsight_server.store.channels import ChannelRows, Vectors
 from hindsight_server.store.routing import PrimaryOnly, ReadRoute
@@ -163,7 +164,9 @@ class RecallPipeline:
         recorder: Recorder | None = None,
         scope_sizes: ScopeSizes | None = None,
         reads: ReadRoute[RecallStore] | None = None,
+        audit: RecallAudit | None = None,
     ) -> None:
+        self._audit = audit
         self._store = store  # the primary's
         self._reads = reads or PrimaryOnly(store)  # the channels that may read from a replica
         self._settings = settings
@@ -172,14 +175,25 @@ class RecallPipeline:
         self._recorder = recorder or Recorder()
         self._scope_sizes = scope_sizes or ScopeSizes(store)
 
-    async def recall(self, query: RecallQuery) -> RecallResult:
+    async def recall(self, query: RecallQuery, *, request_id: str = "") -> RecallResult:
         """Recalls, in a span with a child per stage (embed, each channel, fuse, rank, rerank, pack) and
-        with its latency recorded for the p99 target (telemetry.recorder)."""
+        with its latency recorded for the p99 target (telemetry.recorder). An audited tenant's recall is
+        recorded (pipelines/audit.py: buffered, never waited for) under the call's `request_id`."""
         with self._recorder.recall() as span:
             result = await self._recall(query)
             span.set_attribute("hindsight.hits", len(result.hits))
             span.set_attribute("hindsight.tokens_used", result.tokens_used)
             span.set_attribute("hindsight.channels_degraded", [c.value for c in result.channels_degraded])
+        if self._audit is not None and self._audit.audits(query.tenant_id):
+            self._audit.record(
+                query.tenant_id,
+                request_id=request_id,
+                subject=query.subject,
+                agent_id=query.agent_id,
+                query_text=query.text,  # as asked, before a dialogue is narrowed to its user turns
+                returned_ids=tuple(hit.memory.id for hit in result.hits),
+                packed_ids=tuple(hit.memory.id for hit in result.hits if hit.packed),
+            )
         return result
 
     async def _recall(self, query: RecallQuery) -> RecallResult:

@@ -47,7 +47,7 @@ def shape_of(method: str, request: Any, request_bytes: int) -> CallShape:
         items = len(request.memories)
     elif method == "Recall":
         items = request.top_k
-    elif method == "List":
+    elif method in ("List", "AuditRecalls"):
         items = request.page_size
     return CallShape(method, items, request_bytes)
 

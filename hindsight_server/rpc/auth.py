@@ -37,7 +37,7 @@ _OPS_SERVICE = "/hindsight.ops.v1.Ops/"
 # The scope each MemoryService method needs. A method missing here is refused (a new RPC must be given
 # one): tests/rpc/test_security.py checks that every method of the service has an entry.
 METHOD_SCOPES: Mapping[str, Scope] = {
-    **dict.fromkeys(("Get", "List", "Recall", "History", "Summarize", "Watch"), Scope.READ),
+    **dict.fromkeys(("Get", "List", "Recall", "History", "Summarize", "Watch", "AuditRecalls"), Scope.READ),
     **dict.fromkeys(
         (
             "Write",

@@ -16,6 +16,7 @@ from google.protobuf.message import Message
 
 from hindsight.consistency import decode_token, encode_token
 from hindsight.v1 import memory_pb2 as pb
+from hindsight_server.domain.audit import AuditPage, AuditQuery, decode_audit_token, encode_audit_token
 from hindsight_server.domain.conversation import Role, Turn
 from hindsight_server.domain.errors import InvalidArgument
 from hindsight_server.domain.feed import (
@@ -65,7 +66,7 @@ from hindsight_server.domain.portability import (
     ImportOutcome,
     PortableMemory,
 )
-from hindsight_server.domain.validation import require_memory_id
+from hindsight_server.domain.validation import require_memory_id, validate_identifiers
 from hindsight_server.pipelines.sessions import AppendResult, SessionView, TurnRequest
 
 E = TypeVar("E", bound=StrEnum)
@@ -719,8 +720,56 @@ def feed_item_to_proto(item: ChangeEvent | Heartbeat, now: datetime) -> pb.Watch
         fields=item.fields,
         session_id=item.session_id,
         erasure_id=item.erasure_id,
+        memory_ids=item.memory_ids,
+        packed_ids=item.packed_ids,
     )
     if item.content is not None:
         event.content = item.content
     _time_out(event.at, item.at)
     return pb.WatchItem(event=event)
+
+
+# ------------------------------------------------------------------------------------------ recall audit
+
+
+def audit_query_from_proto(request: pb.AuditRecallsRequest, viewer: str | None, limits: Limits) -> AuditQuery:
+    """Bounded: an id, a subject of limits.max_identifier_chars, a page of 1..limits.max_page_size, a
+    token of ours (decode_audit_token); each refusal names its field."""
+    validate_identifiers(limits, subject=request.subject)
+    if not 0 <= request.page_size <= limits.max_page_size:
+        raise InvalidArgument("page_size", f"must be between 1 and {limits.max_page_size} (0: the default)")
+    window = _window_in(request, "time_range", "time_range")
+    if window.start is not None and window.end is not None and window.start >= window.end:
+        raise InvalidArgument("time_range", "start must be before end")
+    query = AuditQuery(
+        tenant_id=request.tenant_id,
+        memory_id=require_memory_id(request.memory_id, "memory_id") if request.memory_id else "",
+        subject=request.subject or None,
+        since=window.start,
+        until=window.end,
+        viewer=viewer,
+        page_size=request.page_size or limits.default_page_size,
+    )
+    if not request.page_token:
+        return query
+    return replace(query, after=decode_audit_token(request.page_token, query))
+
+
+def audit_page_to_proto(page: AuditPage, query: AuditQuery) -> pb.AuditRecallsResponse:
+    response = pb.AuditRecallsResponse(
+        next_page_token=encode_audit_token(page.next_cursor, query) if page.next_cursor else ""
+    )
+    for entry in page.entries:
+        out = response.entries.add(
+            id=entry.id,
+            request_id=entry.request_id,
+            subject=entry.subject,
+            agent_id=entry.agent_id,
+            query_hash=entry.query_hash,
+            returned_ids=entry.returned_ids,
+            packed_ids=entry.packed_ids,
+        )
+        if entry.query_text is not None:
+            out.query_text = entry.query_text
+        _time_out(out.at, entry.at)
+    return response

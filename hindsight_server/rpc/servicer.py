@@ -18,6 +18,7 @@ from hindsight_server.domain.errors import DeadlineExceeded
 from hindsight_server.domain.policy import Limits, RecallPolicy
 from hindsight_server.domain.portability import ExportHeader
 from hindsight_server.domain.validation import require_memory_id, validate_identifiers, validate_tenant
+from hindsight_server.pipelines.audit import RecallAudit
 from hindsight_server.pipelines.erasure import ErasurePipeline
 from hindsight_server.pipelines.feed import FeedPipeline
 from hindsight_server.pipelines.portability import PortabilityPipeline
@@ -47,11 +48,13 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         portability: PortabilityPipeline,
         erasures: ErasurePipeline,
         feed: FeedPipeline,
+        audit: RecallAudit,
         *,
         export_idle_timeout_s: float = 30.0,
         watch_idle_timeout_s: float = 30.0,
     ) -> None:
         self._feed = feed
+        self._audit = audit
         self._watch_idle_timeout_s = watch_idle_timeout_s
         self._export_idle_timeout_s = export_idle_timeout_s
         self._positions = positions
@@ -233,7 +236,7 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         self, request: pb.RecallRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.RecallResponse:
         query = convert.recall_query_from_proto(request, self._recall_policy, self._clock())
-        result = await self._recalls.recall(query)
+        result = await self._recalls.recall(query, request_id=current_request_id())
         return convert.recall_result_to_proto(result, explain=query.explain)
 
     # grpc.aio takes a coroutine that writes with context.write as a streaming handler; the generated
@@ -298,7 +301,9 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         """Each write awaited (gRPC's flow control: a reader that takes nothing holds the stream, not
         the server's memory) and bounded, so a reader that stopped frees its stream slot."""
         validate_tenant(request.tenant_id, self._limits)
-        query = convert.watch_query_from_proto(request, current_principal().viewer, self._limits)
+        # A key bound to an agent has its agent in agent_id already (rpc/auth.py binds it).
+        validate_identifiers(self._limits, agent_id=request.agent_id)
+        query = convert.watch_query_from_proto(request, request.agent_id or None, self._limits)
         idle_s = self._watch_idle_timeout_s
         async for item in self._feed.watch(query):
             try:
@@ -312,3 +317,11 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
                 if context.done():  # the reader went (cancelled, disconnected): nothing to report
                     return
                 raise
+
+    async def AuditRecalls(
+        self, request: pb.AuditRecallsRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.AuditRecallsResponse:
+        validate_tenant(request.tenant_id, self._limits)
+        validate_identifiers(self._limits, agent_id=request.agent_id)  # bound to the key's, if it has one
+        query = convert.audit_query_from_proto(request, request.agent_id or None, self._limits)
+        return convert.audit_page_to_proto(await self._audit.page(query), query)

@@ -3,8 +3,9 @@
 A batch is one transaction under the erasure row's lock (two servers never run one erasure at once):
 up to `limit` memories of the scope with everything linked to them (their versions, both ways, and every
 memory derived from them, to any depth), their share of the tenant's BM25 statistics, the session turns
-they came from, and the answers kept for retries that name them. When no memory is left, the scope's
-sessions (with their turns and summaries) and the answers kept for retries that carry the scope go, and
+they came from, the answers kept for retries that name them, and the recall audit's entries of recalls
+that returned them. When no memory is left, the scope's sessions (with their turns and summaries), the
+answers kept for retries that carry the scope and the audit entries of the subject's recalls go, and
 the record is marked done. Rerunning a batch after a crash finds only what is left.
 """
 
@@ -19,6 +20,7 @@ import asyncpg
 
 from hindsight_server.domain.errors import NotFound
 from hindsight_server.domain.model import ErasureKind, ErasureRecord, ErasureScope
+from hindsight_server.store.audit import scrub_audit_of_memories, scrub_audit_of_subject
 from hindsight_server.store.errors import translate_errors
 from hindsight_server.store.feed import scrub_events, scrub_subject
 from hindsight_server.store.lifecycle import retried_on_conflict, uncount_documents
@@ -245,6 +247,8 @@ async def _remove_memories(
     ids = [row["id"] for row in rows]
     # The change feed keeps no trace of what they said (nor of the subject): an `erased` event each.
     await scrub_events(connection, tenant_id, ids, now)
+    # The recall audit's entries of recalls that returned them, with their recall.served events.
+    await scrub_audit_of_memories(connection, tenant_id, ids)
     # Links from memories that stay (none, for a whole chain) lose their target, as in a purge.
     for column in ("supersedes", "superseded_by"):
         await connection.execute(
@@ -306,6 +310,8 @@ async def _remove_sessions_and_replies(connection: asyncpg.Connection, scope: Er
         return BatchRemoved(sessions=row["sessions"], turns=row["turns"])
     # Events that still name the subject (of memories written while the erasure ran and removed since).
     await scrub_subject(connection, scope.tenant_id, scope.subject if subject else None)
+    # The subject's (or tenant's) recalls in the audit, whatever they returned.
+    await scrub_audit_of_subject(connection, scope.tenant_id, scope.subject if subject else None)
     if scope.kind is ErasureKind.TENANT:
         replies = await connection.fetchval(
             "WITH gone AS (DELETE FROM request_replies WHERE tenant_id = $1 RETURNING 1) "

@@ -131,6 +131,8 @@ class FeedStore(OnPool):
                        SELECT e.id, e.xid::text AS xid, e.seq, e.at, e.type, e.memory_id, e.subject,
                               e.kind, e.resolution, e.version, e.fields, e.content, e.session_id,
                               e.erasure_id
+                              e.kind, e.resolution, e.version, e.fields, e.content, e.memory_ids,
+                              e.packed_ids
                        FROM change_events e
                        WHERE e.tenant_id = $1 AND (e.xid, e.seq) > ($2::text::xid8, $3::bigint)
                          AND e.xid < h.xmin
@@ -282,4 +284,6 @@ def _event(tenant_id: str, row: asyncpg.Record) -> ChangeEvent:
         content=row["content"],
         session_id=row["session_id"],
         erasure_id=row["erasure_id"],
+        memory_ids=tuple(str(i) for i in row["memory_ids"] or ()),
+        packed_ids=tuple(str(i) for i in row["packed_ids"] or ()),
     )

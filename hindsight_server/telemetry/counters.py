@@ -9,13 +9,14 @@ from dataclasses import dataclass
 
 from opentelemetry import metrics
 
-__all__ = ["count_failure", "count_shed"]
+__all__ = ["count_audit_dropped", "count_failure", "count_shed"]
 
 
 @dataclass(frozen=True, slots=True)
 class _Counters:
     background_failures: metrics.Counter
     shed: metrics.Counter
+    audit_dropped: metrics.Counter
 
 
 @functools.cache
@@ -33,6 +34,11 @@ def _counters() -> _Counters:
             unit="{call}",
             description="Calls refused by admission control (attributes: method, limit)",
         ),
+        audit_dropped=meter.create_counter(
+            "hindsight.audit.dropped",
+            unit="{recall}",
+            description="Recall audit entries lost: the buffer was full, or its write kept failing",
+        ),
     )
 
 
@@ -45,3 +51,8 @@ def count_failure(worker: str, error: BaseException, items: int = 1) -> None:
 
 def count_shed(method: str, limit: str) -> None:
     _counters().shed.add(1, {"rpc.method": method, "hindsight.limit": limit})
+
+
+def count_audit_dropped(entries: int, reason: str) -> None:
+    """`reason`: buffer_full (recalls faster than the database takes their audit) or write_failed."""
+    _counters().audit_dropped.add(entries, {"hindsight.reason": reason})

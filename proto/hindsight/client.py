@@ -20,7 +20,7 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Literal
@@ -623,12 +623,14 @@ class HindsightClient:
         heartbeats: bool = False,
         max_retries: int | None = None,
         max_backoff_s: float = 5.0,
-    ) -> AsyncIterator[pb.WatchItem]:
+        agent_id: str = "",
+    ) -> AsyncGenerator[pb.WatchItem, None]:
         """The tenant's change feed from `cursor` ("" now, "oldest", or a cursor it yielded), for as long
         as the caller iterates. After a transient error (UNAVAILABLE: a server restarted; the stream
         limit; an idle stream ended) it reconnects, with backoff, from the last cursor it received, so
         no event is missed or repeated. `heartbeats`: also yield them (their cursor is where to resume).
-        `max_retries`: failures in a row before the error is raised (None: no limit)."""
+        `max_retries`: failures in a row before the error is raised (None: no limit). `agent_id`: watch
+        as that agent (shared memories' events and its own private ones')."""
         failures, position = 0, cursor
         while True:
             request = pb.WatchRequest(
@@ -637,6 +639,7 @@ class HindsightClient:
                 subjects=subjects,
                 kinds=[kind_value(k) for k in kinds],
                 event_types=event_types,
+                agent_id=agent_id,
             )
             stream = self._stub.Watch(request, metadata=self._metadata)
             try:
@@ -659,6 +662,39 @@ class HindsightClient:
                 await asyncio.sleep(delay)
             finally:
                 stream.cancel()
+
+    async def audit_recalls(
+        self,
+        tenant_id: str,
+        *,
+        memory_id: str = "",
+        subject: str = "",
+        since: datetime | None = None,
+        until: datetime | None = None,
+        page_size: int = 0,
+        page_token: str = "",
+        agent_id: str = "",
+        timeout_s: float | None = None,
+    ) -> pb.AuditRecallsResponse:
+        """One page of the recall audit, newest first: the recalls that returned `memory_id` (empty:
+        any), of `subject` (empty: any), from `since` (inclusive) until `until` (exclusive); `agent_id`:
+        that agent's recalls only."""
+        request = pb.AuditRecallsRequest(
+            tenant_id=tenant_id,
+            memory_id=memory_id,
+            subject=subject,
+            page_size=page_size,
+            page_token=page_token,
+            agent_id=agent_id,
+        )
+        if since is not None or until is not None:
+            request.time_range.SetInParent()
+            _set_time(request.time_range, "start", since)
+            _set_time(request.time_range, "end", until)
+        response: pb.AuditRecallsResponse = await self._stub.AuditRecalls(
+            request, **self._call_options(timeout_s)
+        )
+        return response
 
     async def import_memories(
         self,

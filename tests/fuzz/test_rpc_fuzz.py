@@ -710,6 +710,14 @@ def _sample_request(method: str, tenant: str) -> Message:
         "Watch": pb.WatchRequest(
             tenant_id=tenant, cursor="oldest", subjects=["u1"], kinds=[pb.KIND_FACT], event_types=["created"]
         ),
+        "AuditRecalls": pb.AuditRecallsRequest(
+            tenant_id=tenant,
+            memory_id=memory_id,
+            subject="u1",
+            time_range=pb.TimeRange(start=memory.valid_from),
+            page_size=10,
+            agent_id="a",
+        ),
     }
     return samples[method]
 

@@ -53,7 +53,14 @@ async def _seed(client: HindsightClient, tenant: str) -> tuple[str, str]:
 
 async def _confined_to_alice(session: ClientSession, client: HindsightClient, tenant: str) -> None:
     """What a token bound to subject alice may and may not do, with memories of alice and bob."""
+    start = (await _ok(session, "memory_changes", {"wait_s": 0.1}))["next_cursor"]
     alice_id, bob_id = await _seed(client, tenant)
+    # The change feed: alice's changes only, whatever the model asks for.
+    changed = await _ok(session, "memory_changes", {"cursor": start, "wait_s": 0.5})
+    assert [(c["memory_id"], c["subject"]) for c in changed["changes"]] == [(alice_id, "alice")]
+    assert "acts for subject 'alice' only" in await _refused(
+        session, "memory_changes", {"cursor": start, "subject": "bob"}
+    )
     assert await _recalled(session, "flat street road") == {alice_id}
     assert "acts for subject 'alice' only" in await _refused(
         session, "memory_recall", {"session_id": "s", "query": "flat", "subject": "bob"}

@@ -29,6 +29,7 @@ CORE_TOOLS = {
     "memory_reject_pending",
     "memory_history",
     "memory_forget",
+    "memory_changes",
 }
 
 
