@@ -6,8 +6,8 @@ place)."""
 
 from __future__ import annotations
 
-import contextlib
 import asyncio
+import contextlib
 import hashlib
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence

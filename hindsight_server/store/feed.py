@@ -130,9 +130,7 @@ class FeedStore(OnPool):
                    LEFT JOIN LATERAL (
                        SELECT e.id, e.xid::text AS xid, e.seq, e.at, e.type, e.memory_id, e.subject,
                               e.kind, e.resolution, e.version, e.fields, e.content, e.session_id,
-                              e.erasure_id
-                              e.kind, e.resolution, e.version, e.fields, e.content, e.memory_ids,
-                              e.packed_ids
+                              e.erasure_id, e.memory_ids, e.packed_ids
                        FROM change_events e
                        WHERE e.tenant_id = $1 AND (e.xid, e.seq) > ($2::text::xid8, $3::bigint)
                          AND e.xid < h.xmin
