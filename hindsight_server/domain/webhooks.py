@@ -232,10 +232,10 @@ def _refusal(address: Address) -> str:
         return "link-local"
     if address.is_multicast:
         return "multicast"
-    if address.is_private:
-        return "private"
     if address.is_reserved:
         return "reserved"
+    if address.is_private:
+        return "private"
     if not address.is_global:  # shared address space (100.64/10), documentation ranges, ...
         return "not globally routable"
     return ""
