@@ -157,7 +157,8 @@ class WebhookRegistry:
         ident = _endpoint_id(endpoint_id)
         if await self._store.get(tenant_id, ident) is None:
             raise NotFound("webhook endpoint", endpoint_id)
-        query = FeedQuery(tenant_id, parse_cursor(cursor), oldest=cursor == OLDEST)
+        oldest = cursor == OLDEST
+        query = FeedQuery(tenant_id, None if oldest else parse_cursor(cursor), oldest=oldest)
         start = await self._feed.start(query)
         endpoint = await self._store.replay(tenant_id, ident, start, self._clock())
         if endpoint is None:

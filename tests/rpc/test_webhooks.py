@@ -6,6 +6,7 @@ Replay; the SSRF policy at registration and at connection; the admin scope; host
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -25,7 +26,7 @@ from hindsight_server.outbound.webhook_http import WebhookSender
 from hindsight_server.rpc.auth import WEBHOOK_METHOD_SCOPES
 from tests.fixtures.postgres import dsn_for_database
 from tests.support.eventually import eventually
-from tests.support.processes import create_key, free_port
+from tests.support.processes import create_key, free_port, run_cli
 from tests.support.rich_errors import detail
 from tests.support.webhook_receiver import WebhookReceiver
 
@@ -413,3 +414,64 @@ async def test_webhooks_need_the_tenants_admin_key(
     async with HindsightClient(target, api_key=admin["api_key"]) as client:
         added = await client.add_webhook(tenant, receiver.url)
         assert [e.id for e in await client.list_webhooks(tenant)] == [added.endpoint.id]
+
+
+# ------------------------------------------------------------------------------------------------- CLI
+
+
+async def test_the_cli_adds_lists_rotates_replays_and_removes(
+    hooks: HindsightClient, receiver: WebhookReceiver, tenant: str
+) -> None:
+    await receiver.start()
+    connection = ["--target", hooks.target, "--tenant", tenant]
+    added = await run_cli(
+        [
+            "webhooks",
+            "add",
+            receiver.url,
+            "--event-types",
+            "created,deleted",
+            "--subjects",
+            "ana",
+            *connection,
+        ]
+    )
+    assert added.code == 0, added.stderr
+    endpoint_id, _, _ = added.stdout.partition("  ")
+    secret = next(
+        line.removeprefix("secret: ") for line in added.stdout.splitlines() if line.startswith("secret")
+    )
+    assert secret.startswith("whsec_") and "shown only now" in added.stdout
+
+    await hooks.write(tenant, "Ana's first", subject="ana", **FACT)
+    await eventually(lambda: len(receiver.delivered()) == 1, timeout_s=10)
+    assert receiver.delivered()[0].verified(secret)["subject"] == "ana"
+
+    listed = await run_cli(["webhooks", "list", "--json", *connection])
+    assert listed.code == 0, listed.stderr
+    (shown,) = json.loads(listed.stdout)
+    assert shown["id"] == endpoint_id and shown["event_types"] == ["created", "deleted"]
+    assert shown["delivered"] == 1 and "secret" not in shown
+    plain = await run_cli(["webhooks", "list", *connection])
+    assert endpoint_id in plain.stdout and "active" in plain.stdout and "delivered 1" in plain.stdout
+
+    rotated = await run_cli(["webhooks", "rotate", endpoint_id, "--json", *connection])
+    assert rotated.code == 0, rotated.stderr
+    new_secret = json.loads(rotated.stdout)["secret"]
+    assert new_secret.startswith("whsec_") and new_secret != secret
+
+    replayed = await run_cli(["webhooks", "replay", endpoint_id, "--from", "oldest", *connection])
+    assert replayed.code == 0, replayed.stderr
+    await eventually(lambda: len(receiver.delivered()) == 2, timeout_s=10)
+    again = receiver.delivered()[1]
+    assert again.headers["webhook-id"] == receiver.delivered()[0].headers["webhook-id"]
+    assert again.verified(new_secret) == again.verified(secret)  # both sign during the overlap
+
+    bad = await run_cli(["webhooks", "replay", endpoint_id, "--from", "nope", *connection])
+    assert bad.code != 0 and "INVALID_ARGUMENT: cursor:" in bad.stderr
+    removed = await run_cli(["webhooks", "remove", endpoint_id, *connection])
+    assert removed.code == 0 and f"removed {endpoint_id}" in removed.stdout
+    gone = await run_cli(["webhooks", "remove", endpoint_id, *connection])
+    assert gone.code != 0 and "NOT_FOUND" in gone.stderr
+    refused = await run_cli(["webhooks", "add", "http://10.0.0.1/h", *connection])
+    assert refused.code != 0 and "a private address" in refused.stderr
