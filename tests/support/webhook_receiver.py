@@ -1,6 +1,6 @@
 """A real HTTP/1.1 webhook receiver on loopback (asyncio streams), whose behaviour a test sets: down (not
 listening), slow (answers after a delay), failing (a status of the test's choosing) or well (200). It
-keeps every request it read, with its headers and body, in arrival order."""
+keeps every request it read, with its headers and body, in the order it answered them."""
 
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ class Received:
 class WebhookReceiver:
     port: int = 0
     status: int = 200  # what to answer
-    delay_s: float = 0.0  # how long to wait before answering
+    delay_s: float = 0.0  # slow: waits this long, then closes without an answer
+    pause_s: float = 0.0  # waits this long, then answers
     received: list[Received] = field(default_factory=list)
     _server: asyncio.Server | None = None
 
@@ -77,6 +78,8 @@ class WebhookReceiver:
                 self.received.append(Received(headers, body, 0))
                 await asyncio.sleep(delay_s)
                 return  # the sender gave up already: no answer
+            if self.pause_s:
+                await asyncio.sleep(self.pause_s)
             self.received.append(Received(headers, body, status))
             answer = b"ok" if status < 300 else b"no"
             writer.write(
