@@ -255,10 +255,9 @@ class WebhookDispatcher:
         )
         cursor = endpoint.cursor
         events, position = await self._feed_store.read(query, cursor, settings.batch_size)
-        delivered = 0
         for event in events:
             if not self._limiter.allow(endpoint.id, asyncio.get_running_loop().time()):
-                await self._settle(endpoint, cursor, cursor, delivered, self._limiter.wait_s(endpoint.id))
+                await self._settle(endpoint, cursor, cursor, self._limiter.wait_s(endpoint.id))
                 return
             secrets_now = await self._store.renew(endpoint.id, self._holder, settings.lease_s, cursor)
             if secrets_now is None:
@@ -287,18 +286,16 @@ class WebhookDispatcher:
                 return
             if not await self._store.advance(endpoint.id, self._holder, cursor, event.cursor, 1):
                 return
-            cursor, delivered = event.cursor, delivered + 1
+            cursor = event.cursor
             endpoint = _cleared(endpoint)
         full = len(events) >= settings.batch_size
-        await self._settle(endpoint, cursor, position, 0, 0.0 if full else settings.poll_s)
+        await self._settle(endpoint, cursor, position, 0.0 if full else settings.poll_s)
 
-    async def _settle(
-        self, endpoint: Endpoint, cursor: Cursor, position: Cursor, delivered: int, wait_s: float
-    ) -> None:
-        """The cursor moves to `position` (past events that matched no filter, too), the lease goes
-        back, and the endpoint is looked at again in `wait_s`."""
+    async def _settle(self, endpoint: Endpoint, cursor: Cursor, position: Cursor, wait_s: float) -> None:
+        """The cursor moves to `position` (past events that matched no filter, too: nothing was sent
+        for them), the lease goes back, and the endpoint is looked at again in `wait_s`."""
         if position > cursor and not await self._store.advance(
-            endpoint.id, self._holder, cursor, position, delivered
+            endpoint.id, self._holder, cursor, position, 0
         ):
             return
         await self._store.release(endpoint.id, self._holder, self._later(wait_s))
