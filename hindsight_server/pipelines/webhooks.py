@@ -31,6 +31,7 @@ from hindsight_server.domain.ratelimit import RateLimiter
 from hindsight_server.domain.webhooks import (
     SECRET_BYTES,
     Endpoint,
+    Failure,
     RetryPolicy,
     after_failure,
     event_body,
@@ -254,6 +255,16 @@ class WebhookDispatcher:
             viewer=endpoint.viewer,
         )
         cursor = endpoint.cursor
+        trimmed = await self._feed_store.trimmed(endpoint.tenant_id)
+        if trimmed is not None and cursor < trimmed:
+            # Events after the cursor were dropped by the feed's retention: delivering on would skip
+            # them unseen. Dead, it waits for a Replay that says where to go on from.
+            now = self._clock()
+            lost = Failure(endpoint.attempts, endpoint.failing_since or now, now, dead=True)
+            reason = f"events after cursor {cursor} passed the feed's retention; replay from 'oldest'"
+            await self._store.failed(endpoint.id, self._holder, cursor, lost, reason)
+            log.warning("webhooks: endpoint %s is dead: %s", endpoint.id, reason)
+            return
         events, position = await self._feed_store.read(query, cursor, settings.batch_size)
         for event in events:
             if not self._limiter.allow(endpoint.id, asyncio.get_running_loop().time()):

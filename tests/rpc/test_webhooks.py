@@ -9,6 +9,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -23,7 +24,9 @@ from hindsight_server.app import RunningServer, start_server
 from hindsight_server.config import Settings
 from hindsight_server.domain.webhooks import AddressPolicy, parse_url
 from hindsight_server.outbound.webhook_http import WebhookSender
+from hindsight_server.pipelines.feed import FeedPipeline, FeedSettings
 from hindsight_server.rpc.auth import WEBHOOK_METHOD_SCOPES
+from hindsight_server.store.feed import FeedStore
 from tests.fixtures.postgres import dsn_for_database
 from tests.support.eventually import eventually
 from tests.support.processes import create_key, free_port, run_cli
@@ -475,3 +478,39 @@ async def test_the_cli_adds_lists_rotates_replays_and_removes(
     assert gone.code != 0 and "NOT_FOUND" in gone.stderr
     refused = await run_cli(["webhooks", "add", "http://10.0.0.1/h", *connection])
     assert refused.code != 0 and "a private address" in refused.stderr
+
+
+async def test_an_endpoint_behind_the_feeds_retention_dies_instead_of_skipping_events(
+    start: Callable[..., Awaitable[tuple[RunningServer, str]]], receiver: WebhookReceiver, tenant: str
+) -> None:
+    running, dsn = await start()
+    async with HindsightClient(f"127.0.0.1:{running.port}") as client:
+        added = await client.add_webhook(tenant, receiver.url)  # the receiver is down: nothing delivered
+        await client.write(tenant, "trimmed before it was delivered", **FACT)
+
+        async def retrying() -> bool:
+            return (await _endpoint(client, tenant, added.endpoint.id)).attempts >= 1
+
+        await eventually(retrying, timeout_s=10)
+        pool = await asyncpg.create_pool(dsn, min_size=1, max_size=1)
+        try:  # the retention job, run as if eight days had passed
+            trimmed = await FeedPipeline(FeedStore(pool), FeedSettings()).trim(
+                datetime.now(UTC) + timedelta(days=8)
+            )
+        finally:
+            await pool.close()
+        assert trimmed >= 1
+
+        async def dead() -> bool:
+            return (await _endpoint(client, tenant, added.endpoint.id)).state == hooks_pb.WEBHOOK_STATE_DEAD
+
+        await eventually(dead, timeout_s=10)
+        state = await _endpoint(client, tenant, added.endpoint.id)
+        assert "passed the feed's retention" in state.last_error
+        await receiver.start()
+        code, message = await _refused(client.replay_webhook(tenant, added.endpoint.id, state.cursor))
+        assert code == grpc.StatusCode.OUT_OF_RANGE and "older than the feed keeps" in message
+        await client.replay_webhook(tenant, added.endpoint.id, "oldest")
+        later = await client.write(tenant, "after the replay", **FACT)
+        await eventually(lambda: len(receiver.delivered()) >= 1, timeout_s=10)
+        assert [r.verified(added.secret)["memory_id"] for r in receiver.delivered()] == [later.memory.id]
