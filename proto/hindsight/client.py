@@ -723,7 +723,7 @@ class HindsightClient:
 
     async def list_webhooks(
         self, tenant_id: str, *, timeout_s: float | None = None
-    ) -> list[hooks_pb.WebhookEndpoint]:
+    ) -> Sequence[hooks_pb.WebhookEndpoint]:
         response: hooks_pb.ListEndpointsResponse = await self._webhooks.ListEndpoints(
             hooks_pb.ListEndpointsRequest(tenant_id=tenant_id), **self._call_options(timeout_s)
         )
