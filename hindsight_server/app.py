@@ -365,6 +365,7 @@ def _webhooks(
         timeout_s=hooks.attempt_timeout_s,
         max_response_bytes=hooks.max_response_bytes,
         max_connections=hooks.max_concurrent,
+        ca_file=hooks.ca_file,
     )
     store, feed_store, chosen = WebhookStore(pool), FeedStore(pool), _webhook_settings(settings)
     registry = WebhookRegistry(store, feed, feed_store, sender, chosen, clock)

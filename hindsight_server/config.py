@@ -317,6 +317,7 @@ class WebhooksSettings(_Section):
     allow_private_networks: bool = False
     allowed_networks: tuple[str, ...] = ()
     attempt_timeout_s: float = Field(10.0, gt=0, le=120)  # resolution to the answer's last byte read
+    ca_file: str = ""  # the CAs (PEM) that prove https endpoints' certificates; empty: the system's
     max_response_bytes: int = Field(64 * 1024, ge=0)  # an answer's body is read up to this, then dropped
     # Content past this is left out of an event's body (its `content_omitted` says so).
     max_body_bytes: int = Field(256 * 1024, ge=1_024)

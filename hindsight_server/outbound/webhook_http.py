@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -37,12 +38,20 @@ class Outcome:
 
 class WebhookSender:
     def __init__(
-        self, policy: AddressPolicy, *, timeout_s: float, max_response_bytes: int, max_connections: int
+        self,
+        policy: AddressPolicy,
+        *,
+        timeout_s: float,
+        max_response_bytes: int,
+        max_connections: int,
+        ca_file: str = "",
     ) -> None:
+        """`ca_file`: the CAs that prove endpoints' certificates (PEM); empty: the system's."""
         self._policy = policy
         self._timeout_s = timeout_s
         self._max_response_bytes = max_response_bytes
         self._client = httpx2.AsyncClient(
+            verify=ssl.create_default_context(cafile=ca_file) if ca_file else True,
             trust_env=False,
             follow_redirects=False,
             timeout=timeout_s,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,8 @@ class Received:
 @dataclass
 class WebhookReceiver:
     port: int = 0
+    host: str = "127.0.0.1"  # "localhost": every address the name has (and https with a certificate for it)
+    tls: ssl.SSLContext | None = None
     status: int = 200  # what to answer
     delay_s: float = 0.0  # slow: waits this long, then closes without an answer
     pause_s: float = 0.0  # waits this long, then answers
@@ -43,10 +46,10 @@ class WebhookReceiver:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/hooks"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}/hooks"
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
+        self._server = await asyncio.start_server(self._serve, self.host, self.port, ssl=self.tls)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
