@@ -514,3 +514,25 @@ async def test_an_endpoint_behind_the_feeds_retention_dies_instead_of_skipping_e
         later = await client.write(tenant, "after the replay", **FACT)
         await eventually(lambda: len(receiver.delivered()) >= 1, timeout_s=10)
         assert [r.verified(added.secret)["memory_id"] for r in receiver.delivered()] == [later.memory.id]
+
+
+@pytest.mark.parametrize(
+    ("method", "raw", "field"),
+    [
+        ("AddEndpoint", b"\x0a\x04acme\x12\x02\xc3\x28", "url"),  # url: invalid UTF-8
+        ("AddEndpoint", b"\x0a\x04acme\x1a\x01\xff", "event_types[0]"),
+        ("Replay", b"\x0a\x04acme\x12\x01\xff", "endpoint_id"),
+        ("ListEndpoints", b"\xff\xff\xff", ""),  # not a message at all
+    ],
+)
+async def test_bytes_that_do_not_parse_are_invalid_argument(
+    hooks: HindsightClient, method: str, raw: bytes, field: str
+) -> None:
+    async with grpc.aio.insecure_channel(hooks.target) as channel:
+        call = channel.unary_unary(
+            f"/hindsight.v1.WebhooksService/{method}", request_serializer=None, response_deserializer=None
+        )
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await call(raw, timeout=5)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert (refused.value.details() or "").startswith(field)
