@@ -236,7 +236,9 @@ class WebhookDispatcher:
                 await self._store.release(endpoint.id, self._holder, self._clock())
             raise
         except Exception as exc:
-            if not isinstance(exc, HindsightError):
+            if isinstance(exc, HindsightError):  # the database away: the lease expires if not given back
+                log.warning("webhooks: delivering to endpoint %s stopped: %s", endpoint.id, exc)
+            else:
                 log.exception("webhooks: delivering to endpoint %s failed", endpoint.id)
             with contextlib.suppress(HindsightError):
                 await self._store.release(endpoint.id, self._holder, self._later(self._settings.poll_s))
