@@ -31,6 +31,7 @@ from hindsight_server.domain.ratelimit import RateLimiter
 from hindsight_server.inference.summarizer import LlmSummarizer
 from hindsight_server.inference.tier import DimensionMismatch, InferenceTier
 from hindsight_server.inference.tracing import record_call
+from hindsight_server.outbound.webhook_http import WebhookSender
 from hindsight_server.pipelines.access import AccessTracker
 from hindsight_server.pipelines.activity import WriteActivity
 from hindsight_server.pipelines.audit import AuditSettings, RecallAudit
@@ -48,11 +49,13 @@ from hindsight_server.pipelines.scope_sizes import ScopeSizes
 from hindsight_server.pipelines.sessions import SessionPipeline, SessionSettings
 from hindsight_server.pipelines.statistics import StatisticsRefresh
 from hindsight_server.pipelines.tenants import ApiKeys
+from hindsight_server.pipelines.webhooks import WebhookDispatcher, WebhookRegistry, WebhookSettings
 from hindsight_server.pipelines.write import WritePipeline, WriteSettings
 from hindsight_server.rpc.admission import AdmissionInterceptor
 from hindsight_server.rpc.auth import AuthInterceptor
 from hindsight_server.rpc.server import add_port, build_server, set_inference_serving, set_serving
 from hindsight_server.rpc.servicer import MemoryServicer
+from hindsight_server.rpc.webhooks import add_webhooks_service
 from hindsight_server.store.audit import AuditStore
 from hindsight_server.store.erasure import ErasureStore
 from hindsight_server.store.feed import FeedStore
@@ -67,6 +70,7 @@ from hindsight_server.store.replies import ReplyStore
 from hindsight_server.store.routing import ReadRoute, ReadRouting, RoutingSettings
 from hindsight_server.store.sessions import SessionStore
 from hindsight_server.store.tenants import ApiKeyStore
+from hindsight_server.store.webhooks import WebhookStore
 from hindsight_server.telemetry.status import StatusBoard
 
 log = logging.getLogger(__name__)
@@ -91,6 +95,7 @@ class RunningServer:
     routing: ReadRouting | None = None  # which reads go to which replica
     feed: FeedPipeline | None = None  # the Watch streams, ended before the pool closes
     audit: RecallAudit | None = None  # the recall audit's buffer, written before the pool closes
+    webhooks: WebhookSender | None = None  # closed after the deliveries (background tasks) stop
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
@@ -120,6 +125,8 @@ class RunningServer:
             await self.summarizer.close()
         if self.status is not None:
             self.status.close()
+        if self.webhooks is not None:
+            await self.webhooks.close()
 
 
 async def _watch_database(store: MemoryStore, health: HealthServicer, interval_s: float) -> None:
@@ -353,6 +360,42 @@ def recall_audit(settings: Settings, pool: asyncpg.Pool, clock: Clock) -> Recall
     )
 
 
+def _webhook_settings(settings: Settings) -> WebhookSettings:
+    hooks = settings.webhooks
+    return WebhookSettings(
+        max_endpoints_per_tenant=hooks.max_endpoints_per_tenant,
+        max_url_chars=hooks.max_url_chars,
+        max_filter_items=hooks.max_filter_items,
+        retry=hooks.retry_policy(),
+        rotation_overlap=timedelta(seconds=hooks.rotation_overlap_s),
+        max_body_bytes=hooks.max_body_bytes,
+        lease_s=hooks.lease_s,
+        poll_s=hooks.poll_s,
+        max_concurrent=hooks.max_concurrent,
+        rate_per_s=hooks.rate_per_s,
+        burst=hooks.burst,
+        batch_size=hooks.batch_size,
+    )
+
+
+def _webhooks(
+    settings: Settings, pool: asyncpg.Pool, feed: FeedPipeline, clock: Clock
+) -> tuple[WebhookSender, WebhookRegistry, WebhookDispatcher]:
+    """The endpoints' registry (the Webhooks RPCs) and this server's share of the deliveries."""
+    hooks = settings.webhooks
+    sender = WebhookSender(
+        hooks.address_policy(),
+        timeout_s=hooks.attempt_timeout_s,
+        max_response_bytes=hooks.max_response_bytes,
+        max_connections=hooks.max_concurrent,
+        ca_file=hooks.ca_file,
+    )
+    store, feed_store, chosen = WebhookStore(pool), FeedStore(pool), _webhook_settings(settings)
+    registry = WebhookRegistry(store, feed, feed_store, sender, chosen, clock)
+    dispatcher = WebhookDispatcher(store, feed_store, sender, chosen, clock, _server_name())
+    return sender, registry, dispatcher
+
+
 def build_jobs(
     settings: Settings,
     pool: asyncpg.Pool,
@@ -573,6 +616,8 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
     )
     admission = AdmissionInterceptor(Admission(settings.admission.policy()), settings.limits.max_batch_size)
     server = build_server(servicer, health, settings.server.max_message_bytes, auth, admission, traced=traced)
+    sender, webhook_registry, webhook_dispatcher = _webhooks(settings, pool, feed, clock)
+    add_webhooks_service(server, webhook_registry, settings.limits)
     status = attach_status(server, settings, recorder, pool, inference, routing)
     address = f"{settings.server.host}:{settings.server.port}"
     port = add_port(
@@ -584,6 +629,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
     running.routing = routing
     running.feed = feed
     running.audit = audit
+    running.webhooks = sender
     running.summarizer = summarizer
     running.status = status
     status.name = f"{settings.server.host}:{port}"
@@ -595,6 +641,8 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
         scheduler = JobScheduler(running.jobs, clock, settings.jobs.poll_s)
         running.spawn(scheduler.run_forever(), "lifecycle-jobs")
     running.spawn(_watch_database(store, health, db.health_interval_s), "watch-database")
+    if settings.webhooks.enabled:
+        running.spawn(webhook_dispatcher.run_forever(), "webhook-deliveries")
     running.spawn(access.run_forever(), "access-tracking")
     if settings.audit.tenants:
         running.spawn(audit.run_forever(), "recall-audit")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import ipaddress
 import logging
 import os
 import tomllib
@@ -41,6 +42,7 @@ from hindsight.tls import ClientTls
 from hindsight_server.domain.admission import AdmissionPolicy
 from hindsight_server.domain.conflicts import ConflictPolicy
 from hindsight_server.domain.policy import Limits, RecallPolicy, TtlPolicy, WritePolicy
+from hindsight_server.domain.webhooks import AddressPolicy, RetryPolicy
 
 
 class _Section(BaseModel):
@@ -329,6 +331,67 @@ class AuditSettings(_Section):
         not_audited = sorted(set(self.query_text_tenants) - set(self.tenants))
         if not_audited:
             raise ValueError(f"query_text_tenants {', '.join(not_audited)} are not in tenants")
+
+
+class WebhooksSettings(_Section):
+    """Webhooks: the change feed POSTed to tenants' endpoints (README, "Webhooks"; pipelines/webhooks.py)."""
+
+    enabled: bool = True  # this server delivers (every server may: leases share the endpoints out)
+    max_endpoints_per_tenant: int = Field(20, ge=1, le=1_000)
+    max_url_chars: int = Field(2_048, ge=64, le=8_192)
+    max_filter_items: int = Field(64, ge=1, le=1_000)  # event types, subjects: each list at most this long
+    # SSRF: endpoints resolving to loopback, private, link-local, reserved (... ) addresses are refused,
+    # at registration and at every connection, unless private networks are allowed or the address is in
+    # one of the networks listed (CIDRs, e.g. ["10.1.2.0/24"]). Unspecified and multicast: never.
+    allow_private_networks: bool = False
+    allowed_networks: tuple[str, ...] = ()
+    attempt_timeout_s: float = Field(10.0, gt=0, le=120)  # resolution to the answer's last byte read
+    ca_file: str = ""  # the CAs (PEM) that prove https endpoints' certificates; empty: the system's
+    max_response_bytes: int = Field(64 * 1024, ge=0)  # an answer's body is read up to this, then dropped
+    # Content past this is left out of an event's body (its `content_omitted` says so).
+    max_body_bytes: int = Field(256 * 1024, ge=1_024)
+    # Retries: exponential backoff with full jitter, from retry_base_s up to retry_cap_s; an event that
+    # failed max_attempts times, or kept failing for max_age_s, makes its endpoint dead (Replay revives).
+    retry_base_s: float = Field(1.0, gt=0)
+    retry_cap_s: float = Field(600.0, gt=0)
+    max_attempts: int = Field(15, ge=1)
+    max_age_s: float = Field(86_400.0, gt=0)
+    # A rotated-out secret keeps signing beside the new one this long.
+    rotation_overlap_s: float = Field(86_400.0, ge=0)
+    # A server leases an endpoint for lease_s (renewed before each attempt); one killed loses it then.
+    lease_s: float = Field(30.0, gt=0)
+    poll_s: float = Field(1.0, gt=0)  # how often a server looks for due endpoints (and idle ones for events)
+    max_concurrent: int = Field(32, ge=1)  # endpoints a server delivers to at once
+    rate_per_s: float = Field(20.0, ge=0)  # deliveries per second per endpoint (0: unlimited) ...
+    burst: int = Field(20, ge=1)  # ... with bursts up to this
+    batch_size: int = Field(100, ge=1, le=10_000)  # events read per feed statement
+
+    @field_validator("allowed_networks")
+    @classmethod
+    def _networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for cidr in value:
+            try:
+                ipaddress.ip_network(cidr, strict=False)
+            except ValueError as exc:
+                raise ValueError(f"{cidr!r} is not a network (a CIDR such as 10.1.2.0/24): {exc}") from None
+        return value
+
+    def address_policy(self) -> AddressPolicy:
+        return AddressPolicy.of(self.allow_private_networks, self.allowed_networks)
+
+    def retry_policy(self) -> RetryPolicy:
+        return RetryPolicy(
+            self.retry_base_s, self.retry_cap_s, self.max_attempts, timedelta(seconds=self.max_age_s)
+        )
+
+    @model_validator(mode="after")
+    def _lease_outlives_an_attempt(self) -> WebhooksSettings:
+        # An attempt ends (times out) before the lease it started under can expire, so a lease that
+        # passes to another server never overlaps a delivery still in flight.
+        if self.lease_s < 2 * self.attempt_timeout_s:
+            raise ValueError(f"lease_s ({self.lease_s:g}) must be at least twice attempt_timeout_s")
+        if self.retry_cap_s < self.retry_base_s:
+            raise ValueError("retry_cap_s must not be less than retry_base_s")
         return self
 
 
@@ -431,6 +494,7 @@ class Settings(BaseSettings):
     jobs: JobsSettings = JobsSettings()
     feed: FeedSettings = FeedSettings()
     audit: AuditSettings = AuditSettings()
+    webhooks: WebhooksSettings = WebhooksSettings()
     recall: RecallPolicy = RecallPolicy()
     telemetry: TelemetrySettings = TelemetrySettings()
     # Where each value came from (load_settings), for messages that name it.

@@ -47,6 +47,10 @@ def make_settings(postgres_dsn: str, tmp_path_factory: pytest.TempPathFactory) -
         # No scheduled lifecycle jobs: a moved clock would make them expire, demote and abstract other
         # tests' memories mid-test. Tests run jobs explicitly (tests/lifecycle).
         values["jobs__enabled"] = False
+        # No webhook deliveries either: a server would deliver (or, under its address policy, refuse and
+        # retire) the endpoints of every other test on the database. tests/rpc/test_webhooks.py turns
+        # them on for its own servers.
+        values["webhooks__enabled"] = False
         values.update(overrides)
         return load_settings(None, **values)
 

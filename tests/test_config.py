@@ -67,7 +67,11 @@ def test_file_then_environment_then_overrides(tmp_path: Path, monkeypatch: pytes
 
 @pytest.mark.parametrize(
     ("variable", "value"),
-    [("HINDSIGHT_SERVER__PORT", "99999"), ("HINDSIGHT_DATABASE__POOL_MAX", "0")],
+    [
+        ("HINDSIGHT_SERVER__PORT", "99999"),
+        ("HINDSIGHT_DATABASE__POOL_MAX", "0"),
+        ("HINDSIGHT_WEBHOOKS__MAX_ENDPOINTS_PER_TENANT", "0"),
+    ],
 )
 def test_bad_values_are_refused_by_name(monkeypatch: pytest.MonkeyPatch, variable: str, value: str) -> None:
     monkeypatch.delenv("HINDSIGHT_CONFIG", raising=False)
@@ -228,3 +232,21 @@ def test_the_json_log_format_writes_one_object_per_line(tmp_path: Path) -> None:
     assert bad.stderr.splitlines() == [
         "hindsight: config error: log_format in HINDSIGHT_LOG_FORMAT: expected text or json (got 'yaml')"
     ]
+
+
+@pytest.mark.parametrize(
+    ("values", "said"),
+    [
+        ({"webhooks__allowed_networks": ["10.0.0.0/8", "not-a-net"]}, "'not-a-net' is not a network"),
+        ({"webhooks__lease_s": 5, "webhooks__attempt_timeout_s": 10}, "at least twice attempt_timeout_s"),
+        ({"webhooks__retry_base_s": 10, "webhooks__retry_cap_s": 1}, "retry_cap_s must not be less"),
+    ],
+)
+def test_webhook_settings_that_cannot_work_are_refused(
+    monkeypatch: pytest.MonkeyPatch, values: dict[str, object], said: str
+) -> None:
+    monkeypatch.delenv("HINDSIGHT_CONFIG", raising=False)
+    with pytest.raises(ConfigError) as refused:
+        load_settings(**values)
+    (problem,) = refused.value.problems
+    assert problem.startswith("webhooks") and said in problem, problem

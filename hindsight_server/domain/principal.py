@@ -4,7 +4,7 @@ to. Pure: the transport finds the principal (rpc/auth.py), the pipelines receive
 Scopes, each a kind of act: `read` (Get, List, Recall, History, Summarize), `write` (Write, WriteBatch,
 Update, Delete, AppendTurn, EndSession, ConfirmPending, RejectPending), `export` (Export), `erase`
 (Erase) and `admin` (Import, which restores memories of any agent with their ids and version links, and
-the server-wide Ops/Status).
+the server-wide Ops/Status, and the Webhooks service: where the tenant's events are sent).
 
 A key bound to an agent acts as that agent only: a request naming another agent is refused, an empty
 `agent_id` becomes the bound one, so PRIVATE memories are seen by the agent that wrote them and nobody

@@ -26,10 +26,11 @@ from hindsight_server.rpc.context import bind_principal
 from hindsight_server.rpc.errors import Behavior, StreamBehavior, stream_items
 from hindsight_server.rpc.interceptors import UnaryInterceptor
 
-__all__ = ["AUTHORIZATION_HEADER", "METHOD_SCOPES", "AuthInterceptor"]
+__all__ = ["AUTHORIZATION_HEADER", "METHOD_SCOPES", "WEBHOOK_METHOD_SCOPES", "AuthInterceptor"]
 
 AUTHORIZATION_HEADER = "authorization"
 _GUARDED_SERVICE = "/hindsight.v1.MemoryService/"  # health and reflection stay open, as probes need
+_WEBHOOKS_SERVICE = "/hindsight.v1.WebhooksService/"
 # Ops/Status: one server's figures, aggregated over its tenants (latency, backlog, pool; no tenant's name
 # or data), for its operators: a key with the admin scope when keys are required.
 _OPS_SERVICE = "/hindsight.ops.v1.Ops/"
@@ -56,6 +57,24 @@ METHOD_SCOPES: Mapping[str, Scope] = {
     # Import writes memories of any agent, with their ids and version links: restoring a tenant.
     "Import": Scope.ADMIN,
 }
+# WebhooksService: where the tenant's events (content too, for a tenant whose feed carries it) are sent
+# is the tenant's administrators' decision.
+WEBHOOK_METHOD_SCOPES: Mapping[str, Scope] = dict.fromkeys(
+    ("AddEndpoint", "ListEndpoints", "RemoveEndpoint", "RotateSecret", "Replay"), Scope.ADMIN
+)
+# The tenant-scoped services: each method's scope, by the service's path prefix.
+_GUARDED_SERVICES: Mapping[str, Mapping[str, Scope]] = {
+    _GUARDED_SERVICE: METHOD_SCOPES,
+    _WEBHOOKS_SERVICE: WEBHOOK_METHOD_SCOPES,
+}
+
+
+def _guarded(method_path: str) -> tuple[str, Mapping[str, Scope]] | None:
+    """(method name, its service's scope table) for a tenant-scoped service's method; else None."""
+    for prefix, scopes in _GUARDED_SERVICES.items():
+        if method_path.startswith(prefix):
+            return method_path.removeprefix(prefix), scopes
+    return None
 
 
 class AuthInterceptor(UnaryInterceptor):
@@ -75,39 +94,43 @@ class AuthInterceptor(UnaryInterceptor):
                 return await behavior(request, context)
 
             return operator
-        if not details.method.startswith(_GUARDED_SERVICE):
+        target = _guarded(details.method)
+        if target is None:
             return behavior
-        method = details.method.removeprefix(_GUARDED_SERVICE)
+        method, scopes = target
 
         async def guarded(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            await self._admit(header, method, request)
+            await self._admit(header, method, request, scopes)
             return await behavior(request, context)
 
         return guarded
 
     def wrap_stream(self, behavior: StreamBehavior, details: grpc.HandlerCallDetails) -> StreamBehavior:
-        if not details.method.startswith(_GUARDED_SERVICE):  # the health service's Watch: open, as Check
+        target = _guarded(details.method)
+        if target is None:  # the health service's Watch: open, as Check
             return behavior
         header = str(dict(details.invocation_metadata or ()).get(AUTHORIZATION_HEADER, ""))
-        method = details.method.removeprefix(_GUARDED_SERVICE)
+        method, scopes = target
 
         async def guarded(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
-            await self._admit(header, method, request)
+            await self._admit(header, method, request, scopes)
             async for item in stream_items(behavior, request, context):
                 yield item
 
         return guarded
 
-    async def _admit(self, header: str, method: str, request: Message) -> None:
+    async def _admit(
+        self, header: str, method: str, request: Message, scopes: Mapping[str, Scope] = METHOD_SCOPES
+    ) -> None:
         """The key's tenant must be the request's (when a key is sent or required), its scopes must
         allow the method, its agent binding is applied to the request, within the tenant's rate; binds
         the principal for the handler."""
-        tenant: str = getattr(request, "tenant_id")  # noqa: B009 (every MemoryService request has one)
+        tenant: str = getattr(request, "tenant_id")  # noqa: B009 (every guarded service request has one)
         if header or self._required:
             owner, principal = await self._principal(header)
             if owner != tenant:
                 raise PermissionDenied(f"this API key belongs to another tenant than {tenant!r}")
-            scope = METHOD_SCOPES.get(method)
+            scope = scopes.get(method)
             if scope is None:
                 raise PermissionDenied(f"{method}: no scope allows this method", cause="SCOPE_MISSING")
             principal.require(scope, method)

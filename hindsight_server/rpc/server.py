@@ -12,6 +12,7 @@ from grpc_health.v1._async import HealthServicer
 from hindsight.ops.v1 import ops_pb2
 from hindsight.v1 import memory_pb2 as pb
 from hindsight.v1 import memory_pb2_grpc as pb_grpc
+from hindsight.v1 import webhooks_pb2
 from hindsight_server.rpc.admission import AdmissionInterceptor
 from hindsight_server.rpc.auth import AuthInterceptor
 from hindsight_server.rpc.interceptors import ErrorMappingInterceptor, RequestIdInterceptor
@@ -84,13 +85,15 @@ def build_server(
     )
     pb_grpc.add_MemoryServiceServicer_to_server(servicer, server)
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
-    # Ops is added by app_telemetry.attach_status (rpc/ops.py); reflection lists it from here.
+    # Ops is added by app_telemetry.attach_status (rpc/ops.py), WebhooksService by the app
+    # (rpc/webhooks.py); reflection lists them from here.
     enable_reflection(
         server,
         [
             SERVICE_NAME,
             health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
             ops_pb2.DESCRIPTOR.services_by_name["Ops"].full_name,
+            webhooks_pb2.DESCRIPTOR.services_by_name["WebhooksService"].full_name,
         ],
     )
     return server

@@ -51,6 +51,7 @@ class _CreatedEvents:
     with_content: bool
     resolution: str | None = None  # None: created, or superseded for a memory that replaces one
 
+
 # Update mask path -> column. Only these columns can be changed by a caller.
 _PATCHABLE_COLUMNS = {
     "content": "content",

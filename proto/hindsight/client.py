@@ -33,6 +33,8 @@ from hindsight.consistency import ReadYourWrites
 from hindsight.tls import ClientTls, open_channel
 from hindsight.v1 import memory_pb2 as pb
 from hindsight.v1 import memory_pb2_grpc as pb_grpc
+from hindsight.v1 import webhooks_pb2 as hooks_pb
+from hindsight.v1 import webhooks_pb2_grpc as hooks_grpc
 
 log = logging.getLogger(__name__)
 
@@ -229,6 +231,7 @@ class HindsightClient:
         self._metadata = tuple(metadata) + ((("authorization", f"Bearer {api_key}"),) if api_key else ())
         self._channel = channel if channel is not None else open_channel(target, tls, CHANNEL_OPTIONS)
         self._stub = pb_grpc.MemoryServiceStub(self._channel)
+        self._webhooks = hooks_grpc.WebhooksServiceStub(self._channel)
         self._health = health_pb2_grpc.HealthStub(self._channel)
 
     async def __aenter__(self) -> HindsightClient:
@@ -738,6 +741,65 @@ class HindsightClient:
             request.memories.ids.extend(memory_ids)
         response: pb.EraseResponse = await self._mutate(self._stub.Erase, request, timeout_s or LONG_CALL_S)
         return response
+
+    # ----------------------------------------------------------------------------------------- webhooks
+    # The tenant's change feed POSTed to HTTP endpoints (proto/hindsight/v1/webhooks.proto); every call
+    # needs a key with the admin scope. Not retried by gRPC (AddEndpoint makes a new secret each time).
+
+    async def add_webhook(
+        self,
+        tenant_id: str,
+        url: str,
+        *,
+        event_types: Sequence[str] = (),
+        subjects: Sequence[str] = (),
+        timeout_s: float | None = None,
+    ) -> hooks_pb.AddEndpointResponse:
+        """A new endpoint receiving the events from now on; the answer's `secret` is shown only here."""
+        request = hooks_pb.AddEndpointRequest(
+            tenant_id=tenant_id, url=url, event_types=event_types, subjects=subjects
+        )
+        response: hooks_pb.AddEndpointResponse = await self._webhooks.AddEndpoint(
+            request, **self._call_options(timeout_s)
+        )
+        return response
+
+    async def list_webhooks(
+        self, tenant_id: str, *, timeout_s: float | None = None
+    ) -> Sequence[hooks_pb.WebhookEndpoint]:
+        response: hooks_pb.ListEndpointsResponse = await self._webhooks.ListEndpoints(
+            hooks_pb.ListEndpointsRequest(tenant_id=tenant_id), **self._call_options(timeout_s)
+        )
+        return list(response.endpoints)
+
+    async def remove_webhook(
+        self, tenant_id: str, endpoint_id: str, *, timeout_s: float | None = None
+    ) -> None:
+        await self._webhooks.RemoveEndpoint(
+            hooks_pb.RemoveEndpointRequest(tenant_id=tenant_id, endpoint_id=endpoint_id),
+            **self._call_options(timeout_s),
+        )
+
+    async def rotate_webhook_secret(
+        self, tenant_id: str, endpoint_id: str, *, timeout_s: float | None = None
+    ) -> hooks_pb.RotateSecretResponse:
+        """A new secret (shown only here); the previous one keeps signing until the answer's
+        endpoint.previous_secret_expires_at."""
+        response: hooks_pb.RotateSecretResponse = await self._webhooks.RotateSecret(
+            hooks_pb.RotateSecretRequest(tenant_id=tenant_id, endpoint_id=endpoint_id),
+            **self._call_options(timeout_s),
+        )
+        return response
+
+    async def replay_webhook(
+        self, tenant_id: str, endpoint_id: str, cursor: str, *, timeout_s: float | None = None
+    ) -> hooks_pb.WebhookEndpoint:
+        """Delivers again from `cursor` ("oldest", a feed cursor, "" for now); revives a dead endpoint."""
+        response: hooks_pb.ReplayResponse = await self._webhooks.Replay(
+            hooks_pb.ReplayRequest(tenant_id=tenant_id, endpoint_id=endpoint_id, cursor=cursor),
+            **self._call_options(timeout_s),
+        )
+        return response.endpoint
 
     async def health(self, service: str = "", *, timeout_s: float | None = None) -> str:
         """SERVING, NOT_SERVING, ... as the standard health service reports it."""

@@ -27,6 +27,7 @@ from hindsight_server.rpc.ops import figures_from_answer
 BUF = Path(__file__).resolve().parents[2] / ".venv" / "buf" / "node_modules" / ".bin" / "buf"
 SERVICES = {
     "hindsight.v1.MemoryService",
+    "hindsight.v1.WebhooksService",
     "hindsight.ops.v1.Ops",
     "grpc.health.v1.Health",
     "grpc.reflection.v1.ServerReflection",
