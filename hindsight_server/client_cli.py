@@ -494,6 +494,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
         if response.next_page_token:
             print(f"next page: --page-token {response.next_page_token}")
 
+    return _call(args, call)
+
 
 # ------------------------------------------------------------------------------------------ webhooks
 

@@ -331,6 +331,7 @@ class AuditSettings(_Section):
         not_audited = sorted(set(self.query_text_tenants) - set(self.tenants))
         if not_audited:
             raise ValueError(f"query_text_tenants {', '.join(not_audited)} are not in tenants")
+        return self
 
 
 class WebhooksSettings(_Section):

@@ -115,7 +115,7 @@ class FeedPipeline:
     async def trim(self, now: datetime) -> int:
         """The retention job (store/feed.py): the coming days' partitions made, the days wholly past
         the retention dropped, and the default partition's old events deleted a batch a transaction;
-        about how many events went. A step whose lock is busy waits for the next round."""
+        how many events went. A step whose lock is busy waits for the next round."""
         before, today = now - self._settings.retention, now.astimezone(UTC).date()
         days = await self._store.partitions()
         for ahead in range(self._settings.partitions_ahead + 1):

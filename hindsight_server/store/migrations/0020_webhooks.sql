@@ -11,7 +11,7 @@
 -- are stored as digests). Whoever reads this table can forge deliveries; it is as sensitive as the
 -- memories themselves.
 CREATE TABLE webhook_endpoints (
-    id                    uuid        NOT NULL PRIMARY KEY DEFAULT gen_random_uuid(),
+    id                    uuid        NOT NULL DEFAULT gen_random_uuid(),
     tenant_id             text        NOT NULL,
     url                   text        NOT NULL,
     event_types           text[]      NOT NULL DEFAULT '{}',  -- empty: every type
@@ -31,8 +31,12 @@ CREATE TABLE webhook_endpoints (
     created_at            timestamptz NOT NULL DEFAULT now(),
     dead_at               timestamptz,
     lease_holder          text        NOT NULL DEFAULT '',
-    lease_until           timestamptz NOT NULL DEFAULT '-infinity'
+    lease_until           timestamptz NOT NULL DEFAULT '-infinity',
+    -- Keyed by tenant like every table (a Citus distribution column: store/test_citus_rules).
+    PRIMARY KEY (tenant_id, id)
 );
+-- The delivery's lease statements name an endpoint by its id alone (a random UUID).
+CREATE INDEX webhook_endpoints_id ON webhook_endpoints (id);
 CREATE INDEX webhook_endpoints_tenant ON webhook_endpoints (tenant_id, created_at);
 -- What the servers' claim looks at: the active endpoints whose next attempt is due.
 CREATE INDEX webhook_endpoints_due ON webhook_endpoints (next_attempt_at) WHERE state = 'active';
