@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -53,7 +53,7 @@ class ConsoleSettings(BaseSettings):
     # Memories scanned for one page when a filter (text, time) is applied in the console rather than by
     # the server, and for the subjects overview.
     scan_limit: int = Field(5000, ge=100, le=100_000)
-    log_format: str = Field("text", pattern="^(text|json)$")
+    log_format: Literal["text", "json"] = "text"
 
     @field_validator("targets", mode="before")
     @classmethod

@@ -94,10 +94,8 @@ def why_not(
     visible); `probe`: the same recall without a score threshold and with the largest top_k."""
     for hit in hits_of(response):
         if hit.memory.id == expected_id:
-            reasons = [Reason("why.returned", {"position": str(hit.position), "score": _score(hit.score)})]
-            if not hit.packed:
-                reasons.append(Reason("why.not_packed"))
-            return reasons
+            found_it = [Reason("why.returned", {"position": str(hit.position), "score": _score(hit.score)})]
+            return found_it if hit.packed else [*found_it, Reason("why.not_packed")]
     if expected is None:
         return [Reason("why.missing", {"id": expected_id})]
     reasons: list[Reason] = []

@@ -7,6 +7,7 @@ hindsight serve                   one memory server (needs HINDSIGHT_DATABASE__D
 hindsight migrate                 apply schema migrations and exit
 hindsight jobs list|run NAME      the lifecycle jobs: their schedule, or one run now (JSON)
 hindsight mcp --stdio|--http      the MCP gateway (tools -> gRPC), see gateway_mcp/README.md
+hindsight console [--listen ...]  the web console (gRPC with an API key), see console/README.md
 hindsight status [--target ...]   each server's recall p50/p95/p99 against the P99 target, backlog, pool
 hindsight write|get|list|recall|update|delete|history ...   calls over gRPC (--target, --tenant, --json)
 hindsight session append|summarize|end SESSION ...   a conversation's turns, summary and episode
@@ -30,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from console.cli import add_arguments as add_console_arguments
 from gateway_mcp.cli import add_arguments as add_mcp_arguments
-from hindsight_server.cli_args import rpc_failure, timestamp
+from hindsight_server.cli_args import add_tls_options, client_tls, rpc_failure, timestamp
 from hindsight_server.client_cli import add_client_commands
 from hindsight_server.config import ConfigError, Settings, load_settings
 from hindsight_server.portability_cli import add_portability_commands
@@ -106,6 +108,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         servers=args.servers,
         mcp=args.mcp,
         mcp_port=args.mcp_port,
+        console=args.console,
+        console_port=args.console_port,
         gateway=args.gateway,
         replicas=args.replicas,
     )
@@ -116,6 +120,12 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from gateway_mcp.cli import run
 
     return run(args)
+
+
+def cmd_console(args: argparse.Namespace) -> int:
+    from console.cli import run
+
+    return run(args, client_tls(args))
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -579,6 +589,13 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument(
         "--mcp", action=argparse.BooleanOptionalAction, default=True, help="start the MCP gateway (default)"
     )
+    up.add_argument("--console-port", type=int, help="the web console's HTTP port (default 8766)")
+    up.add_argument(
+        "--console",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="start the web console (default; needs the console extra)",
+    )
     serve = server_command("serve", cmd_serve, "run one memory server")
     serve.add_argument("--host", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port to bind (default 50051; 0 picks a free one)")
@@ -643,6 +660,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_mcp_arguments(mcp)
     mcp.set_defaults(handler=cmd_mcp)
+
+    console = commands.add_parser(
+        "console", help="the web console: memories, recall explained, pending, erasure, operations"
+    )
+    add_console_arguments(console)
+    add_tls_options(console)
+    console.set_defaults(handler=cmd_console)
 
     evaluation = commands.add_parser("eval", help="recall@k on a memory-eval v1 file, through the gRPC API")
     evaluation.add_argument("file", help="the memory-eval v1 file (JSON)")

@@ -129,6 +129,7 @@ async def cluster(postgres_dsn: str, tmp_path_factory: pytest.TempPathFactory) -
         "HINDSIGHT_STACK__GATEWAY_ACCESS_LOG": "true",
         "HINDSIGHT_MCP__PORT": str(mcp_port),
         "HINDSIGHT_MCP__TENANT": "acme-mcp",
+        "HINDSIGHT_CONSOLE__PORT": str(free_port()),
         "HINDSIGHT_DATABASE__POOL_MIN": "1",
         "HINDSIGHT_DATABASE__POOL_MAX": "4",
     }
