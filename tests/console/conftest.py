@@ -1,7 +1,7 @@
 """The console against real parts: a memory server that requires API keys (PostgreSQL from the session
-fixture), a real key from `hindsight tenants create`, the console itself on a free loopback port in this
-process, and one headless Chromium (the distribution's `chromium` and `chromium-driver`, installed by
-`make tools`) driven by selenium for the whole session.
+fixture), real keys made as `hindsight tenants create` makes them, the console itself on a free loopback
+port in this process, and one headless Chromium (the distribution's `chromium` and `chromium-driver`,
+installed by `make tools`) driven by selenium for the whole session.
 
 Selenium blocks: every browser call goes through `Browser`, which runs it in a thread, so the event loop
 that serves the console and the memory server keeps answering while the browser waits."""
@@ -12,6 +12,7 @@ import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,9 +22,10 @@ import pytest
 from console.config import load_console_settings
 from console.server import ConsoleServer
 from hindsight.client import HindsightClient
-from hindsight_server.app import RunningServer, start_server
+from hindsight_server.app import RunningServer, open_api_keys, start_server
 from hindsight_server.config import Settings
-from tests.support.processes import create_key
+from hindsight_server.domain.principal import parse_scopes
+from hindsight_server.pipelines.tenants import ApiKeys
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -49,21 +51,43 @@ def memory_target(keyed_memory_server: RunningServer) -> str:
     return f"127.0.0.1:{keyed_memory_server.port}"
 
 
+@asynccontextmanager
+async def running_console(memory_target: str, **settings: Any) -> AsyncIterator[str]:
+    """A console on a free loopback port calling `memory_target`; yields its base URL."""
+    server = ConsoleServer(
+        load_console_settings(host="127.0.0.1", port=0, targets=(memory_target,), **settings)
+    )
+    url = await server.start()
+    try:
+        yield url.rstrip("/")
+    finally:
+        await server.stop()
+
+
 @pytest.fixture(scope="session")
 async def console_url(memory_target: str) -> AsyncIterator[str]:
-    server = ConsoleServer(load_console_settings(host="127.0.0.1", port=0, targets=(memory_target,)))
-    url = await server.start()
-    yield url.rstrip("/")
-    await server.stop()
+    # Every test logs in from 127.0.0.1, some with wrong keys on purpose: the failed-login limit is
+    # tested on a console of its own (test_http.py).
+    async with running_console(memory_target, login_attempts_per_minute=1000) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+async def api_keys(make_settings: Callable[..., Settings]) -> AsyncIterator[ApiKeys]:
+    """What `hindsight tenants create` uses, in this process (a subprocess per test costs seconds)."""
+    async with open_api_keys(make_settings()) as keys:
+        yield keys
 
 
 @pytest.fixture
-async def console_tenant(postgres_dsn: str, memory_target: str) -> AsyncIterator[Tenant]:
+async def console_tenant(api_keys: ApiKeys, memory_target: str) -> AsyncIterator[Tenant]:
     """A tenant of its own for each test, with a key that may read, write, erase and see Ops/Status."""
     name = f"t-{uuid.uuid4().hex[:12]}"
-    key = await create_key(postgres_dsn, name, "--scopes", "read,write,erase,admin")
-    async with HindsightClient(memory_target, api_key=key["api_key"], timeout_s=10) as client:
-        yield Tenant(name, key["api_key"], client)
+    key = await api_keys.create(
+        name, "console test", scopes=parse_scopes(["read", "write", "erase", "admin"])
+    )
+    async with HindsightClient(memory_target, api_key=key.api_key, timeout_s=10) as client:
+        yield Tenant(name, key.api_key, client)
 
 
 class Browser:
@@ -73,6 +97,7 @@ class Browser:
         self.driver = driver
         self.base_url = base_url
         self.urls: list[str] = []  # every URL opened, to check what none of them holds
+        self._left_page: Any = None  # the page a click left while its alert was open
 
     async def call(self, work: Callable[[], T]) -> T:
         return await asyncio.to_thread(work)
@@ -104,17 +129,36 @@ class Browser:
 
         await self.call(work)
 
-    async def click(self, css: str) -> None:
+    async def click(self, css: str, *, navigates: bool = True) -> None:
+        """Clicks; when it `navigates`, returns once the next page replaced this one (or an alert it
+        opened waits: alert_text() answers it, then waits for the page)."""
+        from selenium.common.exceptions import NoAlertPresentException
         from selenium.webdriver.common.by import By
+        from selenium.webdriver.support import expected_conditions
+        from selenium.webdriver.support.wait import WebDriverWait
 
-        await self.call(lambda: self.driver.find_element(By.CSS_SELECTOR, css).click())
+        def work() -> None:
+            page = self.driver.find_element(By.TAG_NAME, "html")
+            self.driver.find_element(By.CSS_SELECTOR, css).click()
+            if not navigates:
+                return
+            try:
+                self.driver.switch_to.alert  # noqa: B018 (asks whether one is open)
+            except NoAlertPresentException:
+                WebDriverWait(self.driver, 15).until(expected_conditions.staleness_of(page))
+            else:
+                self._left_page = page
+
+        await self.call(work)
 
     async def source(self) -> str:
         return str(await self.call(lambda: self.driver.page_source))
 
     async def alert_text(self) -> str | None:
-        """The open alert's text (closing it), or None."""
+        """The open alert's text, accepting it (and waiting for the page the click led to), or None."""
         from selenium.common.exceptions import NoAlertPresentException
+        from selenium.webdriver.support import expected_conditions
+        from selenium.webdriver.support.wait import WebDriverWait
 
         def work() -> str | None:
             try:
@@ -123,6 +167,9 @@ class Browser:
                 return None
             text = str(alert.text)
             alert.accept()
+            if self._left_page is not None:
+                WebDriverWait(self.driver, 15).until(expected_conditions.staleness_of(self._left_page))
+                self._left_page = None
             return text
 
         return await self.call(work)
