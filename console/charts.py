@@ -16,6 +16,7 @@ class Series:
     name: str
     css_class: str
     points: str  # "x,y x,y ..." for a polyline
+    dots: list[tuple[float, float]]  # the same points, drawn too: one sample is a dot, not nothing
     last: float | None
 
 
@@ -62,9 +63,9 @@ def line_chart(
 
     drawn = []
     for name, css_class, points in series:
-        coordinates = " ".join(f"{x(i)},{y(v)}" for i, v in enumerate(points) if v is not None)
+        dots = [(x(i), y(v)) for i, v in enumerate(points) if v is not None]
         last = next((v for v in reversed(points) if v is not None), None)
-        drawn.append(Series(name, css_class, coordinates, last))
+        drawn.append(Series(name, css_class, " ".join(f"{a},{b}" for a, b in dots), dots, last))
     ticks = [(y(top * share), f"{top * share:g}") for share in (0.0, 0.5, 1.0)]
     return LineChart(WIDTH, HEIGHT, drawn, None if target is None else y(target), target, top, ticks)
 

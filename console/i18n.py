@@ -103,6 +103,13 @@ CATALOGUE: Mapping[str, tuple[str, str]] = {
     ),
     "detail.show": ("Show", "显示"),
     "detail.current": ("current", "当前"),
+    "detail.valid": ("Valid", "有效期"),
+    "detail.version": ("Version", "版本"),
+    "detail.version_value": (
+        "{version} · written {seen} times · {visibility} · embedding {embedding}",
+        "{version} · 写入 {seen} 次 · {visibility} · 嵌入 {embedding}",
+    ),
+    "detail.entity": ("Entity {name}", "实体 {name}"),
     "detail.derived_from": ("Derived from", "派生自"),
     "detail.derived_to": ("Derived into", "派生出"),
     "detail.derived_none": ("None.", "无。"),

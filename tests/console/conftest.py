@@ -184,8 +184,19 @@ class Browser:
         await self.call(self.driver.delete_all_cookies)
 
     async def screenshot(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        await self.call(lambda: self.driver.save_screenshot(str(path)))
+        """The whole page (up to 4000 px tall) at the window's width."""
+
+        def work() -> None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            size = self.driver.get_window_size()
+            height = self.driver.execute_script("return document.documentElement.scrollHeight")
+            self.driver.set_window_size(size["width"], min(max(int(height) + 140, size["height"]), 4000))
+            try:
+                self.driver.save_screenshot(str(path))
+            finally:
+                self.driver.set_window_size(size["width"], size["height"])
+
+        await self.call(work)
 
 
 @pytest.fixture(scope="session")
