@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 
-from console.config import ConsoleConfigError, ConsoleSettings, load_console_settings
+from console.config import ConsoleConfigError, ConsoleSettings, load_console_settings, unknown_environment
 from hindsight.telemetry import configure_logging
 from hindsight.tls import ClientTls
 
@@ -111,6 +111,8 @@ def run(args: argparse.Namespace, tls: ClientTls | None) -> int:
         )
         return EXIT_USAGE
     configure_logging(logging.INFO, sys.stderr, log_format=settings.log_format)
+    for line in unknown_environment():  # a misspelt variable is no error, but is said
+        logging.getLogger("console.config").warning("%s", line)
     return asyncio.run(_serve(settings))
 
 

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import difflib
+import os
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -10,7 +13,14 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from hindsight.tls import ClientTls
 
-__all__ = ["ENV_PREFIX", "HEALTH_PATH", "ConsoleConfigError", "ConsoleSettings", "load_console_settings"]
+__all__ = [
+    "ENV_PREFIX",
+    "HEALTH_PATH",
+    "ConsoleConfigError",
+    "ConsoleSettings",
+    "load_console_settings",
+    "unknown_environment",
+]
 
 ENV_PREFIX = "HINDSIGHT_CONSOLE__"
 HEALTH_PATH = "/healthz"
@@ -89,6 +99,23 @@ class ConsoleSettings(BaseSettings):
             self.targets_ca_file, self.targets_cert_file, self.targets_key_file, self.targets_server_name
         )
         return tls if self.targets_tls or tls != ClientTls() else None
+
+
+def unknown_environment(environ: Mapping[str, str] | None = None) -> list[str]:
+    """A line for each HINDSIGHT_CONSOLE__ variable that names no console setting, with the closest one."""
+    environ = os.environ if environ is None else environ
+    known = list(ConsoleSettings.model_fields)
+    lines = []
+    for variable in sorted(environ):
+        if not variable.upper().startswith(ENV_PREFIX):
+            continue
+        field = variable.upper().removeprefix(ENV_PREFIX).lower()
+        if field in known:
+            continue
+        suggestion = difflib.get_close_matches(field, known, n=1)
+        hint = f" (did you mean {ENV_PREFIX}{suggestion[0].upper()}?)" if suggestion else ""
+        lines.append(f"{variable} is not a setting of the web console, ignored{hint}")
+    return lines
 
 
 def load_console_settings(**overrides: Any) -> ConsoleSettings:

