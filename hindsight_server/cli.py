@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import sys
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from datetime import datetime
@@ -471,6 +472,24 @@ def cmd_bench_conflicts(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_console(args: argparse.Namespace) -> int:
+    from hindsight_server.bench.console import report, run_console_bench
+
+    async def work(target: str) -> str:
+        result = await run_console_bench(
+            target,
+            memories=args.memories,
+            requests=args.requests,
+            warmup=args.warmup,
+            api_key=args.api_key,
+            tenant=args.tenant,
+        )
+        return report(result, args.json)
+
+    print(_on_stack(args, work))
+    return 0
+
+
 def cmd_bench_mcp(args: argparse.Namespace) -> int:
     from hindsight_server.bench.mcp import report, run_mcp_bench
 
@@ -834,6 +853,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mcp_bench.add_argument("--json", action="store_true", help="print the report as JSON")
     mcp_bench.set_defaults(handler=cmd_bench_mcp)
+
+    console_bench = benches.add_parser(
+        "console", help="the web console's page loads p50/p95/p99 for a subject with 10k memories"
+    )
+    console_bench.add_argument("--target", help="HOST:PORT of a running server (default: a private stack)")
+    console_bench.add_argument(
+        "--api-key",
+        default=os.environ.get("HINDSIGHT_API_KEY", ""),
+        help="where servers require keys: one with read and write of --tenant ($HINDSIGHT_API_KEY)",
+    )
+    console_bench.add_argument(
+        "--tenant", default="", help="the key's tenant, which gets the memories (default: a new one)"
+    )
+    console_bench.add_argument("--memories", type=int, default=10_000, help="memories in the one subject")
+    console_bench.add_argument("--requests", type=int, default=200, help="timed loads of each page")
+    console_bench.add_argument("--warmup", type=int, default=20, help="loads of each page before timing")
+    console_bench.add_argument(
+        "--embeddings",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="private stack with its inference tier, or without (default: the pages, not the recall)",
+    )
+    console_bench.add_argument("--json", action="store_true", help="print the report as JSON")
+    console_bench.set_defaults(handler=cmd_bench_console)
     return parser
 
 
