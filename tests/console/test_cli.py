@@ -12,7 +12,8 @@ async def test_the_console_command_serves_and_stops(memory_target: str) -> None:
     console = Background(["console", "--listen", "127.0.0.1:0", "--target", memory_target])
     await console.start()
     try:
-        match = await console.wait_for(r"hindsight console listening on (http://127\.0\.0\.1:\d+/) -> ([^,\s]+)")
+        listening = r"hindsight console listening on (http://127\.0\.0\.1:\d+/) -> ([^,\s]+)"
+        match = await console.wait_for(listening)
         assert match.group(2) == memory_target
         async with httpx2.AsyncClient(base_url=match.group(1), timeout=10) as http:
             assert (await http.get("/healthz")).text == "ok"
