@@ -207,7 +207,8 @@ CATALOGUE: Mapping[str, tuple[str, str]] = {
     "pending.done": ("{count} confirmed, {rejected} rejected.", "已确认 {count} 条，已拒绝 {rejected} 条。"),
     "pending.failed": ("{id}: {reason}", "{id}：{reason}"),
     "pending.nothing": ("Select at least one memory.", "请至少选择一条记忆。"),
-    "erasure.title": ("Erase a subject", "擦除主体"),
+    "erasure.title": ("Erasure", "擦除"),
+    "erasure.subject_title": ("Erase a subject", "擦除主体"),
     "erasure.help": (
         "Erases every memory, session and turn of the subject, with their versions and what was derived "
         "from them. It cannot be undone.",
@@ -221,6 +222,20 @@ CATALOGUE: Mapping[str, tuple[str, str]] = {
         "confirmation: type the subject's name exactly ({subject}).",
         "确认：请准确输入主体名称（{subject}）。",
     ),
+    "erasure.memories_title": ("Erase memories", "擦除记忆"),
+    "erasure.ids": ("Memory ids (separated by spaces or commas)", "记忆 ID（以空格或逗号分隔）"),
+    "erasure.confirm_count": ("Type how many memories to confirm", "输入记忆的条数以确认"),
+    "erasure.mismatch_count": (
+        "type the number of memories to erase ({count}).",
+        "请输入要擦除的记忆条数（{count}）。",
+    ),
+    "erasure.scope_memories": ("{count} memories", "{count} 条记忆"),
+    "erasure.confirm_memories": (
+        "Erase these memories? This cannot be undone.",
+        "确定擦除这些记忆？此操作不可撤销。",
+    ),
+    "erasure.this_memory": ("Erase this memory", "擦除这条记忆"),
+    "erasure.scope": ("Erased", "擦除范围"),
     "erasure.done": ("Erased", "已擦除"),
     "erasure.audit": ("Audit record {id}", "审计记录 {id}"),
     "erasure.counts": (
@@ -230,6 +245,10 @@ CATALOGUE: Mapping[str, tuple[str, str]] = {
     "erasure.verified": (
         "Checked afterwards: the subject has {left} memories left.",
         "事后核对：该主体剩余 {left} 条记忆。",
+    ),
+    "erasure.verified_memories": (
+        "Checked afterwards: {left} of them can still be read.",
+        "事后核对：其中仍可读取 {left} 条。",
     ),
     "erasure.recent": ("Erasures made from this console", "本控制台执行的擦除"),
     "erasure.recent_none": ("None yet.", "暂无。"),

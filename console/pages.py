@@ -21,6 +21,7 @@ from console.backend import Backend
 from console.explain import channels_of, enum_name, hits_of, why_not
 from console.forms import (
     KINDS,
+    MAX_BULK_IDS,
     MAX_IDENTIFIER,
     MAX_REASON,
     STATUSES,
@@ -47,14 +48,16 @@ DERIVED_SCAN = 1000  # memories of a subject searched for those derived from one
 ERASURES_KEPT = 20  # per tenant, shown on the Erasure page
 TENANTS_KEPT = 1000
 PROBE_TOP_K = 100  # the servers' limits.max_top_k
+MAX_IDS_TEXT = MAX_BULK_IDS * 40  # the ids of one erasure, as typed or pasted
 
 
 @dataclass(frozen=True, slots=True)
 class ErasureRecord:
     erasure_id: str
-    subject: str
+    scope: str  # the subject's name, or how many memories
     response: pb.EraseResponse
-    left: int
+    left: int  # what could still be read afterwards (none, unless the erasure was cut short)
+    of_subject: bool
 
 
 class Console:
@@ -343,52 +346,70 @@ class Console:
         self._erasures.move_to_end(tenant)
         return log
 
-    async def erasure_form(self, request: Request, session: Session) -> Response:
+    def _erasure_page(
+        self,
+        request: Request,
+        session: Session,
+        status_code: int = 200,
+        *,
+        done: ErasureRecord | None = None,
+        error: str = "",
+        subject: str = "",
+        ids: str = "",
+    ) -> Response:
         return self.pages.render(
             request,
             "erasure.html",
             session,
+            status_code,
             recent=list(self._erasure_log(session.tenant)),
-            done=None,
-            error="",
-            subject=bounded_text(dict(request.query_params), "subject", MAX_IDENTIFIER),
+            done=done,
+            error=error,
+            subject=subject,
+            ids=ids,
+        )
+
+    async def erasure_form(self, request: Request, session: Session) -> Response:
+        params = dict(request.query_params)
+        return self._erasure_page(
+            request,
+            session,
+            subject=bounded_text(params, "subject", MAX_IDENTIFIER),
+            ids=" ".join(memory_ids(bounded_text(params, "ids", MAX_IDS_TEXT).replace(",", " ").split())),
         )
 
     async def erase(self, request: Request, session: Session) -> Response:
+        """A subject, or named memories (with their versions and what was derived from them), after the
+        typed confirmation: the subject's name, or the number of memories."""
         form = first(request.state.form)
-        subject = bounded_text(form, "subject", MAX_IDENTIFIER, required=True)
-        confirmation = form.get("confirmation", "")
-        reason = bounded_text(form, "reason", MAX_REASON)
-        if confirmation != subject:
-            return self.pages.render(
-                request,
-                "erasure.html",
-                session,
-                400,
-                recent=list(self._erasure_log(session.tenant)),
-                done=None,
-                subject=subject,
-                error=self._t(
-                    request,
-                    "error.field",
-                    field="confirmation",
-                    message=self._t(request, "erasure.mismatch", subject=subject),
-                ),
-            )
+        reason = bounded_text(form, "reason", MAX_REASON) or "hindsight console"
+        confirmation = form.get("confirmation", "").strip()
         client = self._client(session)
-        response = await client.erase(session.tenant, subject=subject, reason=reason or "hindsight console")
-        left = await client.list(session.tenant, subject=subject, statuses=list(STATUSES), page_size=1)
-        record = ErasureRecord(response.erasure_id, subject, response, len(left.memories))
+        if form.get("scope") == "memories":
+            text = bounded_text(form, "ids", MAX_IDS_TEXT, required=True)
+            ids = memory_ids(text.replace(",", " ").split())
+            if confirmation != str(len(ids)):
+                message = self._t(request, "erasure.mismatch_count", count=len(ids))
+                error = self._t(request, "error.field", field="confirmation", message=message)
+                return self._erasure_page(request, session, 400, error=error, ids=" ".join(ids))
+            response = await client.erase(session.tenant, memory_ids=ids, reason=reason)
+            visible = await asyncio.gather(*(self._visible(client, session.tenant, i) for i in ids))
+            left = sum(memory is not None for memory in visible)
+            scope = self._t(request, "erasure.scope_memories", count=len(ids))
+        else:
+            subject = bounded_text(form, "subject", MAX_IDENTIFIER, required=True)
+            if confirmation != subject:
+                message = self._t(request, "erasure.mismatch", subject=subject)
+                error = self._t(request, "error.field", field="confirmation", message=message)
+                return self._erasure_page(request, session, 400, error=error, subject=subject)
+            response = await client.erase(session.tenant, subject=subject, reason=reason)
+            remaining = await client.list(
+                session.tenant, subject=subject, statuses=list(STATUSES), page_size=1
+            )
+            left, scope = len(remaining.memories), subject
+        record = ErasureRecord(response.erasure_id, scope, response, left, form.get("scope") != "memories")
         self._erasure_log(session.tenant).appendleft(record)
-        return self.pages.render(
-            request,
-            "erasure.html",
-            session,
-            recent=list(self._erasure_log(session.tenant)),
-            done=record,
-            error="",
-            subject="",
-        )
+        return self._erasure_page(request, session, done=record)
 
     # ------------------------------------------------------------------------------------- operations
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 
+import grpc
 import httpx2
 import pytest
 
@@ -172,3 +173,34 @@ async def test_an_unknown_memory_and_an_unknown_page_are_pages_not_tracebacks(
     missing = await http.get("/memories/01a22b8a-0000-7000-8000-000000000000")
     assert missing.status_code == 404 and "NOT_FOUND" in missing.text
     assert (await http.get("/nowhere")).status_code == 404
+
+
+async def test_named_memories_are_erased_after_their_number_is_typed(
+    http: httpx2.AsyncClient, console_tenant: Tenant
+) -> None:
+    client, tenant = console_tenant.client, console_tenant.name
+    written = [
+        (await client.write(tenant, text, tier="semantic", kind="fact")).memory.id
+        for text in ("erin's old address", "erin's old phone", "erin likes tea")
+    ]
+    await _log_in(http, tenant, console_tenant.api_key)
+    prefilled = await http.get(f"/erasure?ids={written[0]}")
+    assert f">{written[0]}</textarea>" in prefilled.text
+    csrf = await _csrf(http)
+    form = {"csrf": csrf, "scope": "memories", "ids": f"{written[0]}, {written[1]}", "reason": "ticket 9"}
+    refused = await http.post("/erasure", data={**form, "confirmation": "3"})
+    assert refused.status_code == 400
+    assert "confirmation: type the number of memories to erase (2)." in refused.text
+    assert (await client.get(tenant, written[0])).content == "erin's old address"  # nothing erased
+
+    erased = await http.post("/erasure", data={**form, "confirmation": "2"})
+    assert erased.status_code == 200
+    assert "Erased: 2 memories" in erased.text and "0 of them can still be read" in erased.text
+    assert "2 memories, 0 sessions" in erased.text
+    for memory_id in written[:2]:
+        with pytest.raises(grpc.aio.AioRpcError) as gone:
+            await client.get(tenant, memory_id)
+        assert gone.value.code() == grpc.StatusCode.NOT_FOUND
+    assert (await client.get(tenant, written[2])).content == "erin likes tea"
+    bad = await http.post("/erasure", data={**form, "ids": "../../etc", "confirmation": "1"})
+    assert bad.status_code == 400 and "ids: a memory id" in bad.text
