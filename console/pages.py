@@ -41,7 +41,7 @@ from console.web import COOKIE, LOGIN_COOKIE, Pages, first, read_form, timestamp
 from hindsight.client import HindsightClient
 from hindsight.v1 import memory_pb2 as pb
 
-__all__ = ["Console"]
+__all__ = ["Console", "believed_at"]
 
 LIST_PAGE = 500  # the servers' largest List page, for scans
 DERIVED_SCAN = 1000  # memories of a subject searched for those derived from one memory
