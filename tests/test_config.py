@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from console.config import unknown_environment as unknown_console_environment
 from gateway_mcp.config import unknown_environment as unknown_gateway_environment
 from hindsight_server.config import ConfigError, load_settings, unknown_environment
 from hindsight_server.domain.model import Kind
@@ -155,6 +156,9 @@ def test_unknown_variables_are_named_with_the_closest_setting() -> None:
         "HINDSIGHT_DATA_DIR": "d",
         "HINDSIGHT_API_KEY": "k",
         "HINDSIGHT_MCP__PORT": "1",
+        "HINDSIGHT_CONSOLE__PORT": "1",
+        "HINDSIGHT_CONSOLE__TARGTS": "x:1",
+        "HINDSIGHT_CONSOLE_PORT": "8766",
         "HINDSIGHT_DB_USER": "hindsight",
         "PATH": "/bin",
     }
@@ -167,6 +171,10 @@ def test_unknown_variables_are_named_with_the_closest_setting() -> None:
     ]
     assert unknown_gateway_environment(environ) == [
         "HINDSIGHT_MCP__PROT is not a setting of the MCP gateway, ignored (did you mean HINDSIGHT_MCP__PORT?)"
+    ]
+    assert unknown_console_environment(environ) == [
+        "HINDSIGHT_CONSOLE__TARGTS is not a setting of the web console, ignored "
+        "(did you mean HINDSIGHT_CONSOLE__TARGETS?)"
     ]
 
 

@@ -39,6 +39,7 @@ async def private_stack(
             **os.environ,
             "HINDSIGHT_STACK__INFERENCE": "true" if inference else "false",
             "HINDSIGHT_MCP__PORT": str(_free_port()),  # never the port of a `make up` beside it
+            "HINDSIGHT_CONSOLE__PORT": str(_free_port()),
             # Benchmark and evaluation data carry old timestamps: the lifecycle jobs would expire,
             # demote and purge it while it is measured.
             "HINDSIGHT_JOBS__ENABLED": "false",

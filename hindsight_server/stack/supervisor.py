@@ -1,23 +1,24 @@
 """`hindsight up`: the whole embedded stack in the foreground.
 
 First checks, before it starts anything, that every TCP port it will bind is free and that no other `up`
-runs on its data directory (stack/preflight.py): if not, it says which port, for what, and whose it is,
-and exits 3. Then starts PostgreSQL (embedded; with `--replicas N` also N streaming standbys of it,
-stack/replicas.py) and Triton, then N memory servers, then (with more than one server, or `--gateway
-nginx`) nginx as the gRPC gateway on server.port in front of them, then the MCP gateway (streamable HTTP,
-calling through the gRPC gateway) as child processes; each stage waits until its children are ready
-(stack/children.py: alive, answering their own probe, holding their own ports; nginx's probe is a health
-call through it to a server). Prints where every part listens, with the pids of its children. A child
-that dies (Triton included) is restarted after a growing pause; one that keeps dying
-(stack.restart_max_failures within stack.restart_window_s) stops the whole stack with its name and the
-tail of its output, exit status 4. Ctrl-C / SIGTERM stops everything it started, the front first (nginx
-finishes the calls in flight), then the servers, Triton, the replicas and the primary. Children get
-SIGTERM if the supervisor itself dies (PR_SET_PDEATHSIG), so nothing is left behind.
+runs on its data directory (stack/preflight.py): if not, it says which port, for what, and whose it is, and
+exits 3. Then starts PostgreSQL (embedded; with `--replicas N` also N streaming standbys of it,
+stack/replicas.py) and Triton, then N memory servers, then (with more than one server, or `--gateway nginx`)
+nginx as the gRPC gateway on server.port in front of them, then the MCP gateway (streamable HTTP, calling
+through the gRPC gateway) and the web console (console/, gRPC with a user's API key) as child processes;
+each stage waits until its children are ready (stack/children.py: alive, answering their own probe, holding
+their own ports; nginx's probe is a health call through it to a server). Prints where every part listens,
+with the pids of its children. A child that dies (Triton included) is restarted after a growing pause; one
+that keeps dying (stack.restart_max_failures within stack.restart_window_s) stops the whole stack with its
+name and the tail of its output, exit status 4. Ctrl-C / SIGTERM stops everything it started, the front
+first (nginx finishes the calls in flight), then the servers, Triton, the replicas and the primary. Children
+get SIGTERM if the supervisor itself dies (PR_SET_PDEATHSIG), so nothing is left behind.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import logging
 import os
@@ -31,6 +32,8 @@ from typing import Any
 
 import asyncpg
 
+from console.config import HEALTH_PATH as CONSOLE_HEALTH_PATH
+from console.config import ConsoleConfigError, ConsoleSettings, load_console_settings
 from embedder.repository import EncoderModelOptions
 from embedder.triton import TritonServer
 from gateway_mcp.config import HEALTH_PATH, GatewaySettings, is_loopback, load_gateway_settings
@@ -78,6 +81,9 @@ class Stack:
     start_timeout_s: float = 60.0
     mcp: bool = True  # the MCP gateway (its own settings: gateway_mcp.config, HINDSIGHT_MCP__*)
     mcp_port: int | None = None  # None: the gateway's configured port (8765)
+    console: bool = True  # the web console (its own settings: console/config.py, HINDSIGHT_CONSOLE__*)
+    console_port: int | None = None  # None: the console's configured port (8766)
+    console_settings: ConsoleSettings | None = None  # once the configuration is checked
     gateway: str | None = None  # None: stack.gateway (auto | nginx | none)
     replicas: int | None = None  # standbys of the embedded PostgreSQL; None: stack.postgres_replicas
     children: list[Child] = field(default_factory=list)
@@ -190,6 +196,44 @@ class Stack:
             )
         ]
 
+    def _console_children(self, servers: list[Child]) -> list[Child]:
+        """The web console over the gRPC gateway (or every server started here): its settings from the
+        environment (HINDSIGHT_CONSOLE__*), the targets and the address from here."""
+        console = self.console_settings
+        if console is None:
+            return []
+        targets = [self.address] if self.behind_nginx else [child.address for child in servers]
+        host = f"[{console.host}]" if ":" in console.host else console.host
+        argv = [sys.executable, "-m", "hindsight_server", "console", "--listen", f"{host}:{console.port}"]
+        argv += ["--target", ",".join(targets)]
+        return [
+            Child(
+                "web console",
+                f"{host}:{console.port}",
+                argv,
+                dict(os.environ),
+                url=console.url,
+                http_health=CONSOLE_HEALTH_PATH,
+                ports=(console.port,),
+            )
+        ]
+
+    def _console_configuration(self) -> ConsoleSettings | None:
+        """The console's settings (None: not started), or Refused: a bad HINDSIGHT_CONSOLE__* value, or
+        the console extra missing (its pages need Jinja2)."""
+        if not self.console:
+            return None
+        try:
+            settings = load_console_settings(port=self.console_port)
+        except ConsoleConfigError as exc:
+            raise Refused(f"web console: {exc}") from exc
+        if importlib.util.find_spec("jinja2") is None:
+            raise Refused(
+                "web console: the console extra is not installed (pip install "
+                "'hindsight-memory-server[console]'); or start without it: --no-console"
+            )
+        return settings
+
     @property
     def _starts_triton(self) -> bool:
         """The embedded tier, unless one is configured (inference.url) or it is switched off."""
@@ -260,6 +304,7 @@ class Stack:
                 gateway.require_safe_http()
         except ValueError as exc:  # GatewayConfigError, or a malformed HINDSIGHT_MCP__* variable
             raise Refused(f"MCP gateway: {exc}") from exc
+        self.console_settings = self._console_configuration()
         replicas = self.replicas or 0
         if replicas and self.settings.database.dsn:
             raise Refused(
@@ -292,6 +337,8 @@ class Stack:
             found.append(Binding("gRPC gateway (nginx)", host, self.settings.server.port))
         if gateway is not None:
             found.append(Binding("MCP gateway", gateway.host, gateway.port))
+        if self.console_settings is not None:
+            found.append(Binding("web console", self.console_settings.host, self.console_settings.port))
         return found
 
     def _preflight(self, gateway: GatewaySettings | None) -> list[str]:
@@ -353,7 +400,8 @@ class Stack:
         self.servers_started = servers = self._server_children(dsn, inference_url)
         front = await asyncio.to_thread(self._nginx_children, servers, nginx)
         # Each stage is serving before the next starts: nginx's readiness is a call through it.
-        for stage in (servers, front, self._gateway_children(gateway, servers)):
+        fronts = self._gateway_children(gateway, servers) + self._console_children(servers)
+        for stage in (servers, front, fronts):
             self.children += stage
             for child in stage:
                 await child.spawn()
@@ -363,8 +411,8 @@ class Stack:
         return not stop.is_set()
 
     async def _stop_all(self, postgres: EmbeddedPostgres) -> None:
-        """The front (nginx, the MCP gateway: the stages after the servers) first, so no new call reaches
-        a server that is stopping; then the servers, Triton, the replicas and the primary."""
+        """The front (nginx, the MCP gateway, the console: the stages after the servers) first, so no new
+        call reaches a server that is stopping; then the servers, Triton, the replicas and the primary."""
         grace = self.settings.server.grace_s + 2
         servers = {id(child) for child in self.servers_started}
         await asyncio.gather(*(child.stop(grace) for child in self.children if id(child) not in servers))

@@ -31,6 +31,7 @@ SERVICES = {
     "memory-server",
     "nginx",
     "mcp-gateway",
+    "console",
     "otel-collector",
 }
 # Services without an in-container health check, and why (asserted, so a new one must say why too).
@@ -166,6 +167,7 @@ def test_services_order_and_health(compose_binary: Path) -> None:
     assert "postgres-replica" not in waits_for("migrate")
     assert waits_for("nginx") == {"memory-server": "service_healthy"}
     assert waits_for("mcp-gateway") == {"nginx": "service_healthy"}
+    assert waits_for("console") == {"nginx": "service_healthy"}
     # The servers' probe asks the standard health service about the memory service itself.
     assert services["memory-server"]["healthcheck"]["test"][-2:] == [
         "127.0.0.1:50051",
@@ -191,6 +193,7 @@ def test_scaling_ports_and_volumes(compose_binary: Path) -> None:
     assert set(published) == {
         ("nginx", 50051),
         ("mcp-gateway", 8765),
+        ("console", 8766),
         ("otel-collector", 4317),
         ("otel-collector", 4318),
     }
@@ -220,6 +223,7 @@ TMPFS = {
     "memory-server": {"/tmp"},
     "nginx": {"/var/cache/nginx", "/var/run"},
     "mcp-gateway": {"/tmp"},
+    "console": {"/tmp"},
     "otel-collector": {"/tmp"},
 }
 GIB = 1024**3

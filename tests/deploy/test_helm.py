@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from console.config import ConsoleSettings, load_console_settings
 from gateway_mcp.auth import hash_token
 from gateway_mcp.config import GatewaySettings
 from hindsight_server.config import Settings, load_settings
@@ -106,9 +107,9 @@ def test_lint_strict(values: str | None) -> None:
 
 
 DEFAULT_KINDS = {
-    "Deployment": 3,  # memory server, Triton, MCP gateway
+    "Deployment": 4,  # memory server, Triton, MCP gateway, web console
     "StatefulSet": 1,  # the bundled PostgreSQL
-    "Service": 5,  # server ClusterIP + headless, Triton, MCP, PostgreSQL
+    "Service": 6,  # server ClusterIP + headless, Triton, MCP, console, PostgreSQL
     "HorizontalPodAutoscaler": 1,
     "PodDisruptionBudget": 2,
     "Job": 1,
@@ -119,8 +120,8 @@ DEFAULT_KINDS = {
     "NetworkPolicy": 3,  # servers, Triton, PostgreSQL
 }
 PRODUCTION_KINDS = {
-    "Deployment": 3,
-    "Service": 4,  # no bundled PostgreSQL
+    "Deployment": 4,
+    "Service": 5,  # no bundled PostgreSQL
     "HorizontalPodAutoscaler": 2,  # servers and Triton
     "PodDisruptionBudget": 2,
     "Job": 1,
@@ -135,7 +136,7 @@ CLOUDNATIVEPG_KINDS = {
     **{
         kind: count for kind, count in DEFAULT_KINDS.items() if kind != "StatefulSet"
     },  # no bundled PostgreSQL
-    "Service": 4,  # the operator makes the Cluster's own (-rw, -ro, -r)
+    "Service": 5,  # the operator makes the Cluster's own (-rw, -ro, -r)
     "ConfigMap": 2,  # no bundled database's init script
     "NetworkPolicy": 2,  # the operator's pods are its own to police
     "Cluster": 1,
@@ -437,6 +438,36 @@ def test_server_configuration_is_accepted_by_hindsight(
     assert settings.inference.url == f"{RELEASE}-hindsight-triton:8001"
 
 
+def console_settings(documents: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> ConsoleSettings:
+    """The console's settings from its container's environment."""
+    for key in [k for k in os.environ if k.startswith("HINDSIGHT_CONSOLE")]:
+        monkeypatch.delenv(key)
+    for item in container(documents, "console")["env"]:
+        monkeypatch.setenv(item["name"], item["value"])
+    return load_console_settings()
+
+
+def test_console_configuration_is_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The console's environment: valid settings, every address bound, Secure cookies behind the
+    Ingress's TLS, the servers through the headless Service; its Service keeps a browser on its pod."""
+    documents = render(None)
+    console = console_settings(documents, monkeypatch)
+    assert (console.host, console.port, console.cookie_secure) == ("0.0.0.0", 8766, True)
+    assert console.targets == (f"dns:///{RELEASE}-hindsight-headless.{NAMESPACE}.svc.cluster.local:50051",)
+    service = one(documents, "Service", f"{FULLNAME}-console")
+    assert service["spec"]["sessionAffinity"] == "ClientIP"
+    assert service["spec"]["ports"][0]["port"] == 8766
+    shown = console_settings(
+        render({"console": {"metricsUrl": "http://collector:8889/metrics"}}), monkeypatch
+    )
+    assert shown.metrics_url == "http://collector:8889/metrics"
+    assert f"{FULLNAME}-console" not in {
+        d["metadata"]["name"] for d in render({"console": {"enabled": False}})
+    }
+    assert_rejected({"console": {"metricsUrl": "collector:8889"}}, "/console/metricsUrl")
+    assert_rejected({"console": {"replicaCount": 0}}, "/console/replicaCount")
+
+
 def test_mcp_gateway_configuration_is_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
     """The gateway's environment with the generated token: valid, safe to bind every address, the
     token's hash in the Secret matches the token, and the servers are reached through the headless
@@ -684,6 +715,7 @@ WORKLOADS = {
     "migrations": ("Job", "migrations"),
     "triton": ("Deployment", "triton"),
     "mcp": ("Deployment", "mcp"),
+    "console": ("Deployment", "console"),
     "postgresql": ("StatefulSet", "postgresql"),
     "tests": ("Pod", "test"),
 }
@@ -703,6 +735,7 @@ def workload_pod(documents: list[dict[str, Any]], section: str) -> dict[str, Any
         ("migrations", 10001),
         ("triton", 10001),
         ("mcp", 10001),
+        ("console", 10001),
         ("postgresql", 999),
         ("tests", 10001),
     ],
@@ -1204,20 +1237,24 @@ def test_network_policies_let_only_the_callers_in() -> None:
     documents = render(None)
     server = one(documents, "NetworkPolicy", f"{FULLNAME}-server")
     assert server["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "server"
-    assert _allowed_components(server) == ["mcp", "test"]
+    assert _allowed_components(server) == ["mcp", "console", "test"]
     assert server["spec"]["ingress"][0]["ports"] == [{"port": 50051, "protocol": "TCP"}]
     assert _allowed_components(one(documents, "NetworkPolicy", f"{FULLNAME}-triton")) == ["server"]
     database = one(documents, "NetworkPolicy", f"{FULLNAME}-postgresql")
     assert _allowed_components(database) == ["server", "migrations"]
     # The policies select the pods the chart labels so, or they would police nothing.
-    for deployment, component in ((f"{FULLNAME}-server", "server"), (f"{FULLNAME}-mcp", "mcp")):
+    for deployment, component in (
+        (f"{FULLNAME}-server", "server"),
+        (f"{FULLNAME}-mcp", "mcp"),
+        (f"{FULLNAME}-console", "console"),
+    ):
         labels = one(documents, "Deployment", deployment)["spec"]["template"]["metadata"]["labels"]
         assert labels["app.kubernetes.io/component"] == component
     clients = [{"namespaceSelector": {"matchLabels": {"team": "agents"}}}]
     widened = one(
         render({"networkPolicy": {"serverClients": clients}}), "NetworkPolicy", f"{FULLNAME}-server"
     )
-    assert widened["spec"]["ingress"][0]["from"][2:] == clients
+    assert widened["spec"]["ingress"][0]["from"][3:] == clients
     assert "NetworkPolicy" not in kinds(render({"networkPolicy": {"enabled": False}}))
     assert_rejected({"networkPolicy": {"serverClients": [{"everyone": True}]}}, "everyone")
 

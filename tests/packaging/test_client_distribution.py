@@ -295,3 +295,6 @@ def test_the_server_requires_the_client_by_name_and_numpy_below_2_only_for_infer
     assert numpy.specifier.contains("2.0.0"), f"the core install caps numpy: {numpy}"
     inference = [Requirement(r) for r in project["project"]["optional-dependencies"]["inference"]]
     assert any(r.name == "numpy" and not r.specifier.contains("2.0.0") for r in inference)
+    # The web console's pages (Jinja2) are an extra of their own: the memory server does not need them.
+    console = [Requirement(r).name for r in project["project"]["optional-dependencies"]["console"]]
+    assert console == ["jinja2"] and "jinja2" not in {r.name for r in core}

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import asyncpg
 import grpc
+import httpx2
 import pytest
 
 from hindsight.client import HindsightClient
@@ -129,6 +130,7 @@ async def cluster(postgres_dsn: str, tmp_path_factory: pytest.TempPathFactory) -
         "HINDSIGHT_STACK__GATEWAY_ACCESS_LOG": "true",
         "HINDSIGHT_MCP__PORT": str(mcp_port),
         "HINDSIGHT_MCP__TENANT": "acme-mcp",
+        "HINDSIGHT_CONSOLE__PORT": str(free_port()),
         "HINDSIGHT_DATABASE__POOL_MIN": "1",
         "HINDSIGHT_DATABASE__POOL_MAX": "4",
     }
@@ -202,6 +204,13 @@ async def test_calls_through_the_gateway_are_spread_over_the_servers(cluster: Cl
     async with http_session(cluster.mcp_url) as session:
         through_mcp = await session.call_tool("memory_recall", {"session_id": "s1", "query": "靠窗"})
     assert through_mcp.structured_content is not None and not through_mcp.is_error, through_mcp
+    # So does the web console, and `up` waited for it.
+    console = re.search(
+        rf"hindsight console listening on (http://127\.0\.0\.1:\d+/) -> {cluster.target},", output
+    )
+    assert console is not None and f"web console      {console.group(1)}" in output, output
+    async with httpx2.AsyncClient(base_url=console.group(1), timeout=10) as http:
+        assert (await http.get("/healthz")).text == "ok"
 
     # The access log is flushed every second: each line names the server that answered the call.
     await _wait_until(lambda: len(cluster.access_log()) >= before + 32, 10, "the access log")

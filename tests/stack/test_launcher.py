@@ -62,7 +62,7 @@ class Running:
 
 @pytest.fixture(scope="module")
 async def running(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Running]:
-    port, http, grpc, metrics, mcp = free_ports(5)
+    port, http, grpc, metrics, mcp, console = free_ports(6)
     env = {
         "HINDSIGHT_STACK__TRITON_HTTP_PORT": str(http),
         "HINDSIGHT_STACK__TRITON_GRPC_PORT": str(grpc),
@@ -72,6 +72,7 @@ async def running(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Run
         "HINDSIGHT_STACK__POSTGRES_SHARED_BUFFERS": "128MB",
         "HINDSIGHT_MCP__PORT": str(mcp),
         "HINDSIGHT_MCP__TENANT": "acme",
+        "HINDSIGHT_CONSOLE__PORT": str(console),
     }
     data_dir = tmp_path_factory.mktemp("launcher").resolve()
     stack = Background(["up", "--data-dir", str(data_dir), "--port", str(port)], env=env)
@@ -203,10 +204,11 @@ async def test_a_child_that_keeps_failing_stops_the_stack_with_its_name_and_outp
     fresh_database: Callable[[], Awaitable[str]], tmp_path: Path
 ) -> None:
     dsn = await fresh_database()
-    port, mcp = free_ports(2)
+    port, mcp, console = free_ports(3)
     env = {
         "HINDSIGHT_STACK__INFERENCE": "false",
         "HINDSIGHT_MCP__PORT": str(mcp),
+        "HINDSIGHT_CONSOLE__PORT": str(console),
         "HINDSIGHT_STACK__RESTART_MAX_FAILURES": "3",
         "HINDSIGHT_STACK__RESTART_BACKOFF_S": "0.1",
         "HINDSIGHT_STACK__RESTART_BACKOFF_MAX_S": "0.2",

@@ -22,7 +22,11 @@ async def _up(data_dir: Path, port: int) -> tuple[Background, list[int]]:
     triton_ports = {
         f"HINDSIGHT_STACK__TRITON_{name}_PORT": str(free_port()) for name in ("HTTP", "GRPC", "METRICS")
     }
-    gateway = {"HINDSIGHT_MCP__PORT": str(free_port()), "HINDSIGHT_MCP__TENANT": "acme"}
+    gateway = {
+        "HINDSIGHT_MCP__PORT": str(free_port()),
+        "HINDSIGHT_MCP__TENANT": "acme",
+        "HINDSIGHT_CONSOLE__PORT": str(free_port()),
+    }
     stack = Background(["up", "--data-dir", str(data_dir), "--port", str(port)], env=triton_ports | gateway)
     await stack.start()
     await stack.wait_for(r"hindsight is up:[\s\S]*Ctrl-C stops everything", timeout_s=90)

@@ -1,0 +1,5 @@
+import sys
+
+from console.cli import main
+
+sys.exit(main())
