@@ -392,6 +392,23 @@ def cmd_bench_feed(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_webhooks(args: argparse.Namespace) -> int:
+    from hindsight_server.bench.webhooks import report, run_webhook_bench
+
+    async def work(target: str) -> str:
+        return report(await run_webhook_bench(target, events=args.events), args.json)
+
+    # The receiver is on loopback: the private stack allows it (a real one refuses loopback endpoints).
+    env = {
+        **_UNMETERED,
+        "HINDSIGHT_WEBHOOKS__ALLOW_PRIVATE_NETWORKS": "true",
+        "HINDSIGHT_WEBHOOKS__RATE_PER_S": str(args.rate_limit),
+        "HINDSIGHT_WEBHOOKS__BURST": str(max(1, int(args.rate_limit))),
+    }
+    print(_on_stack(args, work, env=env))
+    return 0
+
+
 def cmd_bench_replicas(args: argparse.Namespace) -> int:
     from hindsight_server.bench.replicas import report, run_replicas_bench
 
@@ -764,6 +781,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     feed_bench.add_argument("--json", action="store_true", help="print the report as JSON")
     feed_bench.set_defaults(handler=cmd_bench_feed)
+
+    hooks_bench = benches.add_parser("webhooks", help="webhook deliveries a second and their latency")
+    hooks_bench.add_argument("--target", help="HOST:PORT of a running server (default: a private stack)")
+    hooks_bench.add_argument("--events", type=int, default=5_000, help="memories written (5000)")
+    hooks_bench.add_argument(
+        "--rate-limit",
+        type=float,
+        default=0.0,
+        help="the private stack's webhooks.rate_per_s per endpoint (default 0: unlimited)",
+    )
+    hooks_bench.add_argument("--json", action="store_true", help="print the report as JSON")
+    hooks_bench.set_defaults(handler=cmd_bench_webhooks, embeddings=False)
 
     recall_bench = benches.add_parser("recall", help="Recall latency p50/p95/p99 and recalls/s under load")
     recall_bench.add_argument("--target", help="HOST:PORT of a running server (default: a private stack)")
