@@ -65,16 +65,24 @@ def statement_name(query: str) -> tuple[str, str]:
 
 
 def _main_verb(after_with: str) -> str | None:
-    """The verb outside every parenthesis: what a WITH statement does (its CTEs are in parentheses)."""
-    depth = 0
+    """What a WITH statement does: the verb outside every parenthesis (its CTEs are in parentheses),
+    unless that is a SELECT over a CTE that changes rows ("WITH inserted AS (INSERT ...) SELECT id FROM
+    inserted" writes memories): then the first changing verb opening a parenthesis."""
+    depth, opened, changing = 0, False, None
     for match in _WORD_OR_PARENTHESIS.finditer(after_with):
         token = match.group(0)
         if token == "(":
-            depth += 1
-        elif token == ")":
+            depth, opened = depth + 1, True
+            continue
+        if token == ")":
             depth -= 1
-        elif depth == 0 and token.upper() in _VERBS:
-            return token.upper()
+        else:
+            verb = token.upper()
+            if depth == 0 and verb in _VERBS:
+                return changing if verb == "SELECT" and changing else verb
+            if opened and changing is None and verb in _VERBS - {"SELECT"}:
+                changing = verb
+        opened = False
     return None
 
 

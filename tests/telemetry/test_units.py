@@ -76,6 +76,16 @@ def test_window_keeps_only_the_newest_samples() -> None:
             ("UPDATE", "memories"),
         ),
         ("WITH RECURSIVE chain AS (SELECT 1 UNION ALL SELECT 2)", ("WITH", "")),
+        (
+            "WITH inserted AS (INSERT INTO memories (id) SELECT u.id FROM unnest($1) AS u(id) RETURNING id), "
+            "stats AS (UPDATE lexical_stats SET documents = 1) SELECT id FROM inserted",
+            ("INSERT", "memories"),
+        ),
+        (
+            "WITH changed AS (UPDATE memories SET status = 'deleted' RETURNING id), "
+            "feed AS (INSERT INTO change_events (memory_id) SELECT id FROM changed) SELECT * FROM changed",
+            ("UPDATE", "memories"),
+        ),
         ("BEGIN;", ("BEGIN", "")),
     ],
 )
