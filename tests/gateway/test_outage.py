@@ -38,7 +38,7 @@ async def test_a_memory_server_that_is_down_gives_a_clear_tool_error(connect: Co
         pending = await session.call_tool("memory_pending", {})
         elapsed = time.monotonic() - started
         # The session survives the outage: listing needs no memory server.
-        assert len((await session.list_tools()).tools) == 10
+        assert len((await session.list_tools()).tools) == 11
     for result in (recall, write, forget, erase, turn, pending):
         assert result.is_error
         assert _text(result).startswith(UNAVAILABLE_MESSAGE)
