@@ -386,7 +386,8 @@ def cmd_bench_feed(args: argparse.Namespace) -> int:
     from hindsight_server.bench.feed import report, run_feed_bench
 
     async def work(target: str) -> str:
-        return report(await run_feed_bench(target, rate=args.rate, seconds=args.seconds), args.json)
+        result = await run_feed_bench(target, rate=args.rate, seconds=args.seconds, batch=args.batch)
+        return report(result, args.json)
 
     print(_on_stack(args, work, env=_UNMETERED))
     return 0
@@ -771,7 +772,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     feed_bench = benches.add_parser("feed", help="commit-to-Watch latency at a steady write rate")
     feed_bench.add_argument("--target", help="HOST:PORT of a running server (default: a private stack)")
-    feed_bench.add_argument("--rate", type=float, default=500.0, help="Writes a second, open loop (500)")
+    feed_bench.add_argument("--rate", type=float, default=500.0, help="memories a second, open loop (500)")
+    feed_bench.add_argument(
+        "--batch", type=int, default=10, help="memories a call: 1 a Write, more a WriteBatch (10)"
+    )
     feed_bench.add_argument("--seconds", type=float, default=20.0, help="how long to write (20)")
     feed_bench.add_argument(
         "--embeddings",

@@ -10,6 +10,8 @@ from hindsight_server.bench.feed import report, run_feed_bench
 
 async def test_feed_bench_follows_every_write_to_its_event(server: RunningServer) -> None:
     result = await run_feed_bench(f"127.0.0.1:{server.port}", rate=40, seconds=1.5)
+    batched = await run_feed_bench(f"127.0.0.1:{server.port}", rate=100, seconds=1, batch=10)
+    assert batched.errors == 0 and batched.missing == 0 and batched.commit_to_watch.count == 100
     assert result.errors == 0 and result.missing == 0
     assert result.write.count == 60 and result.commit_to_watch.count == 60
     summary = result.commit_to_watch
