@@ -89,7 +89,7 @@ CASES: list[tuple[str, str, Any, str]] = [
 
 @pytest.mark.parametrize(("case", "method", "request_", "field"), CASES, ids=[c[0] for c in CASES])
 async def test_fixed(
-    stub: pb_grpc.MemoryServiceStub, tenant: str, case: str, method: str, request_: Any, field: str
+    stub: pb_grpc.MemoryServiceAsyncStub, tenant: str, case: str, method: str, request_: Any, field: str
 ) -> None:
     request = type(request_)()
     request.CopyFrom(request_)

@@ -8,8 +8,9 @@ import pytest
 from hindsight.client import HindsightClient
 from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.pipelines.jobs import JobRunner
+from tests.support.memory_fields import MemoryFields
 
-BOOKING = {"tier": "episodic", "kind": "event", "intent": "book_meeting_room"}
+BOOKING: MemoryFields = {"tier": "episodic", "kind": "event", "intent": "book_meeting_room"}
 
 
 async def _episodes(client: HindsightClient, tenant: str, subject: str, texts: list[str]) -> list[str]:

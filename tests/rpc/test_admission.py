@@ -31,7 +31,7 @@ async def tight_server(make_settings: Callable[..., Settings]) -> AsyncIterator[
 
 
 async def _flood(
-    stub: pb_grpc.MemoryServiceStub, tenant: str, calls: int
+    stub: pb_grpc.MemoryServiceAsyncStub, tenant: str, calls: int
 ) -> list[grpc.aio.AioRpcError | None]:
     """`calls` concurrent maximal recalls, with no retries: each answer or its refusal."""
 

@@ -20,8 +20,9 @@ from hindsight.v1 import memory_pb2_grpc as pb_grpc
 from hindsight_server.app import start_server
 from hindsight_server.config import Settings
 from tests.conftest import MovableClock
+from tests.support.memory_fields import MemoryFields
 
-BOOKING = {"tier": "episodic", "kind": "task", "intent": "book_meeting_room"}
+BOOKING: MemoryFields = {"tier": "episodic", "kind": "task", "intent": "book_meeting_room"}
 
 
 async def _everything(client: HindsightClient, tenant: str, **filters: Any) -> tuple[pb.ExportHeader, list]:

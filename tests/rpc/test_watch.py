@@ -17,9 +17,10 @@ from hindsight_server.app import RunningServer, start_server
 from hindsight_server.config import Settings
 from hindsight_server.domain.feed import EventType, NewEvent
 from hindsight_server.store.feed import FeedStore, record_events
+from tests.support.memory_fields import MemoryFields
 from tests.support.processes import create_key
 
-FACT = {"tier": "semantic", "kind": "fact"}
+FACT: MemoryFields = {"tier": "semantic", "kind": "fact"}
 
 
 async def _take(stream: AsyncIterator[pb.WatchItem], count: int, timeout_s: float = 10) -> list[pb.WatchItem]:

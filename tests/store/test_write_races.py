@@ -15,9 +15,10 @@ from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.app import RunningServer
 from tests.conftest import MovableClock
 from tests.support.eventually import eventually
+from tests.support.memory_fields import MemoryFields
 
-FACT = {"tier": "semantic", "kind": "fact", "subject": "u1"}
-HOME = {"tier": "semantic", "kind": "fact", "subject": "u1", "intent": "home_address"}
+FACT: MemoryFields = {"tier": "semantic", "kind": "fact", "subject": "u1"}
+HOME: MemoryFields = {"tier": "semantic", "kind": "fact", "subject": "u1", "intent": "home_address"}
 
 
 async def _status(pool: asyncpg.Pool, tenant: str, memory_id: str) -> str:
