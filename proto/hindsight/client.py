@@ -20,7 +20,7 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Literal
@@ -616,7 +616,7 @@ class HindsightClient:
         heartbeats: bool = False,
         max_retries: int | None = None,
         max_backoff_s: float = 5.0,
-    ) -> AsyncIterator[pb.WatchItem]:
+    ) -> AsyncGenerator[pb.WatchItem, None]:
         """The tenant's change feed from `cursor` ("" now, "oldest", or a cursor it yielded), for as long
         as the caller iterates. After a transient error (UNAVAILABLE: a server restarted; the stream
         limit; an idle stream ended) it reconnects, with backoff, from the last cursor it received, so

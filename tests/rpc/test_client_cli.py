@@ -122,7 +122,7 @@ async def test_history_and_a_readable_get(
     server: RunningServer, client: HindsightClient, tenant: str
 ) -> None:
     common = _common(server, tenant)
-    booking: MemoryFields = {"tier": "episodic", "kind": "task", "subject": "u1", "intent": "book_meeting_room"}
+    booking = MemoryFields(tier="episodic", kind="task", subject="u1", intent="book_meeting_room")
     wednesday = await client.write(
         tenant, "Book room A, Wednesday", entities={"date": "2026-12-02"}, **booking
     )

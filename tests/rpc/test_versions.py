@@ -60,7 +60,7 @@ async def test_a_verbatim_batch_keeps_every_item(client: HindsightClient, tenant
 async def test_a_new_value_supersedes_the_old_version(
     client: HindsightClient, tenant: str, clock: MovableClock
 ) -> None:
-    booking: MemoryFields = {"tier": "episodic", "kind": "task", "subject": "u1", "intent": "book_meeting_room"}
+    booking = MemoryFields(tier="episodic", kind="task", subject="u1", intent="book_meeting_room")
     wednesday = await client.write(
         tenant,
         "Book meeting room, building A, Wednesday",

@@ -114,22 +114,24 @@ async def test_deletes_racing_merges_and_supersedes_lose_no_acknowledged_write(
     rounds, outcomes = 30, {"merged": 0, "superseded": 0, "created": 0}
     for index in range(rounds):
         subject = f"u{index}"
-        target = await client.write(tenant, "User drinks oat milk", **{**FACT, "subject": subject})
+        fact: MemoryFields = {**FACT, "subject": subject}
+        home: MemoryFields = {**HOME, "subject": subject}
+        target = await client.write(tenant, "User drinks oat milk", **fact)
         old = await client.write(
             tenant,
             "User lives at Hauptstrasse 1",
             entities={"street": "Hauptstrasse 1"},
-            **{**HOME, "subject": subject},
+            **home,
         )
         results = await asyncio.gather(
             client.delete(tenant, target.memory.id),
-            client.write(tenant, "User drinks oat milk", **{**FACT, "subject": subject}),
+            client.write(tenant, "User drinks oat milk", **fact),
             client.delete(tenant, old.memory.id),
             client.write(
                 tenant,
                 "User lives at Ringweg 9",
                 entities={"street": "Ringweg 9"},
-                **{**HOME, "subject": subject},
+                **home,
             ),
         )
         merge, supersede = results[1], results[3]
