@@ -593,6 +593,7 @@ def raw_calls(channel: grpc.aio.Channel) -> dict[str, Any]:
     def call(method: str) -> Any:
         path = f"/hindsight.v1.MemoryService/{method}"
         if method in STREAMING:
+            stream: grpc.aio.UnaryStreamMultiCallable[bytes, bytes]
             stream = channel.unary_stream(path, request_serializer=None, response_deserializer=None)
             return lambda raw, **options: _items(method, stream(raw, **options))
         return channel.unary_unary(path, request_serializer=None, response_deserializer=None)
@@ -661,7 +662,13 @@ def _sample_request(method: str, tenant: str) -> Message:
             idempotency_key="k",
         ),
         "Delete": pb.DeleteRequest(tenant_id=tenant, id=memory_id, idempotency_key="k"),
-        "List": pb.ListRequest(tenant_id=tenant, subject="u1", tiers=[1, 2], statuses=[1], page_size=10),
+        "List": pb.ListRequest(
+            tenant_id=tenant,
+            subject="u1",
+            tiers=[pb.TIER_WORKING, pb.TIER_EPISODIC],
+            statuses=[pb.STATUS_ACTIVE],
+            page_size=10,
+        ),
         "Recall": pb.RecallRequest(
             tenant_id=tenant,
             query="aisle seats",
@@ -684,7 +691,11 @@ def _sample_request(method: str, tenant: str) -> Message:
         "RejectPending": pb.RejectPendingRequest(tenant_id=tenant, id=memory_id),
         "History": pb.HistoryRequest(tenant_id=tenant, id=memory_id),
         "Export": pb.ExportRequest(
-            tenant_id=tenant, subject="u1", tiers=[3], include_history=True, include_embeddings=True
+            tenant_id=tenant,
+            subject="u1",
+            tiers=[pb.TIER_SEMANTIC],
+            include_history=True,
+            include_embeddings=True,
         ),
         "Import": pb.ImportRequest(
             tenant_id=tenant,

@@ -134,7 +134,12 @@ OTHER_CASES: list[tuple[str, str, Any, str]] = [
     ("page size too large", "List", pb.ListRequest(tenant_id=TENANT, page_size=100_000), "page_size"),
     ("negative page size", "List", pb.ListRequest(tenant_id=TENANT, page_size=-1), "page_size"),
     ("garbage page token", "List", pb.ListRequest(tenant_id=TENANT, page_token="%%%"), "page_token"),
-    ("unknown status filter", "List", pb.ListRequest(tenant_id=TENANT, statuses=[77]), "statuses[0]"),
+    (
+        "unknown status filter",
+        "List",
+        pb.ListRequest(tenant_id=TENANT, statuses=[pb.Status.ValueType(77)]),
+        "statuses[0]",
+    ),
     ("empty batch", "WriteBatch", pb.WriteBatchRequest(tenant_id=TENANT), "memories"),
     (
         "batch too large",
@@ -204,5 +209,6 @@ async def test_bad_requests(stub: Any, case: str, method: str, request_: Any, fi
 
 
 async def test_nothing_of_a_rejected_request_was_stored(stub: Any) -> None:
-    listed = await stub.List(pb.ListRequest(tenant_id=TENANT, statuses=list(range(1, 6))), timeout=5)
+    every_status = [pb.Status.ValueType(number) for number in range(1, 6)]
+    listed = await stub.List(pb.ListRequest(tenant_id=TENANT, statuses=every_status), timeout=5)
     assert list(listed.memories) == []

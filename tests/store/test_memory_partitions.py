@@ -94,7 +94,7 @@ async def test_a_tenants_vector_lexical_and_context_statements_read_its_partitio
         "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'memories'::regclass AND attname = 'embedding'"
     )
     vector = [0.1] * dimension
-    statements = {
+    statements: dict[str, tuple[str, list[Any]]] = {
         "vector": (
             """SELECT id FROM memories WHERE tenant_id = $1 AND subject = $2 AND status = 'active'
                ORDER BY embedding <=> $3::vector LIMIT 10""",
@@ -225,7 +225,8 @@ class RecordingPool:
 
     async def fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
         self.statements.append((query, args))
-        return await self.pool.fetch(query, *args)
+        rows: list[asyncpg.Record] = await self.pool.fetch(query, *args)
+        return rows
 
     async def fetchrow(self, query: str, *args: Any) -> asyncpg.Record | None:
         self.statements.append((query, args))
@@ -258,7 +259,7 @@ async def test_every_statement_of_recalls_channels_is_planned_on_the_tenants_par
         "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'memories'::regclass AND attname = 'embedding'"
     )
     recorder = RecordingPool(server.pool)
-    channels = RecallChannels(recorder)  # type: ignore[arg-type]
+    channels = RecallChannels(recorder)
     scope = Scope(tenant_id=tenant, now=datetime.now(UTC), subject="ann")
     spaces = [VectorSpace.MULTILINGUAL]
     bm25 = Bm25(k1=1.2, b=0.75, common_term_share=1.0, match_terms=4, match_rows=300)
@@ -314,11 +315,7 @@ async def test_a_grown_tenants_statements_are_planned_for_its_size(
 
     recorder = RecordingPool(server.pool)
     scope = Scope(tenant_id=tenant, now=datetime.now(UTC))
-    around, _ = await RecallChannels(
-        recorder
-    ).adjacent_turns(  # type: ignore[arg-type]
-        scope, ids[100:120], [VectorSpace.MULTILINGUAL]
-    )
+    around, _ = await RecallChannels(recorder).adjacent_turns(scope, ids[100:120], [VectorSpace.MULTILINGUAL])
     assert around.hits
     ((statement, args),) = recorder.statements
     plan = json.loads(await server.pool.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}", *args))
