@@ -258,7 +258,10 @@ async def test_every_mutating_answer_carries_a_token_of_this_database(server: Ru
         second = stub.Delete(pb.DeleteRequest(tenant_id=tenant, id=written.memory.id))
         await second
         tokens = [dict(await call.trailing_metadata())[TRAILER] for call in (first, second)]
-    positions = [decode_token(token) for token in tokens]
+    positions = []
+    for token in tokens:
+        assert isinstance(token, str), token  # an ASCII trailer (only a -bin one is bytes)
+        positions.append(decode_token(token))
     assert positions[0][0] == positions[1][0]  # the same database
     assert positions[0][1] < positions[1][1]  # the delete committed later
 

@@ -72,7 +72,7 @@ async def test_an_authorization_servers_tokens_act_for_the_tenant_they_name(
     port = free_port()
     resource = f"http://127.0.0.1:{port}/mcp"
     static = f"static-{uuid.uuid4().hex}"
-    claims = {
+    claims: dict[str, dict[str, Any]] = {
         "good": {"active": True, "aud": [resource], "tenant": tenant, "client_id": "agent-1", "scope": "mcp"},
         "for-another-resource": {"active": True, "aud": "https://elsewhere.example/mcp", "tenant": tenant},
         "revoked": {"active": False},

@@ -106,6 +106,7 @@ async def test_a_tenant_refused_whatever_it_asks_is_refused_before_its_request_i
     target = f"127.0.0.1:{running.port}"
     try:
         async with grpc.aio.insecure_channel(target, options=[("grpc.enable_retries", 0)]) as channel:
+            send: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes]
             send = channel.unary_unary("/hindsight.v1.MemoryService/Recall")
 
             async def code(data: bytes, key: str | None) -> grpc.StatusCode:

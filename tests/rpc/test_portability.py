@@ -25,7 +25,9 @@ from tests.support.memory_fields import MemoryFields
 BOOKING: MemoryFields = {"tier": "episodic", "kind": "task", "intent": "book_meeting_room"}
 
 
-async def _everything(client: HindsightClient, tenant: str, **filters: Any) -> tuple[pb.ExportHeader, list]:
+async def _everything(
+    client: HindsightClient, tenant: str, **filters: Any
+) -> tuple[pb.ExportHeader, list[pb.ExportedMemory]]:
     header: pb.ExportHeader | None = None
     memories: list[pb.ExportedMemory] = []
     async for item in client.export(tenant, include_history=True, **filters):

@@ -159,7 +159,7 @@ async def test_end_session_consolidates_once(client: HindsightClient, tenant: st
 async def test_the_same_preference_said_five_times_is_one_memory(
     client: HindsightClient, tenant: str
 ) -> None:
-    ids = set()
+    ids: set[str] = set()
     for session in ("a", "b", "c", "d", "e"):
         said = await _say(client, tenant, session, "I prefer window seats")
         ids.update(m.id for m in said.remembered)
