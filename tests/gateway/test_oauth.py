@@ -23,6 +23,7 @@ from starlette.routing import Route
 from gateway_mcp.auth import hash_token
 from gateway_mcp.config import load_gateway_settings
 from hindsight.client import HindsightClient
+from tests.support.eventually import eventually
 from tests.support.mcp_sessions import INITIALIZE, INITIALIZE_HEADERS, http_gateway, http_session
 from tests.support.processes import free_port
 
@@ -55,10 +56,7 @@ async def authorization_server(
         )
     )
     serving = asyncio.ensure_future(server.serve())
-    for _ in range(1000):
-        if server.started:
-            break
-        await asyncio.sleep(0.01)
+    await eventually(lambda: server.started, timeout_s=10, poll_s=0.01)
     try:
         yield f"http://127.0.0.1:{port}", calls
     finally:
