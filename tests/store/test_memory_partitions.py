@@ -3,7 +3,6 @@ and the rewrite of a table written before it."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import uuid
@@ -25,6 +24,7 @@ from hindsight_server.pipelines.statistics import StatisticsRefresh
 from hindsight_server.store.channels import RecallChannels
 from hindsight_server.store.memories import MemoryStore
 from hindsight_server.store.migrate import EmbeddingDimensions, SchemaShape, available_migrations, migrate
+from tests.support.eventually import eventually
 
 PARTITIONING = 12  # the migration that partitions the table
 
@@ -341,12 +341,7 @@ async def test_a_server_analyzes_a_tenants_partition_after_writing_enough_into_i
             [memory_input(f"note {i}", tier="semantic", kind="fact") for i in range(start, start + 500)],
             verbatim=True,
         )
-    for _ in range(200):
-        await server.pool.execute("SELECT pg_stat_clear_snapshot()")
-        if await server.pool.fetchval(analyzed, partition) > before:
-            break
-        await asyncio.sleep(0.05)
-    assert await server.pool.fetchval(analyzed, partition) > before
+    await eventually(lambda: _analyzed_since(server, partition, before), timeout_s=10)
 
 
 async def test_a_server_analyzes_a_tenants_partition_after_an_import_into_it(
@@ -367,12 +362,14 @@ async def test_a_server_analyzes_a_tenants_partition_after_an_import_into_it(
     before = await server.pool.fetchval(analyzed, partition)
     for copy in range(after_rows // len(exported)):
         await client.import_memories(tenant, [_copy(m, copy) for m in exported], timeout_s=60)
-    for _ in range(200):
-        await server.pool.execute("SELECT pg_stat_clear_snapshot()")
-        if await server.pool.fetchval(analyzed, partition) > before:
-            break
-        await asyncio.sleep(0.05)
-    assert await server.pool.fetchval(analyzed, partition) > before
+    await eventually(lambda: _analyzed_since(server, partition, before), timeout_s=10)
+
+
+async def _analyzed_since(server: RunningServer, partition: str, count: int) -> bool:
+    """ANALYZE ran on the partition since its analyze_count was `count` (statistics read afresh)."""
+    await server.pool.execute("SELECT pg_stat_clear_snapshot()")
+    analyzed = "SELECT analyze_count FROM pg_stat_user_tables WHERE relname = $1"  # not autovacuum's
+    return bool(await server.pool.fetchval(analyzed, partition) > count)
 
 
 def _copy(memory: pb.ExportedMemory, copy: int) -> pb.ExportedMemory:

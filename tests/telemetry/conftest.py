@@ -4,8 +4,6 @@ once per session), and memory servers started after it, so they trace (tracing i
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +22,7 @@ from opentelemetry.util.types import AnyValue, Attributes
 from hindsight.client import HindsightClient
 from hindsight_server.app import RunningServer, start_server
 from hindsight_server.config import Settings
+from tests.support.eventually import eventually
 
 
 @dataclass(frozen=True)
@@ -137,12 +136,14 @@ async def spans_of_trace(
     otel: Telemetry, ready: Callable[[Sequence[ReadableSpan]], bool], timeout_s: float = 10.0
 ) -> list[ReadableSpan]:
     """Waits until the finished spans satisfy `ready` (the server ends its spans in its own task)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        spans = otel.finished()
-        if ready(spans):
-            return spans
-        if time.monotonic() > deadline:
-            names = sorted({span.name for span in spans})
-            raise AssertionError(f"the expected spans did not arrive; finished: {names}")
-        await asyncio.sleep(0.02)
+    spans: list[ReadableSpan] = []
+
+    def arrived() -> bool:
+        spans[:] = otel.finished()
+        return ready(spans)
+
+    def missing() -> str:
+        return f"the expected spans did not arrive; finished: {sorted({span.name for span in spans})}"
+
+    await eventually(arrived, timeout_s, poll_s=0.02, message=missing)
+    return spans
