@@ -10,7 +10,7 @@ descriptors, sent as bytes to the running server, the way an old client's would 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -162,7 +162,7 @@ def old_v1() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-async def channel(server: RunningServer) -> Any:
+async def channel(server: RunningServer) -> AsyncIterator[grpc.aio.Channel]:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as opened:
         yield opened
 
