@@ -30,7 +30,7 @@ KUBE_VERSION = "v1.30.0"  # what `helm lint` assumes for Capabilities
 # The chart's kubeVersion floor (native gRPC probes) and the newest schemas kubernetes-validate ships.
 SCHEMA_VERSIONS = ("1.27.0", "1.30.0", "1.37.0")
 RELEASE, NAMESPACE = "mem", "agents"
-EXTERNAL_DB = {
+EXTERNAL_DB: dict[str, dict[str, Any]] = {
     "postgresql": {"enabled": False},
     "secrets": {"databaseDsn": "postgresql://hindsight:secret@db.example.com:5432/hindsight"},
 }

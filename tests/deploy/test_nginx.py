@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from tests.deploy.conftest import COMPOSE_DIR
+from tests.support.eventually import eventually_blocking
 from tests.support.processes import free_port
 
 NGINX_DIR = COMPOSE_DIR / "nginx"
@@ -134,16 +134,7 @@ def test_gateway_spreads_calls_and_survives_a_lost_server(
         text=True,
     )
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/healthz", timeout=1) as reply:
-                    assert reply.status == 200
-                    break
-            except OSError:
-                assert process.poll() is None, process.stderr.read() if process.stderr else ""
-                assert time.monotonic() < deadline, "nginx did not start"
-                time.sleep(0.05)
+        _wait_healthy(process, f"http://127.0.0.1:{health_port}/healthz")
 
         with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
             stub = health_pb2_grpc.HealthStub(channel)
@@ -229,13 +220,13 @@ def test_gateway_runs_as_compose_runs_it_unprivileged(
 
 
 def _wait_healthy(process: subprocess.Popen[str], url: str) -> None:
-    deadline = time.monotonic() + 10
-    while True:
+    def healthy() -> bool:
         try:
             with urllib.request.urlopen(url, timeout=1) as reply:
                 assert reply.status == 200
-                return
+                return True
         except OSError:
             assert process.poll() is None, process.stderr.read() if process.stderr else ""
-            assert time.monotonic() < deadline, "nginx did not start"
-            time.sleep(0.05)
+            return False
+
+    eventually_blocking(healthy, timeout_s=10, message="nginx did not start")

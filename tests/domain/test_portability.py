@@ -9,6 +9,7 @@ import pytest
 from hindsight_server.domain.model import EmbeddingState, VectorSpace
 from hindsight_server.domain.portability import (
     EmbeddingModel,
+    FloatVector,
     embedding_state,
     first_loop,
     imported_id,
@@ -75,7 +76,7 @@ VECTOR = np.zeros(3, dtype=np.float32)
     ],
 )
 def test_the_state_an_import_gives(
-    vectors: dict[VectorSpace, np.ndarray], needed: set[VectorSpace], inference: bool, state: EmbeddingState
+    vectors: dict[VectorSpace, FloatVector], needed: set[VectorSpace], inference: bool, state: EmbeddingState
 ) -> None:
     assert embedding_state(vectors, frozenset(needed), inference) is state
 

@@ -5,7 +5,7 @@ import pytest
 
 from hindsight_server.domain import scoring
 from hindsight_server.domain.fusion import reciprocal_rank_fusion
-from hindsight_server.domain.model import Channel, ChannelHit, ChannelResult, ScoreWeights, Tier
+from hindsight_server.domain.model import Channel, ChannelHit, ChannelResult, Entities, ScoreWeights, Tier
 from tests.domain.builders import memory
 
 NOW = datetime(2025, 1, 15, 12, tzinfo=UTC)
@@ -30,7 +30,9 @@ def test_recency_halves_every_half_life(age: timedelta, expected: float) -> None
         ({"capacity": 10}, {"capacity": "10"}, 0.0),
     ],
 )
-def test_entity_match_is_the_share_of_wanted_entities(wanted: dict, stored: dict, expected: float) -> None:
+def test_entity_match_is_the_share_of_wanted_entities(
+    wanted: Entities, stored: Entities, expected: float
+) -> None:
     assert scoring.entity_match(wanted, stored) == pytest.approx(expected)
 
 
@@ -133,5 +135,5 @@ def test_with_context_adds_the_best_neighbour(
         ({"b": 1}, {"b": 2}, False),
     ],
 )
-def test_shares_an_entity(wanted: dict, stored: dict, shares: bool) -> None:
+def test_shares_an_entity(wanted: Entities, stored: Entities, shares: bool) -> None:
     assert scoring.shares_an_entity(wanted, stored) is shares

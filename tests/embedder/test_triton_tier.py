@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +15,7 @@ from embedder.errors import InferenceBusy, InferenceUnavailable
 from embedder.repository import EmbedModelOptions, RepositoryOptions, build_repository
 from embedder.triton import TritonOptions, TritonPorts, TritonServer, TritonStartError
 from tests.fixtures.triton import TEST_MAX_BATCH, TEST_MAX_CHARS, TEST_PAIR_BATCH
+from tests.support.eventually import eventually
 
 TIMEOUT_S = 10.0
 PAIRS = [  # (Chinese, its English translation)
@@ -45,15 +46,6 @@ async def reranker(triton_server: TritonServer) -> AsyncIterator[TritonReranker]
 
 def infers(calls: list[CallRecord]) -> list[CallRecord]:
     return [call for call in calls if call.operation == "infer"]
-
-
-async def eventually(probe: Callable[[], Awaitable[bool]], within_s: float) -> bool:
-    deadline = asyncio.get_running_loop().time() + within_s
-    while not await probe():
-        if asyncio.get_running_loop().time() > deadline:
-            return False
-        await asyncio.sleep(0.05)
-    return True
 
 
 async def test_dimension_comes_from_the_model_metadata(embedder: TritonEmbedder) -> None:
@@ -186,7 +178,7 @@ async def test_stop_makes_calls_unavailable_and_restart_recovers(
         assert not await embedder.ready()
     finally:
         triton_server.start()  # the same ports
-    assert await eventually(embedder.ready, within_s=10.0)
+    await eventually(embedder.ready, timeout_s=10.0)
     result = await embedder.embed(["after restart"], timeout_s=TIMEOUT_S)
     assert result.vectors.shape == (1, 512)
     assert await reranker.rerank("q", ["p"], timeout_s=TIMEOUT_S)

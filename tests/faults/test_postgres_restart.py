@@ -5,7 +5,6 @@ once."""
 
 from __future__ import annotations
 
-import asyncio
 import tempfile
 import time
 from collections import Counter
@@ -23,6 +22,7 @@ from hindsight_server.domain.errors import Unavailable
 from hindsight_server.store.errors import translate_errors
 from tests.faults.conftest import SECTION
 from tests.faults.load import WriteLoad
+from tests.support.eventually import eventually
 from tests.support.figures import by_code, report
 from tests.support.postgres_ctl import RestartablePostgres
 
@@ -37,15 +37,6 @@ async def postgres() -> AsyncIterator[RestartablePostgres]:
         await own.start()
         yield own
         await own.close()
-
-
-async def _poll(check: Callable[[], Any], timeout_s: float) -> float:
-    """Seconds until `check()` is true; fails past timeout_s."""
-    started = time.monotonic()
-    while not await check():
-        assert time.monotonic() - started < timeout_s, "condition not met in time"
-        await asyncio.sleep(0.05)
-    return time.monotonic() - started
 
 
 async def test_postgres_restart_under_write_load(
@@ -70,11 +61,11 @@ async def test_postgres_restart_under_write_load(
             await load.run_for(1.5)
             await postgres.stop()
             stopped, before = time.monotonic(), len(load.acknowledged)
-            await _poll(lambda: _not(serving), timeout_s=10)  # readiness follows the database
+            await eventually(lambda: _not(serving), timeout_s=10)  # readiness follows the database
             await load.run_for(max(0.0, DOWN_S - (time.monotonic() - stopped)))
             during = len(load.acknowledged)
             await postgres.start()
-            back_in = await _poll(serving, timeout_s=20)
+            back_in = await eventually(serving, timeout_s=20)
             await load.run_for(2.0)
             await load.stop()
 

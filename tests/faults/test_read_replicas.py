@@ -13,7 +13,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import asyncpg
 import grpc
@@ -33,6 +32,7 @@ from hindsight_server.status_cli import render
 from hindsight_server.store.pool import create_pool
 from hindsight_server.store.routing import CaughtUpPool, ReadRouting, ReplicaBehind, ReplicaState
 from tests.support.eventually import eventually
+from tests.support.memory_fields import MemoryFields
 from tests.support.replicas import Replicated, replicated_postgres
 from tests.support.rich_errors import detail
 
@@ -97,7 +97,7 @@ async def _usable_again(server: RunningServer) -> None:
     await eventually(lambda: _replica(server).usable)
 
 
-FACT: dict[str, Any] = {"tier": "semantic", "kind": "fact", "subject": "user"}
+FACT: MemoryFields = {"tier": "semantic", "kind": "fact", "subject": "user"}
 
 
 async def test_a_write_is_found_by_the_recall_after_it_every_time(
@@ -258,7 +258,10 @@ async def test_every_mutating_answer_carries_a_token_of_this_database(server: Ru
         second = stub.Delete(pb.DeleteRequest(tenant_id=tenant, id=written.memory.id))
         await second
         tokens = [dict(await call.trailing_metadata())[TRAILER] for call in (first, second)]
-    positions = [decode_token(token) for token in tokens]
+    positions = []
+    for token in tokens:
+        assert isinstance(token, str), token  # an ASCII trailer (only a -bin one is bytes)
+        positions.append(decode_token(token))
     assert positions[0][0] == positions[1][0]  # the same database
     assert positions[0][1] < positions[1][1]  # the delete committed later
 

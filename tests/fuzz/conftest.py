@@ -49,7 +49,7 @@ async def channel(server: RunningServer) -> AsyncIterator[grpc.aio.Channel]:
 
 
 @pytest.fixture(scope="module")
-def stub(channel: grpc.aio.Channel) -> pb_grpc.MemoryServiceStub:
+def stub(channel: grpc.aio.Channel) -> pb_grpc.MemoryServiceAsyncStub:
     return pb_grpc.MemoryServiceStub(channel)
 
 

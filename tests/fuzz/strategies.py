@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from google.protobuf import struct_pb2, timestamp_pb2
@@ -163,7 +163,7 @@ def timestamps() -> st.SearchStrategy[timestamp_pb2.Timestamp]:
     )
 
 
-def enum_numbers(valid: list[int]) -> st.SearchStrategy[int]:
+def enum_numbers(valid: Sequence[int]) -> st.SearchStrategy[int]:
     return st.one_of(st.sampled_from(valid), st.sampled_from(valid), st.integers(-(2**31), 2**31 - 1))
 
 

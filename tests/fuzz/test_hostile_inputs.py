@@ -86,6 +86,7 @@ async def test_deep_entities_are_refused_whatever_the_depth(
     server: RunningServer, tenant: str, levels: int, no_tracebacks: Any
 ) -> None:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+        write: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes]
         write = channel.unary_unary("/hindsight.v1.MemoryService/Write")
         try:
             answer = pb.WriteResponse.FromString(await write(_deep_write(tenant, levels), timeout=10))
@@ -110,12 +111,15 @@ async def test_a_dialogue_query_embeds_a_bounded_number_of_turns(
     async with HindsightClient(f"127.0.0.1:{tier_server.port}", timeout_s=30) as client:
         await client.write(tenant, "the user's meeting is on Friday", tier="semantic", kind="fact")
 
+        status = tier_server.status
+        assert status is not None  # a started server has its board
+
         def misses() -> int:
-            caches = tier_server.status.snapshot()["query_cache"]
+            caches = status.snapshot()["query_cache"]
             return sum(int(figures["misses"]) for figures in caches.values())
 
         before = misses()
         answer = await client.recall(tenant, query)
-        spaces = len(tier_server.status.snapshot()["query_cache"])
+        spaces = len(status.snapshot()["query_cache"])
         assert misses() - before <= spaces * (1 + MAX_EMBEDDED_TURNS)
         assert answer.query_truncated  # it says the turns were capped

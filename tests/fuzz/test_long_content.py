@@ -19,7 +19,7 @@ def _chinese(count: int, seed: int) -> str:
 
 
 async def test_long_content_that_does_not_compress_is_stored(
-    stub: pb_grpc.MemoryServiceStub, tenant: str
+    stub: pb_grpc.MemoryServiceAsyncStub, tenant: str
 ) -> None:
     content = _chinese(1_500, seed=1)  # 4,500 bytes: well inside the 16,384-byte limit
     memory = pb.MemoryInput(content=content, tier=pb.TIER_EPISODIC, kind=pb.KIND_EVENT)
@@ -27,7 +27,7 @@ async def test_long_content_that_does_not_compress_is_stored(
     assert written.memory.content == content
 
 
-async def test_a_long_session_keeps_taking_turns(stub: pb_grpc.MemoryServiceStub, tenant: str) -> None:
+async def test_a_long_session_keeps_taking_turns(stub: pb_grpc.MemoryServiceAsyncStub, tenant: str) -> None:
     """Every entity a turn names joins the summary's confirmed parameters, and the summary is a memory:
     a session naming enough distinct entities breaks for good (every later turn: INTERNAL)."""
     for index in range(40):

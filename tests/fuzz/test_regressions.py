@@ -89,7 +89,7 @@ CASES: list[tuple[str, str, Any, str]] = [
 
 @pytest.mark.parametrize(("case", "method", "request_", "field"), CASES, ids=[c[0] for c in CASES])
 async def test_fixed(
-    stub: pb_grpc.MemoryServiceStub, tenant: str, case: str, method: str, request_: Any, field: str
+    stub: pb_grpc.MemoryServiceAsyncStub, tenant: str, case: str, method: str, request_: Any, field: str
 ) -> None:
     request = type(request_)()
     request.CopyFrom(request_)
@@ -108,6 +108,7 @@ async def test_bytes_nested_past_the_limit_name_the_field(channel: grpc.aio.Chan
         value = _field(5, level)  # Value.struct_value
         level = _field(1, _field(1, b"n") + _field(2, value))  # Struct.fields entry {key, value}
     raw = _field(1, tenant.encode()) + _field(2, _field(8, b"ok") + _field(7, level))  # memory.entities
+    call: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes]
     call = channel.unary_unary("/hindsight.v1.MemoryService/Write")
     error = await refused("Write", call(raw, timeout=30))
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT

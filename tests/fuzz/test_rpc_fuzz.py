@@ -71,7 +71,7 @@ class Seeds:
 
 
 @pytest.fixture
-async def seeds(stub: pb_grpc.MemoryServiceStub, tenant: str) -> AsyncIterator[Seeds]:
+async def seeds(stub: pb_grpc.MemoryServiceAsyncStub, tenant: str) -> AsyncIterator[Seeds]:
     ids = []
     for content, confidence in (("the user prefers aisle seats", 1.0), ("用户偏好靠窗座位", 1.0)):
         memory = pb.MemoryInput(
@@ -185,7 +185,7 @@ def _check_write(request: pb.WriteRequest, response: pb.WriteResponse) -> None:
 
 @examples(60)
 @given(data=st.data())
-async def test_write(stub: pb_grpc.MemoryServiceStub, seeds: Seeds, data: st.DataObject) -> None:
+async def test_write(stub: pb_grpc.MemoryServiceAsyncStub, seeds: Seeds, data: st.DataObject) -> None:
     request = pb.WriteRequest(
         tenant_id=data.draw(tenants(seeds.tenant)), memory=data.draw(_memory_input(_sessions(seeds)))
     )
@@ -196,7 +196,7 @@ async def test_write(stub: pb_grpc.MemoryServiceStub, seeds: Seeds, data: st.Dat
 
 @examples(30)
 @given(data=st.data())
-async def test_write_batch(stub: pb_grpc.MemoryServiceStub, seeds: Seeds, data: st.DataObject) -> None:
+async def test_write_batch(stub: pb_grpc.MemoryServiceAsyncStub, seeds: Seeds, data: st.DataObject) -> None:
     memories = data.draw(st.lists(_memory_input(_sessions(seeds)), max_size=4))
     request = pb.WriteBatchRequest(
         tenant_id=data.draw(tenants(seeds.tenant)), memories=memories, verbatim=data.draw(st.booleans())
@@ -208,7 +208,7 @@ async def test_write_batch(stub: pb_grpc.MemoryServiceStub, seeds: Seeds, data: 
             _check_write(pb.WriteRequest(tenant_id=request.tenant_id, memory=item), result)
 
 
-async def test_a_thousand_tiny_items_and_one_more(stub: pb_grpc.MemoryServiceStub, tenant: str) -> None:
+async def test_a_thousand_tiny_items_and_one_more(stub: pb_grpc.MemoryServiceAsyncStub, tenant: str) -> None:
     tiny = [pb.MemoryInput(content=f"t{i}", tier=pb.TIER_EPISODIC, kind=pb.KIND_EVENT) for i in range(5_000)]
     request = pb.WriteBatchRequest(tenant_id=tenant, memories=tiny[: LIMITS.max_batch_size], verbatim=True)
     stored = await answered("WriteBatch", stub.WriteBatch(request, timeout=TIMEOUT_S))
@@ -229,7 +229,7 @@ async def test_a_thousand_tiny_items_and_one_more(stub: pb_grpc.MemoryServiceStu
 @examples(40)
 @given(data=st.data())
 async def test_get_history_and_pending_decisions(
-    stub: pb_grpc.MemoryServiceStub, seeds: Seeds, data: st.DataObject
+    stub: pb_grpc.MemoryServiceAsyncStub, seeds: Seeds, data: st.DataObject
 ) -> None:
     tenant = data.draw(tenants(seeds.tenant))
     memory_id, agent_id = data.draw(_ids(seeds)), data.draw(st.one_of(st.just(""), identifiers()))
@@ -254,7 +254,7 @@ async def test_get_history_and_pending_decisions(
 
 @examples(50)
 @given(data=st.data())
-async def test_update(stub: pb_grpc.MemoryServiceStub, seeds: Seeds, data: st.DataObject) -> None:
+async def test_update(stub: pb_grpc.MemoryServiceAsyncStub, seeds: Seeds, data: st.DataObject) -> None:
     pick = Fields(
         data.draw, ["tenant_id", "id", "update_mask", "agent_id", "idempotency_key", "expected_version"]
     )
@@ -288,7 +288,7 @@ async def test_update(stub: pb_grpc.MemoryServiceStub, seeds: Seeds, data: st.Da
 
 @examples(30)
 @given(data=st.data())
-async def test_delete(stub: pb_grpc.MemoryServiceStub, seeds: Seeds, data: st.DataObject) -> None:
+async def test_delete(stub: pb_grpc.MemoryServiceAsyncStub, seeds: Seeds, data: st.DataObject) -> None:
     request = pb.DeleteRequest(
         tenant_id=data.draw(tenants(seeds.tenant)),
         id=data.draw(_ids(seeds)),
@@ -319,7 +319,7 @@ _LIST_FIELDS = [
 
 @examples(50)
 @given(data=st.data())
-async def test_list(stub: pb_grpc.MemoryServiceStub, seeds: Seeds, data: st.DataObject) -> None:
+async def test_list(stub: pb_grpc.MemoryServiceAsyncStub, seeds: Seeds, data: st.DataObject) -> None:
     pick = Fields(data.draw, _LIST_FIELDS)
     request = pb.ListRequest(
         tenant_id=pick("tenant_id", st.just(seeds.tenant), tenants(seeds.tenant)),
@@ -431,7 +431,7 @@ def _recall_request(draw: st.DrawFn, seeds: Seeds) -> pb.RecallRequest:
 
 @examples(80)
 @given(data=st.data())
-async def test_recall(stub: pb_grpc.MemoryServiceStub, seeds: Seeds, data: st.DataObject) -> None:
+async def test_recall(stub: pb_grpc.MemoryServiceAsyncStub, seeds: Seeds, data: st.DataObject) -> None:
     request = data.draw(_recall_request(seeds))
     found = await answered("Recall", stub.Recall(request, timeout=TIMEOUT_S))
     if found is not None:
@@ -462,7 +462,7 @@ _FRESH_SESSION = st.uuids().map(lambda u: f"s-{u.hex[:12]}")
 
 @examples(50)
 @given(data=st.data())
-async def test_append_turn(stub: pb_grpc.MemoryServiceStub, seeds: Seeds, data: st.DataObject) -> None:
+async def test_append_turn(stub: pb_grpc.MemoryServiceAsyncStub, seeds: Seeds, data: st.DataObject) -> None:
     pick = Fields(data.draw, _TURN_FIELDS)
     request = pb.AppendTurnRequest(
         tenant_id=pick("tenant_id", st.just(seeds.tenant), tenants(seeds.tenant)),
@@ -491,7 +491,7 @@ async def test_append_turn(stub: pb_grpc.MemoryServiceStub, seeds: Seeds, data: 
 @examples(30)
 @given(data=st.data())
 async def test_summarize_and_end_session(
-    stub: pb_grpc.MemoryServiceStub, seeds: Seeds, data: st.DataObject
+    stub: pb_grpc.MemoryServiceAsyncStub, seeds: Seeds, data: st.DataObject
 ) -> None:
     tenant, session_id = data.draw(tenants(seeds.tenant)), data.draw(_sessions(seeds))
     summarize = pb.SummarizeRequest(tenant_id=tenant, session_id=session_id)
@@ -593,6 +593,7 @@ def raw_calls(channel: grpc.aio.Channel) -> dict[str, Any]:
     def call(method: str) -> Any:
         path = f"/hindsight.v1.MemoryService/{method}"
         if method in STREAMING:
+            stream: grpc.aio.UnaryStreamMultiCallable[bytes, bytes]
             stream = channel.unary_stream(path, request_serializer=None, response_deserializer=None)
             return lambda raw, **options: _items(method, stream(raw, **options))
         return channel.unary_unary(path, request_serializer=None, response_deserializer=None)
@@ -661,7 +662,13 @@ def _sample_request(method: str, tenant: str) -> Message:
             idempotency_key="k",
         ),
         "Delete": pb.DeleteRequest(tenant_id=tenant, id=memory_id, idempotency_key="k"),
-        "List": pb.ListRequest(tenant_id=tenant, subject="u1", tiers=[1, 2], statuses=[1], page_size=10),
+        "List": pb.ListRequest(
+            tenant_id=tenant,
+            subject="u1",
+            tiers=[pb.TIER_WORKING, pb.TIER_EPISODIC],
+            statuses=[pb.STATUS_ACTIVE],
+            page_size=10,
+        ),
         "Recall": pb.RecallRequest(
             tenant_id=tenant,
             query="aisle seats",
@@ -684,7 +691,11 @@ def _sample_request(method: str, tenant: str) -> Message:
         "RejectPending": pb.RejectPendingRequest(tenant_id=tenant, id=memory_id),
         "History": pb.HistoryRequest(tenant_id=tenant, id=memory_id),
         "Export": pb.ExportRequest(
-            tenant_id=tenant, subject="u1", tiers=[3], include_history=True, include_embeddings=True
+            tenant_id=tenant,
+            subject="u1",
+            tiers=[pb.TIER_SEMANTIC],
+            include_history=True,
+            include_embeddings=True,
         ),
         "Import": pb.ImportRequest(
             tenant_id=tenant,
@@ -727,7 +738,7 @@ def _sample_request(method: str, tenant: str) -> Message:
 
 @pytest.mark.parametrize("content", SQL + PROMPT_INJECTION, ids=range(len(SQL + PROMPT_INJECTION)))
 async def test_sql_and_prompt_injection_text_is_stored_byte_exact_and_recalled(
-    stub: pb_grpc.MemoryServiceStub, tenant: str, content: str
+    stub: pb_grpc.MemoryServiceAsyncStub, tenant: str, content: str
 ) -> None:
     marker = f"zebracode{uuid.uuid4().hex[:8]}"
     text = f"{content} {marker}"

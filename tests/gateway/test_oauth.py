@@ -23,6 +23,7 @@ from starlette.routing import Route
 from gateway_mcp.auth import hash_token
 from gateway_mcp.config import load_gateway_settings
 from hindsight.client import HindsightClient
+from tests.support.eventually import eventually
 from tests.support.mcp_sessions import INITIALIZE, INITIALIZE_HEADERS, http_gateway, http_session
 from tests.support.processes import free_port
 
@@ -55,10 +56,7 @@ async def authorization_server(
         )
     )
     serving = asyncio.ensure_future(server.serve())
-    for _ in range(1000):
-        if server.started:
-            break
-        await asyncio.sleep(0.01)
+    await eventually(lambda: server.started, timeout_s=10, poll_s=0.01)
     try:
         yield f"http://127.0.0.1:{port}", calls
     finally:
@@ -72,7 +70,7 @@ async def test_an_authorization_servers_tokens_act_for_the_tenant_they_name(
     port = free_port()
     resource = f"http://127.0.0.1:{port}/mcp"
     static = f"static-{uuid.uuid4().hex}"
-    claims = {
+    claims: dict[str, dict[str, Any]] = {
         "good": {"active": True, "aud": [resource], "tenant": tenant, "client_id": "agent-1", "scope": "mcp"},
         "for-another-resource": {"active": True, "aud": "https://elsewhere.example/mcp", "tenant": tenant},
         "revoked": {"active": False},

@@ -30,8 +30,9 @@ NEW_TOOLS = {
 
 async def _content(session: ClientSession, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     result = await _ok(session, tool, arguments)
-    assert result.structured_content is not None
-    return result.structured_content
+    content = result.structured_content  # typed Any by mcp
+    assert isinstance(content, dict), content
+    return content
 
 
 def _session_id() -> str:

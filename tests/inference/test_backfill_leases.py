@@ -23,6 +23,7 @@ from hindsight_server.pipelines.backfill import BackfillSettings, EmbeddingBackf
 from hindsight_server.pipelines.write import WritePipeline, WriteSettings
 from hindsight_server.store.embeddings import PendingEmbedding
 from hindsight_server.store.memories import MemoryStore
+from tests.support.eventually import eventually
 
 POISON = "the text this model cannot take"
 
@@ -165,12 +166,12 @@ async def test_the_worker_survives_any_exception_and_goes_on(
     with caplog.at_level(logging.WARNING, logger="hindsight_server.pipelines.backfill"):
         running = asyncio.create_task(worker.run_forever())
         try:
-            for _ in range(200):
-                if (await _states(server, tenant)).get("a note written while the worker hit a bug", ("",))[
-                    0
-                ] == "ready":
-                    break
-                await asyncio.sleep(0.05)
+
+            async def ready() -> bool:
+                states = await _states(server, tenant)
+                return states.get("a note written while the worker hit a bug", ("",))[0] == "ready"
+
+            await eventually(ready, timeout_s=10)
             assert not running.done()
         finally:
             running.cancel()

@@ -13,8 +13,9 @@ import pytest
 from hindsight.client import HindsightClient
 from hindsight_server.app import RunningServer
 from hindsight_server.bench.conflicts import load_cases, report, run_conflict_bench
+from tests.support.memory_fields import MemoryFields
 
-FACT = {"tier": "semantic", "kind": "fact"}
+FACT: MemoryFields = {"tier": "semantic", "kind": "fact"}
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.app import RunningServer, StartupError, start_server
 from hindsight_server.config import Settings
 from tests.fixtures.triton import TEST_MAX_CHARS
+from tests.support.eventually import eventually
 from tests.support.figures import report
 from tests.support.processes import run_cli
 
@@ -43,14 +44,6 @@ async def tier_server(
 async def tier_client(tier_server: RunningServer) -> AsyncIterator[HindsightClient]:
     async with HindsightClient(f"127.0.0.1:{tier_server.port}", timeout_s=10) as client:
         yield client
-
-
-async def _eventually(check: Callable[[], Awaitable[bool]], timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.05)
 
 
 async def test_writes_are_embedded_inline_and_found_across_languages(
@@ -87,7 +80,7 @@ async def test_vector_channel_respects_tenants_and_fills_its_quota_under_a_filte
         states = [(await tier_client.get(tenant, i)).embedding_state for i in ids]
         return all(s == pb.EMBEDDING_STATE_READY for s in states)
 
-    await _eventually(all_embedded)
+    await eventually(all_embedded)
     found = await tier_client.recall(tenant, "quarterly budget", explain=True, top_k=25, min_score=0)
     vector = next(c for c in found.explanation.channels if c.channel == pb.CHANNEL_VECTOR)
     assert len(vector.memory_ids) == 20  # the channel's quota, although 92% of the rows are filtered out
@@ -119,7 +112,7 @@ async def test_the_exact_scan_finds_what_the_graph_finds(
         states = [(await tier_client.get(tenant, i)).embedding_state for i in ids]
         return all(s == pb.EMBEDDING_STATE_READY for s in states)
 
-    await _eventually(all_embedded)
+    await eventually(all_embedded)
     graph = await start_server(
         make_settings(inference__url=triton_server.grpc_url, recall__exact_search_factor=0.0)
     )
@@ -159,7 +152,7 @@ async def test_update_recomputes_the_embedding(tier_client: HindsightClient, ten
         memory = await tier_client.get(tenant, written.memory.id)
         return memory.embedding_state == pb.EMBEDDING_STATE_READY
 
-    await _eventually(embedded)
+    await eventually(embedded)
 
 
 async def test_tier_down_writes_deferred_recall_degraded_then_backlog_drains(
@@ -167,7 +160,7 @@ async def test_tier_down_writes_deferred_recall_degraded_then_backlog_drains(
 ) -> None:
     await asyncio.to_thread(triton_server.stop)
     try:
-        await _eventually(lambda: _inference_health_is(tier_client, "NOT_SERVING"))
+        await eventually(lambda: _inference_health_is(tier_client, "NOT_SERVING"))
         started = time.monotonic()
         single = await tier_client.write(
             tenant, "prefers aisle seats on trains", tier="semantic", kind="preference"
@@ -191,14 +184,14 @@ async def test_tier_down_writes_deferred_recall_degraded_then_backlog_drains(
     finally:
         await asyncio.to_thread(triton_server.start)
 
-    await _eventually(lambda: _inference_health_is(tier_client, "SERVING"))
+    await eventually(lambda: _inference_health_is(tier_client, "SERVING"))
     back = time.monotonic()
 
     async def drained() -> bool:
         states = [(await tier_client.get(tenant, memory_id)).embedding_state for memory_id in ids]
         return set(states) == {pb.EMBEDDING_STATE_READY}
 
-    await _eventually(drained)
+    await eventually(drained)
     report(
         "faults",
         f"triton stopped: {len(ids)} writes acknowledged while it was down (all PENDING, none waited on it), "
@@ -351,7 +344,7 @@ async def test_an_export_carries_the_embeddings_and_an_import_reuses_them(
         _, memories = await exported(tenant)
         return all(m.memory.embedding_state == pb.EMBEDDING_STATE_READY for m in memories)
 
-    await _eventually(embedded)
+    await eventually(embedded)
     header, memories = await exported(tenant)
     assert {(m.space, m.name) for m in header.models} == {("multilingual", "embed"), ("english", "embed_en")}
     spaces = {m.memory.content[:3]: sorted(e.space for e in m.embeddings) for m in memories}
@@ -371,7 +364,7 @@ async def test_an_export_carries_the_embeddings_and_an_import_reuses_them(
         _, again = await exported(f"{tenant}-other")
         return all(m.memory.embedding_state == pb.EMBEDDING_STATE_READY for m in again)
 
-    await _eventually(recomputed)
+    await eventually(recomputed)
 
 
 async def test_the_cli_round_trips_the_embeddings_through_json_lines(
@@ -385,7 +378,7 @@ async def test_the_cli_round_trips_the_embeddings_through_json_lines(
         items = [item async for item in tier_client.export(tenant, include_embeddings=True)]
         return all(len(item.memory.embeddings) == 2 for item in items[1:])
 
-    await _eventually(embedded)
+    await eventually(embedded)
     target, file = f"127.0.0.1:{tier_server.port}", tmp_path / "export.jsonl"
     exported = await run_cli(
         ["export", "--target", target, "--tenant", tenant, "--embeddings", "--output", str(file)]

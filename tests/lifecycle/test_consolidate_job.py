@@ -11,6 +11,7 @@ import asyncpg
 from hindsight.client import HindsightClient
 from hindsight_server.pipelines.jobs import JobRunner
 from tests.conftest import MovableClock
+from tests.support.structs import list_of
 
 
 async def test_an_idle_session_is_consolidated_once(
@@ -26,7 +27,7 @@ async def test_an_idle_session_is_consolidated_once(
     (episode,) = episodes.memories
     assert episode.entities["building"] == "B"
     assert episode.provenance["trigger"] == "idle"
-    assert list(episode.provenance["turns"]) == [1, 2]
+    assert list_of(episode.provenance["turns"]) == [1, 2]
 
     clock.advance(timedelta(seconds=121))
     assert (await jobs.run("consolidate")).processed == 0
@@ -56,9 +57,10 @@ async def test_the_audit_poison_turn_neither_breaks_its_session_nor_the_job(
 
 
 async def failures(pool: asyncpg.Pool) -> list[asyncpg.Record]:
-    return await pool.fetch(
+    rows: list[asyncpg.Record] = await pool.fetch(
         "SELECT tenant_id, item, failures, error, retry_at FROM job_item_failures WHERE job = 'consolidate'"
     )
+    return rows
 
 
 async def test_a_session_that_fails_is_set_aside_and_every_other_tenant_is_still_consolidated(

@@ -14,6 +14,7 @@ from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.pipelines.jobs import JobRunner
 from tests.conftest import MovableClock
 from tests.lifecycle.checks import audit_rows, bm25_statistics, statuses
+from tests.support.memory_fields import MemoryFields
 
 
 async def test_working_memory_leaves_recall_after_24_hours_while_its_episode_remains(
@@ -89,7 +90,7 @@ async def test_purge_waits_out_the_grace_then_deletes_with_an_audit_row_without_
 async def test_purging_a_version_keeps_the_rest_of_its_chain(
     client: HindsightClient, jobs: JobRunner, pool: asyncpg.Pool, tenant: str, clock: MovableClock
 ) -> None:
-    booking = {"tier": "episodic", "kind": "task", "intent": "book_meeting_room"}
+    booking: MemoryFields = {"tier": "episodic", "kind": "task", "intent": "book_meeting_room"}
     # u1: the newer version is deleted, the older one stays (superseded, expiring in 30 days).
     monday = await client.write(
         tenant, "Book a meeting room, Monday", subject="u1", entities={"date": "2026-12-07"}, **booking

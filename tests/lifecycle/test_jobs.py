@@ -4,8 +4,6 @@ killed half-way that finishes on its next run as if it had never been interrupte
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
@@ -34,13 +32,7 @@ from hindsight_server.store.pool import create_pool
 from tests.conftest import MovableClock
 from tests.lifecycle.checks import audit_rows, bm25_statistics, statuses
 from tests.lifecycle.conftest import StartServer
-
-
-async def _eventually(check: Callable[[], Awaitable[bool]], timeout_s: float = 10) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not await check():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.02)
+from tests.support.eventually import eventually
 
 
 class Gate:
@@ -176,14 +168,15 @@ async def test_a_server_with_jobs_enabled_runs_them_on_schedule_by_its_clock(
             runs = await pool.fetch("SELECT job FROM job_runs WHERE finished_at IS NOT NULL")
             return {row["job"] for row in runs} >= {"expire", "purge", "demote", "evict", "patterns"}
 
-        await _eventually(every_job_ran)  # a fresh database: every job is due at once
+        # A fresh database: every job is due at once.
+        await eventually(every_job_ran, timeout_s=10, poll_s=0.02)
         assert (await client.get(tenant, turn.memory.id)).status == pb.STATUS_ACTIVE
         clock.advance(timedelta(hours=25))  # the working memory's 24 h are over, and so is expire's interval
 
         async def expired() -> bool:
             return bool((await client.get(tenant, turn.memory.id)).status == pb.STATUS_EXPIRED)
 
-        await _eventually(expired)
+        await eventually(expired, timeout_s=10, poll_s=0.02)
 
 
 class StopsAfterFirstBatch(LifecycleStore):

@@ -8,8 +8,10 @@ import pytest
 from hindsight.client import HindsightClient
 from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.pipelines.jobs import JobRunner
+from tests.support.memory_fields import MemoryFields
+from tests.support.structs import list_of
 
-BOOKING = {"tier": "episodic", "kind": "event", "intent": "book_meeting_room"}
+BOOKING: MemoryFields = {"tier": "episodic", "kind": "event", "intent": "book_meeting_room"}
 
 
 async def _episodes(client: HindsightClient, tenant: str, subject: str, texts: list[str]) -> list[str]:
@@ -40,8 +42,8 @@ async def test_three_episodes_booking_building_a_become_one_habit_with_three_sou
     assert sorted(habit.derived_from) == sorted(sources)
     assert habit.confidence == pytest.approx(0.75)  # 3 of 3 episodes
     assert habit.provenance["job"] == "patterns" and habit.provenance["support"] == 3
-    assert list(habit.provenance["sessions"]) == ["u1-s0", "u1-s1", "u1-s2"]
-    assert list(habit.provenance["agents"]) == ["booker"]
+    assert list_of(habit.provenance["sessions"]) == ["u1-s0", "u1-s1", "u1-s2"]
+    assert list_of(habit.provenance["agents"]) == ["booker"]
 
     assert (await jobs.run("patterns")).processed == 0  # idempotent: nothing new on a rerun
     every_status = ["active", "pending", "superseded", "expired", "deleted"]
@@ -96,5 +98,5 @@ async def test_three_booking_sessions_end_to_end_give_a_habit_linked_to_their_ep
     assert (await jobs.run("patterns")).processed >= 1
     habits = {m.content: m for m in (await client.list(tenant, tiers=["semantic"])).memories}
     assert sorted(habits[habit_text].derived_from) == sorted(episodes)
-    assert list(habits[habit_text].provenance["sessions"]) == ["monday", "thursday", "tuesday"]
+    assert list_of(habits[habit_text].provenance["sessions"]) == ["monday", "thursday", "tuesday"]
     assert (await jobs.run("patterns")).processed == 0

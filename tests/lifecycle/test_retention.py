@@ -16,6 +16,7 @@ from tests.conftest import MovableClock
 from tests.lifecycle.checks import audit_rows, statuses
 from tests.lifecycle.conftest import StartServer
 from tests.support.figures import report
+from tests.support.memory_fields import MemoryFields
 
 # The working TTL (24 h) plus the purge grace (7 days): what a turn lives, from when it was stored.
 TURN_LIFETIME = timedelta(hours=24) + timedelta(days=7)
@@ -82,7 +83,7 @@ async def test_turns_purge_in_bounded_batches(
 async def test_a_superseded_version_ages_out_after_ttl_superseded_and_history_shows_what_is_left(
     client: HindsightClient, jobs: JobRunner, pool: asyncpg.Pool, tenant: str, clock: MovableClock
 ) -> None:
-    home = {"tier": "semantic", "kind": "fact", "subject": "u1", "intent": "home_address"}
+    home: MemoryFields = {"tier": "semantic", "kind": "fact", "subject": "u1", "intent": "home_address"}
     old = await client.write(
         tenant, "User lives at Hauptstrasse 1", entities={"street": "Hauptstrasse 1"}, **home
     )
@@ -110,7 +111,7 @@ async def test_superseded_versions_are_kept_for_good_when_ttl_superseded_is_zero
 ) -> None:
     server = await make_server(ttl__superseded="PT0S")
     assert server.jobs is not None
-    home = {"tier": "semantic", "kind": "fact", "subject": "u1", "intent": "home_address"}
+    home: MemoryFields = {"tier": "semantic", "kind": "fact", "subject": "u1", "intent": "home_address"}
     async with HindsightClient(f"127.0.0.1:{server.port}", timeout_s=10) as client:
         old = await client.write(
             tenant, "User lives at Hauptstrasse 1", entities={"street": "Hauptstrasse 1"}, **home

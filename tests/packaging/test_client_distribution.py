@@ -34,6 +34,7 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
@@ -217,7 +218,7 @@ def test_the_runtime_floors_are_those_the_generated_code_checks(built: Built) ->
     floors = {"protobuf": Version(".".join(gencode.groups())), "grpcio": Version(grpc_generated.group(1))}
     server = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     for origin, requirements in (("client", _requires(built.wheel)), ("server", map(Requirement, server))):
-        declared = {canonicalize_name(r.name): r.specifier for r in requirements}
+        declared: dict[str, SpecifierSet] = {canonicalize_name(r.name): r.specifier for r in requirements}
         for name, floor in floors.items():
             lowest = [Version(s.version) for s in declared[name] if s.operator == ">="]
             assert lowest and lowest[0] >= floor, (
@@ -264,10 +265,10 @@ def test_the_generators_are_pinned_alike() -> None:
     this venv (which builds the wheel above without isolation) has them."""
     client = tomllib.loads((PROTO_DIR / "pyproject.toml").read_text())
     server = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
-    build = {
+    build: dict[str, Requirement] = {
         canonicalize_name(Requirement(r).name): Requirement(r) for r in client["build-system"]["requires"]
     }
-    dev = {
+    dev: dict[str, Requirement] = {
         canonicalize_name(Requirement(r).name): Requirement(r)
         for r in server["project"]["optional-dependencies"]["dev"]
     }

@@ -48,7 +48,7 @@ async def test_unknown_keys_never_evict_a_real_one(
     created = await keys.create(tenant, "agent", scopes={Scope.READ}, agent_id="travel")
     owner, principal = await keys.principal_of(created.api_key)
     assert owner == tenant
-    assert (principal.scopes, principal.agent_id) == ({Scope.READ}, "travel")
+    assert (principal.scopes, principal.agent_id) == (frozenset({Scope.READ}), "travel")
     assert principal.key_id == created.key_id
     before = store.finds
     for _ in range(11_000):  # past every cache's capacity

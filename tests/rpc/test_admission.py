@@ -31,7 +31,7 @@ async def tight_server(make_settings: Callable[..., Settings]) -> AsyncIterator[
 
 
 async def _flood(
-    stub: pb_grpc.MemoryServiceStub, tenant: str, calls: int
+    stub: pb_grpc.MemoryServiceAsyncStub, tenant: str, calls: int
 ) -> list[grpc.aio.AioRpcError | None]:
     """`calls` concurrent maximal recalls, with no retries: each answer or its refusal."""
 
@@ -106,6 +106,7 @@ async def test_a_tenant_refused_whatever_it_asks_is_refused_before_its_request_i
     target = f"127.0.0.1:{running.port}"
     try:
         async with grpc.aio.insecure_channel(target, options=[("grpc.enable_retries", 0)]) as channel:
+            send: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes]
             send = channel.unary_unary("/hindsight.v1.MemoryService/Recall")
 
             async def code(data: bytes, key: str | None) -> grpc.StatusCode:

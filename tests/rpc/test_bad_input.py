@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
 import pytest
 from google.protobuf import field_mask_pb2, struct_pb2, timestamp_pb2
+from google.protobuf.message import Message
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
@@ -134,7 +135,12 @@ OTHER_CASES: list[tuple[str, str, Any, str]] = [
     ("page size too large", "List", pb.ListRequest(tenant_id=TENANT, page_size=100_000), "page_size"),
     ("negative page size", "List", pb.ListRequest(tenant_id=TENANT, page_size=-1), "page_size"),
     ("garbage page token", "List", pb.ListRequest(tenant_id=TENANT, page_token="%%%"), "page_token"),
-    ("unknown status filter", "List", pb.ListRequest(tenant_id=TENANT, statuses=[77]), "statuses[0]"),
+    (
+        "unknown status filter",
+        "List",
+        pb.ListRequest(tenant_id=TENANT, statuses=[pb.Status.ValueType(77)]),
+        "statuses[0]",
+    ),
     ("empty batch", "WriteBatch", pb.WriteBatchRequest(tenant_id=TENANT), "memories"),
     (
         "batch too large",
@@ -173,7 +179,7 @@ OTHER_CASES: list[tuple[str, str, Any, str]] = [
 
 
 @pytest.fixture(scope="module")
-async def stub(server: RunningServer) -> Any:
+async def stub(server: RunningServer) -> AsyncIterator[pb_grpc.MemoryServiceAsyncStub]:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
         yield pb_grpc.MemoryServiceStub(channel)
 
@@ -192,17 +198,22 @@ async def _expect_invalid(call: Callable[[], Any], field: str) -> None:
 
 
 @pytest.mark.parametrize(("case", "request_", "field"), WRITE_CASES, ids=[c[0] for c in WRITE_CASES])
-async def test_bad_writes(stub: Any, case: str, request_: pb.WriteRequest, field: str) -> None:
+async def test_bad_writes(
+    stub: pb_grpc.MemoryServiceAsyncStub, case: str, request_: pb.WriteRequest, field: str
+) -> None:
     await _expect_invalid(lambda: stub.Write(request_, timeout=5), field)
 
 
 @pytest.mark.parametrize(
     ("case", "method", "request_", "field"), OTHER_CASES, ids=[c[0] for c in OTHER_CASES]
 )
-async def test_bad_requests(stub: Any, case: str, method: str, request_: Any, field: str) -> None:
+async def test_bad_requests(
+    stub: pb_grpc.MemoryServiceAsyncStub, case: str, method: str, request_: Message, field: str
+) -> None:
     await _expect_invalid(lambda: getattr(stub, method)(request_, timeout=5), field)
 
 
-async def test_nothing_of_a_rejected_request_was_stored(stub: Any) -> None:
-    listed = await stub.List(pb.ListRequest(tenant_id=TENANT, statuses=list(range(1, 6))), timeout=5)
+async def test_nothing_of_a_rejected_request_was_stored(stub: pb_grpc.MemoryServiceAsyncStub) -> None:
+    every_status = [pb.Status.ValueType(number) for number in range(1, 6)]
+    listed = await stub.List(pb.ListRequest(tenant_id=TENANT, statuses=every_status), timeout=5)
     assert list(listed.memories) == []

@@ -16,6 +16,7 @@ from hindsight.client import HindsightClient
 from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.app import RunningServer
 from hindsight_server.cli import build_parser
+from tests.support.memory_fields import MemoryFields
 from tests.support.processes import CliResult, free_port, run_cli
 
 
@@ -121,7 +122,7 @@ async def test_history_and_a_readable_get(
     server: RunningServer, client: HindsightClient, tenant: str
 ) -> None:
     common = _common(server, tenant)
-    booking = {"tier": "episodic", "kind": "task", "subject": "u1", "intent": "book_meeting_room"}
+    booking = MemoryFields(tier="episodic", kind="task", subject="u1", intent="book_meeting_room")
     wednesday = await client.write(
         tenant, "Book room A, Wednesday", entities={"date": "2026-12-02"}, **booking
     )

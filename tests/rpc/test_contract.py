@@ -10,7 +10,7 @@ descriptors, sent as bytes to the running server, the way an old client's would 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -153,23 +153,22 @@ def test_the_pending_requests_are_the_old_shared_one_on_the_wire() -> None:
 def old_v1() -> dict[str, Any]:
     """The baseline's hindsight.v1 message classes, from its own descriptors in a pool of their own."""
     pool = descriptor_pool.DescriptorPool()
+    # types-protobuf leaves DescriptorPool's methods unannotated.
     for file in _baseline().file:  # in dependency order, as buf writes an image
-        pool.AddSerializedFile(file.SerializeToString())
+        pool.AddSerializedFile(file.SerializeToString())  # type: ignore[no-untyped-call]
     names = ("UpdateRequest", "PendingDecisionRequest", "MemoryInput")
-    return {
-        name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"hindsight.v1.{name}"))
-        for name in names
-    }
+    found = {name: pool.FindMessageTypeByName(f"hindsight.v1.{name}") for name in names}  # type: ignore[no-untyped-call]
+    return {name: message_factory.GetMessageClass(descriptor) for name, descriptor in found.items()}
 
 
 @pytest.fixture(scope="module")
-async def channel(server: RunningServer) -> Any:
+async def channel(server: RunningServer) -> AsyncIterator[grpc.aio.Channel]:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as opened:
         yield opened
 
 
 async def _raw(channel: grpc.aio.Channel, method: str, request: Any) -> pb.Memory:
-    call = channel.unary_unary(
+    call: grpc.aio.UnaryUnaryMultiCallable[bytes, pb.Memory] = channel.unary_unary(
         f"/hindsight.v1.MemoryService/{method}",
         request_serializer=None,
         response_deserializer=pb.Memory.FromString,

@@ -3,8 +3,6 @@ health service reports NOT_SERVING; everything recovers by itself and no acknowl
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import AsyncIterator, Callable
 from urllib.parse import parse_qs, urlsplit
 
@@ -15,8 +13,11 @@ from google.rpc import error_details_pb2
 from hindsight.client import HindsightClient
 from hindsight_server.app import start_server
 from hindsight_server.config import Settings
+from tests.support.eventually import eventually
 from tests.support.rich_errors import detail
 from tests.support.tcp_proxy import CuttableProxy
+
+RPC_ERRORS = (grpc.aio.AioRpcError,)  # a health call itself may fail during the outage
 
 
 @pytest.fixture
@@ -26,19 +27,6 @@ async def proxy(postgres_dsn: str) -> AsyncIterator[CuttableProxy]:
     await cuttable.start()
     yield cuttable
     await cuttable.close()
-
-
-async def _eventually(check: Callable[[], object], timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            if await check():  # type: ignore[misc]
-                return
-        except grpc.aio.AioRpcError:
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.05)
 
 
 async def test_outage_gives_unavailable_and_recovers(
@@ -72,10 +60,10 @@ async def test_outage_gives_unavailable_and_recovers(
                 retry = detail(error.value, error_details_pb2.RetryInfo)  # safe to retry, and when
                 assert retry is not None and retry.retry_delay.ToTimedelta().total_seconds() > 0
             assert codes == [grpc.StatusCode.UNAVAILABLE] * 4
-            await _eventually(lambda: _is(client, "NOT_SERVING"))
+            await eventually(lambda: _is(client, "NOT_SERVING"), timeout_s=10, ignoring=RPC_ERRORS)
 
             await proxy.restore()
-            await _eventually(lambda: _is(client, "SERVING"))
+            await eventually(lambda: _is(client, "SERVING"), timeout_s=10, ignoring=RPC_ERRORS)
             acknowledged.append(
                 (await client.write(tenant, "after the outage", tier="semantic", kind="fact")).memory.id
             )

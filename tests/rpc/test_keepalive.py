@@ -39,7 +39,7 @@ def _scaled_channel(options: Sequence[tuple[str, int | str]]) -> list[tuple[str,
     return [(key, int(value) // SCALE if key in _INTERVALS else value) for key, value in options]
 
 
-class _PeerRecordingHealth(HealthServicer):
+class _PeerRecordingHealth(HealthServicer):  # type: ignore[misc]  # grpc_health ships no annotations
     """The health service, noting the client address of each check: a new connection, a new port."""
 
     def __init__(self) -> None:

@@ -27,8 +27,8 @@ async def _every_call(target: str, tenant: str, key: str, secret: str) -> None:
             intent="door_code", entities={"code": secret}, confidence=0.5,
         )  # fmt: skip
         memory_id = written.memory.id
-        batch = [{"content": f"{secret} batch {n}", "tier": "episodic", "kind": "event"} for n in range(3)]
-        await client.write_batch(tenant, [memory_input(item.pop("content"), **item) for item in batch])
+        batch = [memory_input(f"{secret} batch {n}", tier="episodic", kind="event") for n in range(3)]
+        await client.write_batch(tenant, batch)
         await client.get(tenant, memory_id)
         await client.list(tenant)
         await client.recall(tenant, f"door code {secret}", explain=True, min_score=0)

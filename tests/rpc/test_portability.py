@@ -20,11 +20,14 @@ from hindsight.v1 import memory_pb2_grpc as pb_grpc
 from hindsight_server.app import start_server
 from hindsight_server.config import Settings
 from tests.conftest import MovableClock
+from tests.support.memory_fields import MemoryFields
 
-BOOKING = {"tier": "episodic", "kind": "task", "intent": "book_meeting_room"}
+BOOKING: MemoryFields = {"tier": "episodic", "kind": "task", "intent": "book_meeting_room"}
 
 
-async def _everything(client: HindsightClient, tenant: str, **filters: Any) -> tuple[pb.ExportHeader, list]:
+async def _everything(
+    client: HindsightClient, tenant: str, **filters: Any
+) -> tuple[pb.ExportHeader, list[pb.ExportedMemory]]:
     header: pb.ExportHeader | None = None
     memories: list[pb.ExportedMemory] = []
     async for item in client.export(tenant, include_history=True, **filters):

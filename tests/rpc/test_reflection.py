@@ -66,7 +66,7 @@ def _pool(response: reflection_pb2.ServerReflectionResponse) -> Any:
             return
         for dependency in files[name].dependency:
             add(dependency)
-        pool.AddSerializedFile(files[name].SerializeToString())
+        pool.AddSerializedFile(files[name].SerializeToString())  # type: ignore[no-untyped-call]  # types-protobuf: unannotated
         added.add(name)
 
     for name in files:

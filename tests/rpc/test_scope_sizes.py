@@ -10,6 +10,7 @@ from hindsight_server.app import RunningServer
 from hindsight_server.domain.search_plan import ScopeSize
 from hindsight_server.pipelines.scope_sizes import TTL_S, ScopeSizes
 from hindsight_server.store.memories import MemoryStore
+from tests.support.eventually import eventually
 
 
 async def test_a_scopes_size_is_counted_once_then_recounted_in_the_background(
@@ -40,11 +41,12 @@ async def test_a_scopes_size_is_counted_once_then_recounted_in_the_background(
 
     now[0] += TTL_S
     assert (await sizes.of(tenant, "")).rows == 0  # the stale count answers at once ...
-    for _ in range(500):  # ... while the recount runs
-        size = await sizes.of(tenant, "")
-        if size.rows:
-            break
-        await asyncio.sleep(0.01)
+
+    async def recounted() -> bool:  # ... while the recount runs
+        return bool((await sizes.of(tenant, "")).rows)
+
+    await eventually(recounted, timeout_s=5, poll_s=0.01)
+    size = await sizes.of(tenant, "")
     assert (size.rows, size.without_english) == (5, 5)
     assert (await sizes.of(tenant, "bob")).rows == 2
 

@@ -14,6 +14,7 @@ from hindsight.client import HindsightClient
 from hindsight.v1 import memory_pb2 as pb
 from tests.conftest import MovableClock
 from tests.support.rich_errors import detail
+from tests.support.structs import list_of, str_of
 
 
 async def _say(
@@ -41,7 +42,7 @@ async def test_a_changed_booking_date_supersedes_the_old_summary(
 ) -> None:
     booked = await _say(client, tenant, "s1", first)
     assert booked.summary_refreshed
-    wednesday = date.fromisoformat(booked.summary.confirmed["date"])
+    wednesday = date.fromisoformat(str_of(booked.summary.confirmed["date"]))
     assert wednesday.weekday() == 2
     assert booked.summary.confirmed["people"] == 10
     assert booked.summary.confirmed["building"] == "A"
@@ -138,7 +139,7 @@ async def test_working_memory_leaves_after_a_day_and_its_episode_stays(
     assert episode.tier == pb.TIER_EPISODIC
     assert episode.entities["building"] == "A"
     assert episode.provenance["session_id"] == "book"
-    assert list(episode.provenance["turns"]) == [1, 5]
+    assert list_of(episode.provenance["turns"]) == [1, 5]
     query = "会议室" if language == "zh" else "meeting room"
     now = await client.recall(tenant, query, now=clock(), top_k=20, min_score=0)
     assert {h.memory.tier for h in now.hits} >= {pb.TIER_WORKING, pb.TIER_EPISODIC}
@@ -161,7 +162,7 @@ async def test_end_session_consolidates_once(client: HindsightClient, tenant: st
 async def test_the_same_preference_said_five_times_is_one_memory(
     client: HindsightClient, tenant: str
 ) -> None:
-    ids = set()
+    ids: set[str] = set()
     for session in ("a", "b", "c", "d", "e"):
         said = await _say(client, tenant, session, "I prefer window seats")
         ids.update(m.id for m in said.remembered)

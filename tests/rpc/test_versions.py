@@ -12,6 +12,7 @@ from google.rpc import error_details_pb2
 from hindsight.client import HindsightClient, memory_input
 from hindsight.v1 import memory_pb2 as pb
 from tests.conftest import MovableClock
+from tests.support.memory_fields import MemoryFields
 from tests.support.rich_errors import detail
 
 
@@ -59,7 +60,7 @@ async def test_a_verbatim_batch_keeps_every_item(client: HindsightClient, tenant
 async def test_a_new_value_supersedes_the_old_version(
     client: HindsightClient, tenant: str, clock: MovableClock
 ) -> None:
-    booking = {"tier": "episodic", "kind": "task", "subject": "u1", "intent": "book_meeting_room"}
+    booking = MemoryFields(tier="episodic", kind="task", subject="u1", intent="book_meeting_room")
     wednesday = await client.write(
         tenant,
         "Book meeting room, building A, Wednesday",

@@ -5,8 +5,9 @@ and bad input."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import TypedDict, Unpack
 
 import grpc
 import pytest
@@ -17,9 +18,10 @@ from hindsight_server.app import RunningServer, start_server
 from hindsight_server.config import Settings
 from hindsight_server.domain.feed import EventType, NewEvent
 from hindsight_server.store.feed import FeedStore, record_events
+from tests.support.memory_fields import MemoryFields
 from tests.support.processes import create_key
 
-FACT = {"tier": "semantic", "kind": "fact"}
+FACT: MemoryFields = {"tier": "semantic", "kind": "fact"}
 
 
 async def _take(stream: AsyncIterator[pb.WatchItem], count: int, timeout_s: float = 10) -> list[pb.WatchItem]:
@@ -35,10 +37,18 @@ async def _take(stream: AsyncIterator[pb.WatchItem], count: int, timeout_s: floa
     return items
 
 
+class Filters(TypedDict, total=False):
+    """The filters of `HindsightClient.watch`."""
+
+    subjects: Sequence[str]
+    kinds: Sequence[str]
+    event_types: Sequence[str]
+
+
 async def _events(
-    client: HindsightClient, tenant: str, cursor: str, count: int, **filters: object
+    client: HindsightClient, tenant: str, cursor: str, count: int, **filters: Unpack[Filters]
 ) -> list[pb.ChangeEvent]:
-    stream = client.watch(tenant, cursor, **filters)  # type: ignore[arg-type]
+    stream = client.watch(tenant, cursor, **filters)
     try:
         return [item.event for item in await _take(stream, count)]
     finally:
@@ -207,10 +217,11 @@ async def test_a_consolidated_session_and_a_finished_erasure_are_events(
 
 
 async def test_bad_input_names_the_field(client: HindsightClient, tenant: str) -> None:
-    for cursor, kwargs, field in (
+    cases: list[tuple[str, Filters, str]] = [
         ("not-a-cursor", {}, "cursor"),
         ("", {"event_types": ["exploded"]}, "event_types[0]"),
-    ):
+    ]
+    for cursor, kwargs, field in cases:
         with pytest.raises(grpc.aio.AioRpcError) as bad:
             await _events(client, tenant, cursor, 1, **kwargs)
         assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT

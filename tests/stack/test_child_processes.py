@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from tests.support.eventually import eventually_blocking
 
 SUPERVISOR = """
 import asyncio, os
@@ -35,13 +35,6 @@ def _state(pid: int) -> str:
     return next(line.split()[1] for line in status.splitlines() if line.startswith("State:"))
 
 
-def _eventually(check: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, "not within the time"
-        time.sleep(0.05)
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_a_child_keeps_its_pid_and_dies_with_the_supervisor() -> None:
     supervisor = subprocess.Popen(
@@ -51,11 +44,13 @@ def test_a_child_keeps_its_pid_and_dies_with_the_supervisor() -> None:
         assert supervisor.stdout is not None
         child = int(supervisor.stdout.readline())
         # The launcher became the program: the pid the supervisor holds is sleep's own.
-        _eventually(lambda: Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")[0] == b"sleep")
+        eventually_blocking(
+            lambda: Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")[0] == b"sleep", timeout_s=10
+        )
         assert _state(child) in {"S", "R"}
         supervisor.kill()  # no chance to stop its children itself
         supervisor.wait()
-        _eventually(lambda: _state(child) in {"", "Z"})
+        eventually_blocking(lambda: _state(child) in {"", "Z"}, timeout_s=10)
     finally:
         supervisor.kill()
         supervisor.wait()

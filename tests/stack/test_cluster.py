@@ -14,10 +14,9 @@ import os
 import re
 import signal
 import socket
-import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +35,7 @@ from hindsight_server.stack.nginx import (
     write_config,
 )
 from tests.fixtures.postgres import dsn_for_database
+from tests.support.eventually import eventually
 from tests.support.mcp_sessions import http_session
 from tests.support.processes import Background, free_port, pid_alive
 
@@ -156,14 +156,6 @@ async def cluster(postgres_dsn: str, tmp_path_factory: pytest.TempPathFactory) -
     await connection.close()
 
 
-async def _wait_until(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.1)
-
-
 def test_the_rendered_configuration_is_valid_and_retries_only_calls_no_server_received(
     tmp_path: Path,
 ) -> None:
@@ -213,7 +205,8 @@ async def test_calls_through_the_gateway_are_spread_over_the_servers(cluster: Cl
         assert (await http.get("/healthz")).text == "ok"
 
     # The access log is flushed every second: each line names the server that answered the call.
-    await _wait_until(lambda: len(cluster.access_log()) >= before + 32, 10, "the access log")
+    logged, waited = before + 32, "timed out waiting for the access log"
+    await eventually(lambda: len(cluster.access_log()) >= logged, 10, 0.1, message=waited)
     lines = cluster.access_log()[before:]
     per_server = Counter(line.split()[3] for line in lines if "/hindsight.v1.MemoryService/" in line)
     assert set(per_server) == set(cluster.servers), lines
@@ -252,25 +245,30 @@ async def test_a_server_killed_under_write_load_loses_no_acknowledged_write(clus
                 acked_after_kill += killed.is_set()
 
         writers = [asyncio.create_task(writer(n)) for n in range(6)]
-        await _wait_until(lambda: len(acknowledged) >= 60, 20, "writes before the kill")
+        before_kill = "timed out waiting for writes before the kill"
+        await eventually(lambda: len(acknowledged) >= 60, 20, 0.1, message=before_kill)
         victim = cluster.servers[1]
         victim_pid = cluster.server_pid(victim)
         os.kill(victim_pid, signal.SIGKILL)
         killed.set()
         # The load keeps going through the other two while the supervisor restarts the victim.
         await cluster.stack.wait_for(r"memory server 2 exited \(status -9\); restarting", timeout_s=10)
-        await _wait_until(lambda: acked_after_kill >= 100, 20, "writes after the kill")
+        after_kill = "timed out waiting for writes after the kill"
+        await eventually(lambda: acked_after_kill >= 100, 20, 0.1, message=after_kill)
 
         def restarted() -> bool:
             with contextlib.suppress(AssertionError):
                 return cluster.server_pid(victim) != victim_pid
             return False
 
-        await _wait_until(restarted, 20, "the restarted server")
+        await eventually(restarted, 20, 0.1, message="timed out waiting for the restarted server")
         # ... and nginx sends it calls again (fail_timeout 2 s).
         log_mark = len(cluster.access_log())
-        await _wait_until(
-            lambda: any(f" {victim} " in line for line in cluster.access_log()[log_mark:]), 20, "calls to it"
+        await eventually(
+            lambda: any(f" {victim} " in line for line in cluster.access_log()[log_mark:]),
+            20,
+            0.1,
+            message="timed out waiting for calls to it",
         )
         stop.set()
         await asyncio.gather(*writers)
@@ -305,7 +303,7 @@ async def test_nginx_killed_is_restarted_and_leaves_no_worker_behind(cluster: Cl
             return not listeners(cluster.target) & old
         return False
 
-    await _wait_until(replaced, 20, "a new nginx")
+    await eventually(replaced, 20, 0.1, message="timed out waiting for a new nginx")
     assert not [pid for pid in old if pid_alive(pid)]
     tenant = f"t-{uuid.uuid4().hex[:8]}"
     async with HindsightClient(cluster.target, timeout_s=10) as client:

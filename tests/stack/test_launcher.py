@@ -184,19 +184,23 @@ async def test_a_killed_triton_is_restarted_without_orphans_and_embeds_again(run
 async def _take_port(port: int, timeout_s: float = 10) -> socket.socket:
     """Listens on the port as soon as whoever held it lets go (a killed process's threads close its
     sockets a moment after it died)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
+    taken: list[socket.socket] = []
+
+    def bound() -> bool:
         taker = socket.socket()
         taker.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             taker.bind(("127.0.0.1", port))
         except OSError:
             taker.close()
-            assert time.monotonic() < deadline, f"port {port} never freed"
-            await asyncio.sleep(0.01)
-            continue
-        taker.listen()
-        return taker
+            return False
+        taken.append(taker)
+        return True
+
+    await eventually(bound, timeout_s, poll_s=0.01, message=f"port {port} never freed")
+    (taker,) = taken
+    taker.listen()
+    return taker
 
 
 @pytest.mark.timeout(120)

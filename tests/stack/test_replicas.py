@@ -247,7 +247,7 @@ async def test_slots_of_replicas_not_started_are_dropped(cluster: Cluster) -> No
 
 
 async def test_up_refuses_replicas_of_an_external_database(capsys: pytest.CaptureFixture[str]) -> None:
-    settings = Settings(database={"dsn": "postgresql://app@db.example/memories"})  # type: ignore[arg-type]
+    settings = Settings(database={"dsn": "postgresql://app@db.example/memories"})
     assert await Stack(settings, replicas=1, mcp=False).run() == 1
     assert "--replicas streams from the embedded PostgreSQL" in capsys.readouterr().err
     assert await Stack(Settings(), replicas=9, mcp=False).run() == 1

@@ -3,16 +3,15 @@ MCP gateway it starts), a clean Ctrl-C that leaves no process behind, and memori
 
 from __future__ import annotations
 
-import asyncio
 import re
 import signal
-import time
 from pathlib import Path
 
 import pytest
 
 from hindsight_server.config import Settings
 from hindsight_server.stack.supervisor import Stack
+from tests.support.eventually import eventually
 from tests.support.mcp_sessions import http_session
 from tests.support.processes import Background, free_port, pid_alive, run_cli
 
@@ -101,14 +100,15 @@ async def test_cli_reports_errors_without_tracebacks() -> None:
 
 
 async def _embedded_soon(target: str, memory_id: str, timeout_s: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
+    shown = [""]  # what the last `get` printed
+
+    async def embedded() -> bool:
         got = await run_cli(["get", "--target", target, "--tenant", "acme", memory_id, "--json"])
         assert got.code == 0, got.stderr
-        if '"embedding_state": "EMBEDDING_STATE_READY"' in got.stdout:
-            return
-        assert time.monotonic() < deadline, got.stdout
-        await asyncio.sleep(0.2)
+        shown[0] = got.stdout
+        return '"embedding_state": "EMBEDDING_STATE_READY"' in got.stdout
+
+    await eventually(embedded, timeout_s, poll_s=0.2, message=lambda: shown[0])
 
 
 @pytest.mark.parametrize("keys", [None, "false"])

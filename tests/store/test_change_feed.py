@@ -14,8 +14,9 @@ from hindsight_server.domain.feed import START, ChangeEvent, Cursor, EventType, 
 from hindsight_server.pipelines.feed import FeedPipeline, FeedSettings
 from hindsight_server.store.feed import FeedStore, record_events
 from hindsight_server.store.lifecycle import LifecycleStore
+from tests.support.memory_fields import MemoryFields
 
-FACT = {"tier": "semantic", "kind": "fact", "subject": "u1"}
+FACT: MemoryFields = {"tier": "semantic", "kind": "fact", "subject": "u1"}
 
 
 async def _all(feed: FeedStore, tenant: str, after: Cursor = START) -> tuple[list[ChangeEvent], Cursor]:

@@ -3,7 +3,6 @@ and the rewrite of a table written before it."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import uuid
@@ -25,6 +24,7 @@ from hindsight_server.pipelines.statistics import StatisticsRefresh
 from hindsight_server.store.channels import RecallChannels
 from hindsight_server.store.memories import MemoryStore
 from hindsight_server.store.migrate import EmbeddingDimensions, SchemaShape, available_migrations, migrate
+from tests.support.eventually import eventually
 
 PARTITIONING = 12  # the migration that partitions the table
 
@@ -94,7 +94,7 @@ async def test_a_tenants_vector_lexical_and_context_statements_read_its_partitio
         "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'memories'::regclass AND attname = 'embedding'"
     )
     vector = [0.1] * dimension
-    statements = {
+    statements: dict[str, tuple[str, list[Any]]] = {
         "vector": (
             """SELECT id FROM memories WHERE tenant_id = $1 AND subject = $2 AND status = 'active'
                ORDER BY embedding <=> $3::vector LIMIT 10""",
@@ -225,7 +225,8 @@ class RecordingPool:
 
     async def fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
         self.statements.append((query, args))
-        return await self.pool.fetch(query, *args)
+        rows: list[asyncpg.Record] = await self.pool.fetch(query, *args)
+        return rows
 
     async def fetchrow(self, query: str, *args: Any) -> asyncpg.Record | None:
         self.statements.append((query, args))
@@ -258,7 +259,7 @@ async def test_every_statement_of_recalls_channels_is_planned_on_the_tenants_par
         "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'memories'::regclass AND attname = 'embedding'"
     )
     recorder = RecordingPool(server.pool)
-    channels = RecallChannels(recorder)  # type: ignore[arg-type]
+    channels = RecallChannels(recorder)
     scope = Scope(tenant_id=tenant, now=datetime.now(UTC), subject="ann")
     spaces = [VectorSpace.MULTILINGUAL]
     bm25 = Bm25(k1=1.2, b=0.75, common_term_share=1.0, match_terms=4, match_rows=300)
@@ -314,11 +315,7 @@ async def test_a_grown_tenants_statements_are_planned_for_its_size(
 
     recorder = RecordingPool(server.pool)
     scope = Scope(tenant_id=tenant, now=datetime.now(UTC))
-    around, _ = await RecallChannels(
-        recorder
-    ).adjacent_turns(  # type: ignore[arg-type]
-        scope, ids[100:120], [VectorSpace.MULTILINGUAL]
-    )
+    around, _ = await RecallChannels(recorder).adjacent_turns(scope, ids[100:120], [VectorSpace.MULTILINGUAL])
     assert around.hits
     ((statement, args),) = recorder.statements
     plan = json.loads(await server.pool.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}", *args))
@@ -344,12 +341,7 @@ async def test_a_server_analyzes_a_tenants_partition_after_writing_enough_into_i
             [memory_input(f"note {i}", tier="semantic", kind="fact") for i in range(start, start + 500)],
             verbatim=True,
         )
-    for _ in range(200):
-        await server.pool.execute("SELECT pg_stat_clear_snapshot()")
-        if await server.pool.fetchval(analyzed, partition) > before:
-            break
-        await asyncio.sleep(0.05)
-    assert await server.pool.fetchval(analyzed, partition) > before
+    await eventually(lambda: _analyzed_since(server, partition, before), timeout_s=10)
 
 
 async def test_a_server_analyzes_a_tenants_partition_after_an_import_into_it(
@@ -370,12 +362,14 @@ async def test_a_server_analyzes_a_tenants_partition_after_an_import_into_it(
     before = await server.pool.fetchval(analyzed, partition)
     for copy in range(after_rows // len(exported)):
         await client.import_memories(tenant, [_copy(m, copy) for m in exported], timeout_s=60)
-    for _ in range(200):
-        await server.pool.execute("SELECT pg_stat_clear_snapshot()")
-        if await server.pool.fetchval(analyzed, partition) > before:
-            break
-        await asyncio.sleep(0.05)
-    assert await server.pool.fetchval(analyzed, partition) > before
+    await eventually(lambda: _analyzed_since(server, partition, before), timeout_s=10)
+
+
+async def _analyzed_since(server: RunningServer, partition: str, count: int) -> bool:
+    """ANALYZE ran on the partition since its analyze_count was `count` (statistics read afresh)."""
+    await server.pool.execute("SELECT pg_stat_clear_snapshot()")
+    analyzed = "SELECT analyze_count FROM pg_stat_user_tables WHERE relname = $1"  # not autovacuum's
+    return bool(await server.pool.fetchval(analyzed, partition) > count)
 
 
 def _copy(memory: pb.ExportedMemory, copy: int) -> pb.ExportedMemory:

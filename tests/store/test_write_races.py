@@ -15,9 +15,10 @@ from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.app import RunningServer
 from tests.conftest import MovableClock
 from tests.support.eventually import eventually
+from tests.support.memory_fields import MemoryFields
 
-FACT = {"tier": "semantic", "kind": "fact", "subject": "u1"}
-HOME = {"tier": "semantic", "kind": "fact", "subject": "u1", "intent": "home_address"}
+FACT: MemoryFields = {"tier": "semantic", "kind": "fact", "subject": "u1"}
+HOME: MemoryFields = {"tier": "semantic", "kind": "fact", "subject": "u1", "intent": "home_address"}
 
 
 async def _status(pool: asyncpg.Pool, tenant: str, memory_id: str) -> str:
@@ -113,22 +114,24 @@ async def test_deletes_racing_merges_and_supersedes_lose_no_acknowledged_write(
     rounds, outcomes = 30, {"merged": 0, "superseded": 0, "created": 0}
     for index in range(rounds):
         subject = f"u{index}"
-        target = await client.write(tenant, "User drinks oat milk", **{**FACT, "subject": subject})
+        fact: MemoryFields = {**FACT, "subject": subject}
+        home: MemoryFields = {**HOME, "subject": subject}
+        target = await client.write(tenant, "User drinks oat milk", **fact)
         old = await client.write(
             tenant,
             "User lives at Hauptstrasse 1",
             entities={"street": "Hauptstrasse 1"},
-            **{**HOME, "subject": subject},
+            **home,
         )
         results = await asyncio.gather(
             client.delete(tenant, target.memory.id),
-            client.write(tenant, "User drinks oat milk", **{**FACT, "subject": subject}),
+            client.write(tenant, "User drinks oat milk", **fact),
             client.delete(tenant, old.memory.id),
             client.write(
                 tenant,
                 "User lives at Ringweg 9",
                 entities={"street": "Ringweg 9"},
-                **{**HOME, "subject": subject},
+                **home,
             ),
         )
         merge, supersede = results[1], results[3]

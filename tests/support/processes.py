@@ -10,10 +10,11 @@ import re
 import signal
 import socket
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from tests.support.eventually import eventually
 
 HINDSIGHT = [sys.executable, "-m", "hindsight_server"]
 
@@ -100,15 +101,19 @@ class Background:
             self.output += line.decode(errors="replace")
 
     async def wait_for(self, pattern: str, timeout_s: float = 60) -> re.Match[str]:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            match = re.search(pattern, self.output)
-            if match:
-                return match
-            if self.process is not None and self.process.returncode is not None:
-                break
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"{pattern!r} not seen; output so far:\n{self.output}")
+        def not_seen() -> str:
+            return f"{pattern!r} not seen; output so far:\n{self.output}"
+
+        def seen() -> bool:
+            if re.search(pattern, self.output):
+                return True
+            assert self.process is None or self.process.returncode is None, not_seen()  # it exited
+            return False
+
+        await eventually(seen, timeout_s, message=not_seen)
+        match = re.search(pattern, self.output)
+        assert match is not None
+        return match
 
     async def stop(self, signum: int = signal.SIGINT, timeout_s: float = 30) -> int:
         assert self.process is not None

@@ -4,9 +4,7 @@ once per session), and memory servers started after it, so they trace (tracing i
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -14,14 +12,17 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader, Metric
+from opentelemetry.sdk.metrics.export import Histogram, HistogramDataPoint, InMemoryMetricReader, Metric
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanContext
+from opentelemetry.util.types import AnyValue, Attributes
 
 from hindsight.client import HindsightClient
 from hindsight_server.app import RunningServer, start_server
 from hindsight_server.config import Settings
+from tests.support.eventually import eventually
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,43 @@ class Telemetry:
             for scope in resource.scope_metrics:
                 found.extend(metric for metric in scope.metrics if metric.name == name)
         return found
+
+
+def context_of(span: ReadableSpan) -> SpanContext:
+    """A finished span's own context (the SDK's spans always have one)."""
+    context = span.get_span_context()
+    assert context is not None, span.name
+    return context
+
+
+def started(span: ReadableSpan) -> int:
+    assert span.start_time is not None, span.name
+    return span.start_time
+
+
+def ended(span: ReadableSpan) -> int:
+    assert span.end_time is not None, span.name
+    return span.end_time
+
+
+def attributes_of(item: ReadableSpan | HistogramDataPoint) -> Mapping[str, AnyValue]:
+    """The attributes of a span or a data point (the SDK's always have them, if empty)."""
+    assert item.attributes is not None, item
+    return item.attributes
+
+
+def number(attributes: Attributes, key: str) -> float:
+    """A numeric attribute (one that must be there)."""
+    assert attributes is not None
+    value = attributes[key]
+    assert isinstance(value, int | float) and not isinstance(value, bool), (key, value)
+    return value
+
+
+def histogram_points(metric: Metric) -> list[HistogramDataPoint]:
+    """The points of a histogram metric (asserting it is one)."""
+    assert isinstance(metric.data, Histogram), (metric.name, metric.data)
+    return list(metric.data.data_points)
 
 
 @pytest.fixture(scope="session")
@@ -98,12 +136,14 @@ async def spans_of_trace(
     otel: Telemetry, ready: Callable[[Sequence[ReadableSpan]], bool], timeout_s: float = 10.0
 ) -> list[ReadableSpan]:
     """Waits until the finished spans satisfy `ready` (the server ends its spans in its own task)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        spans = otel.finished()
-        if ready(spans):
-            return spans
-        if time.monotonic() > deadline:
-            names = sorted({span.name for span in spans})
-            raise AssertionError(f"the expected spans did not arrive; finished: {names}")
-        await asyncio.sleep(0.02)
+    spans: list[ReadableSpan] = []
+
+    def arrived() -> bool:
+        spans[:] = otel.finished()
+        return ready(spans)
+
+    def missing() -> str:
+        return f"the expected spans did not arrive; finished: {sorted({span.name for span in spans})}"
+
+    await eventually(arrived, timeout_s, poll_s=0.02, message=missing)
+    return spans

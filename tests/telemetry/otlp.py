@@ -145,8 +145,9 @@ class GrpcReceiver:
                 received.metrics.append(request)
                 return metrics_service_pb2.ExportMetricsServiceResponse()
 
-        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), self._server)
-        metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Metrics(), self._server)
+        # opentelemetry-proto's generated _grpc modules carry no annotations (no .pyi beside them).
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), self._server)  # type: ignore[no-untyped-call]
+        metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Metrics(), self._server)  # type: ignore[no-untyped-call]
         self._port = self._server.add_insecure_port("127.0.0.1:0")
         await self._server.start()
 

@@ -16,7 +16,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from hindsight.client import HindsightClient
 from hindsight.telemetry import RPC_DURATION_BUCKETS_S, client_interceptors
 from hindsight_server.app import RunningServer
-from tests.telemetry.conftest import Telemetry, spans_of_trace
+from tests.telemetry.conftest import Telemetry, attributes_of, context_of, histogram_points, spans_of_trace
 
 GET = "hindsight.v1.MemoryService/Get"
 RECALL = "hindsight.v1.MemoryService/Recall"
@@ -57,7 +57,7 @@ async def test_client_spans_name_the_server_and_time_the_call(
     assert recall.status.status_code is StatusCode.UNSET
     # The server continues the client's span.
     served = _one(spans, RECALL, SpanKind.SERVER)
-    assert served.parent is not None and served.parent.span_id == recall.get_span_context().span_id
+    assert served.parent is not None and served.parent.span_id == context_of(recall).span_id
 
     got = _one(spans, GET, SpanKind.CLIENT)
     assert got.attributes is not None
@@ -71,11 +71,11 @@ async def test_client_spans_name_the_server_and_time_the_call(
     (duration,) = otel.collected("rpc.client.call.duration")
     assert duration.unit == "s"
     points = {
-        p.attributes["rpc.method"]: p
-        for p in duration.data.data_points
-        if p.attributes.get("server.port") == traced_server.port
+        attributes_of(p)["rpc.method"]: p
+        for p in histogram_points(duration)
+        if attributes_of(p).get("server.port") == traced_server.port
     }
-    assert points[RECALL].attributes["rpc.response.status_code"] == "OK"
-    assert "error.type" not in points[RECALL].attributes
-    assert points[GET].attributes["error.type"] == "NOT_FOUND"
+    assert attributes_of(points[RECALL])["rpc.response.status_code"] == "OK"
+    assert "error.type" not in attributes_of(points[RECALL])
+    assert attributes_of(points[GET])["error.type"] == "NOT_FOUND"
     assert all(p.explicit_bounds == RPC_DURATION_BUCKETS_S and 0 < p.max < 60 for p in points.values())

@@ -14,7 +14,7 @@ from embedder.triton import TritonServer
 from hindsight.client import HindsightClient
 from hindsight_server.app import RunningServer, start_server
 from hindsight_server.config import Settings
-from tests.telemetry.conftest import Telemetry, spans_of_trace
+from tests.telemetry.conftest import Telemetry, context_of, ended, number, spans_of_trace, started
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,7 @@ async def tier_server(
 
 def _children(spans: Sequence[ReadableSpan], parent: ReadableSpan) -> list[ReadableSpan]:
     return [
-        s for s in spans if s.parent is not None and s.parent.span_id == parent.get_span_context().span_id
+        s for s in spans if s.parent is not None and s.parent.span_id == context_of(parent).span_id
     ]
 
 
@@ -63,9 +63,9 @@ async def test_embedding_and_inference_calls_are_traced(otel: Telemetry, tier_se
     assert infer.attributes is not None
     assert infer.attributes["hindsight.inference.model"] == "embed_query"
     assert infer.attributes["hindsight.inference.batch_size"] == 1
-    assert embed.start_time <= infer.start_time <= infer.end_time <= embed.end_time
+    assert started(embed) <= started(infer) <= ended(infer) <= ended(embed)
     (vector,) = [s for s in first if s.name == "recall.channel.vector"]
-    assert vector.attributes is not None and vector.attributes["hindsight.rows"] >= 1
+    assert number(vector.attributes, "hindsight.rows") >= 1
     assert any(
         s.attributes and s.attributes.get("db.system.name") == "postgresql" for s in _children(first, vector)
     )

@@ -25,7 +25,7 @@ from hindsight.telemetry import JsonFormatter, TraceContextFormatter
 from hindsight_server.app import RunningServer
 from hindsight_server.rpc.context import RequestIdFilter
 from tests.conftest import REPO_ROOT
-from tests.telemetry.conftest import Telemetry, spans_of_trace
+from tests.telemetry.conftest import Telemetry, context_of, spans_of_trace
 
 RECALL = "hindsight.v1.MemoryService/Recall"
 
@@ -75,17 +75,17 @@ async def test_a_json_log_line_carries_the_calls_request_id_and_trace(
     assert failed.value.code() is grpc.StatusCode.INTERNAL
 
     def served(spans: Sequence[ReadableSpan]) -> bool:
-        return any(s.name == RECALL and s.get_span_context().trace_id == trace_id for s in spans)
+        return any(s.name == RECALL and context_of(s).trace_id == trace_id for s in spans)
 
     spans = await spans_of_trace(otel, served)
-    (server,) = [s for s in spans if s.name == RECALL and s.get_span_context().trace_id == trace_id]
+    (server,) = [s for s in spans if s.name == RECALL and context_of(s).trace_id == trace_id]
     (line,) = json_server_log.getvalue().splitlines()  # the traceback is inside the object
     entry = json.loads(line)
     assert entry["level"] == "ERROR" and entry["logger"] == "hindsight_server.rpc.errors"
     assert entry["message"] == f"unhandled error in request {request_id}"
     assert entry["request_id"] == request_id
     assert entry["trace_id"] == f"{trace_id:032x}"
-    assert entry["span_id"] == f"{server.get_span_context().span_id:016x}"
+    assert entry["span_id"] == f"{context_of(server).span_id:016x}"
     assert "RuntimeError: the answer could not be built" in entry["exception"]
     assert entry["time"].endswith("+00:00")
 
@@ -117,10 +117,10 @@ async def test_a_log_line_of_a_traced_call_names_its_trace_and_span(
     assert failed.value.code() is grpc.StatusCode.INTERNAL
 
     def served(spans: Sequence[ReadableSpan]) -> bool:
-        return any(s.name == RECALL and s.get_span_context().trace_id == trace_id for s in spans)
+        return any(s.name == RECALL and context_of(s).trace_id == trace_id for s in spans)
 
     spans = await spans_of_trace(otel, served)
-    (server,) = [s for s in spans if s.name == RECALL and s.get_span_context().trace_id == trace_id]
+    (server,) = [s for s in spans if s.name == RECALL and context_of(s).trace_id == trace_id]
     assert server.kind is SpanKind.SERVER
     # INTERNAL is the server's failure: an error, with the code as error.type.
     assert server.attributes is not None and server.attributes["rpc.response.status_code"] == "INTERNAL"
@@ -128,7 +128,7 @@ async def test_a_log_line_of_a_traced_call_names_its_trace_and_span(
 
     lines = server_log.getvalue().splitlines()
     (line,) = [line for line in lines if "unhandled error in request" in line]
-    span_id = server.get_span_context().span_id
+    span_id = context_of(server).span_id
     assert line.endswith(f" trace_id={trace_id:032x} span_id={span_id:016x}"), line
     assert "Traceback (most recent call last):" in lines  # the traceback follows, on lines of its own
 

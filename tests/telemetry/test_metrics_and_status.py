@@ -17,7 +17,7 @@ from hindsight_server.config import Settings
 from hindsight_server.telemetry.status import SERVER_ATTRIBUTE
 from hindsight_server.telemetry.units import DB_OPERATION_BUCKETS_S, STAGE_BUCKETS_S
 from tests.conftest import REPO_ROOT
-from tests.telemetry.conftest import Telemetry, database_attributes
+from tests.telemetry.conftest import Telemetry, attributes_of, database_attributes, histogram_points
 
 
 def _for(server: RunningServer, points: list[Any]) -> list[Any]:
@@ -41,7 +41,7 @@ async def test_recall_latency_and_the_target_met(
     for name in ("hindsight.recall.duration", "hindsight.stage.duration", "hindsight.write.duration"):
         (metric,) = otel.collected(name)
         assert metric.unit == "s", name
-        assert all(p.explicit_bounds == STAGE_BUCKETS_S for p in metric.data.data_points), name
+        assert all(p.explicit_bounds == STAGE_BUCKETS_S for p in histogram_points(metric)), name
     # A few recalls on a test database: well under 60 s each (in ms they would read as minutes).
     assert all(0 < point.max < 60 for point in latency)
     stages = {p.attributes["hindsight.stage"] for p in otel.points("hindsight.stage.duration")}
@@ -69,10 +69,12 @@ async def test_rpc_and_database_durations_follow_the_conventions(
     (rpc,) = otel.collected("rpc.server.call.duration")
     assert rpc.unit == "s"
     recalls = [
-        p for p in rpc.data.data_points if p.attributes["rpc.method"] == "hindsight.v1.MemoryService/Recall"
+        p
+        for p in histogram_points(rpc)
+        if attributes_of(p)["rpc.method"] == "hindsight.v1.MemoryService/Recall"
     ]
-    (ok,) = [p for p in recalls if p.attributes["rpc.response.status_code"] == "OK"]
-    assert dict(ok.attributes) == {
+    (ok,) = [p for p in recalls if attributes_of(p)["rpc.response.status_code"] == "OK"]
+    assert dict(attributes_of(ok)) == {
         "rpc.system.name": "grpc",
         "rpc.method": "hindsight.v1.MemoryService/Recall",
         "rpc.response.status_code": "OK",
@@ -81,14 +83,16 @@ async def test_rpc_and_database_durations_follow_the_conventions(
 
     (db,) = otel.collected("db.client.operation.duration")
     assert db.unit == "s"
-    on_memories = [p for p in db.data.data_points if p.attributes.get("db.collection.name") == "memories"]
-    assert {p.attributes["db.operation.name"] for p in on_memories} >= {"SELECT", "INSERT"}
+    on_memories = [
+        p for p in histogram_points(db) if attributes_of(p).get("db.collection.name") == "memories"
+    ]
+    assert {attributes_of(p)["db.operation.name"] for p in on_memories} >= {"SELECT", "INSERT"}
     where = database_attributes(postgres_dsn)
     for point in on_memories:
         assert point.explicit_bounds == DB_OPERATION_BUCKETS_S
-        assert point.attributes["db.system.name"] == "postgresql"
-        assert {key: point.attributes[key] for key in where} == where
-        assert "error.type" not in point.attributes and 0 < point.max < 60
+        assert attributes_of(point)["db.system.name"] == "postgresql"
+        assert {key: attributes_of(point)[key] for key in where} == where
+        assert "error.type" not in attributes_of(point) and 0 < point.max < 60
 
 
 async def test_the_target_gauge_flips_to_missed_below_any_latency(

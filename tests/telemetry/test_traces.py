@@ -17,7 +17,15 @@ from gateway_mcp.config import load_gateway_settings
 from hindsight.client import HindsightClient
 from hindsight_server.app import RunningServer
 from tests.support.mcp_sessions import http_gateway, http_session
-from tests.telemetry.conftest import Telemetry, database_attributes, spans_of_trace
+from tests.telemetry.conftest import (
+    Telemetry,
+    context_of,
+    database_attributes,
+    ended,
+    number,
+    spans_of_trace,
+    started,
+)
 
 RECALL_METHOD = "hindsight.v1.MemoryService/Recall"
 RECALL_STAGES = {"recall.channel.lexical", "recall.fuse", "recall.rank", "recall.rerank", "recall.pack"}
@@ -29,19 +37,19 @@ def _named(spans: Sequence[ReadableSpan], name: str) -> list[ReadableSpan]:
 
 
 def _children(spans: Sequence[ReadableSpan], parent: ReadableSpan) -> list[ReadableSpan]:
-    parent_id = parent.get_span_context().span_id
+    parent_id = context_of(parent).span_id
     return [span for span in spans if span.parent is not None and span.parent.span_id == parent_id]
 
 
 def _server_span_with(trace_id: int) -> Callable[[Sequence[ReadableSpan]], bool]:
     def ready(spans: Sequence[ReadableSpan]) -> bool:
-        return any(s.name == RECALL_METHOD and s.get_span_context().trace_id == trace_id for s in spans)
+        return any(s.name == RECALL_METHOD and context_of(s).trace_id == trace_id for s in spans)
 
     return ready
 
 
 def _in_trace(spans: Sequence[ReadableSpan], trace_id: int) -> list[ReadableSpan]:
-    return [span for span in spans if span.get_span_context().trace_id == trace_id]
+    return [span for span in spans if context_of(span).trace_id == trace_id]
 
 
 def _traceparent(trace_id: int, span_id: int) -> str:
@@ -79,14 +87,13 @@ async def test_one_recall_is_one_trace_with_a_span_per_stage(
     assert recall.attributes is not None and recall.attributes["hindsight.hits"] == len(found.hits)
     stages = {span.name: span for span in _children(spans, recall)}
     assert RECALL_STAGES | {"recall.channel.session"} <= set(stages)
-    lexical = stages["recall.channel.lexical"].attributes
-    assert lexical is not None and lexical["hindsight.rows"] >= 1
+    assert number(stages["recall.channel.lexical"].attributes, "hindsight.rows") >= 1
     # Stages run inside the recall and in order: fuse, rank, rerank, pack after every channel.
     for name in ("recall.fuse", "recall.rank", "recall.rerank", "recall.pack"):
-        assert recall.start_time <= stages[name].start_time <= stages[name].end_time <= recall.end_time
-    assert stages["recall.channel.lexical"].end_time <= stages["recall.fuse"].start_time
-    assert stages["recall.fuse"].end_time <= stages["recall.rank"].start_time
-    assert stages["recall.rerank"].end_time <= stages["recall.pack"].start_time
+        assert started(recall) <= started(stages[name]) <= ended(stages[name]) <= ended(recall)
+    assert ended(stages["recall.channel.lexical"]) <= started(stages["recall.fuse"])
+    assert ended(stages["recall.fuse"]) <= started(stages["recall.rank"])
+    assert ended(stages["recall.rerank"]) <= started(stages["recall.pack"])
 
     # PostgreSQL: a client span per statement inside the channel that ran it, named by operation.
     statements = _children(spans, stages["recall.channel.lexical"])
@@ -178,8 +185,8 @@ async def test_the_mcp_gateway_carries_the_trace_to_the_server(
     assert client.attributes["rpc.response.status_code"] == "OK"
     assert not set(client.attributes) & DEPRECATED_RPC
     (server,) = [s for s in spans if s.name == RECALL_METHOD and s.kind is SpanKind.SERVER]
-    assert server.get_span_context().trace_id == tool.get_span_context().trace_id
-    assert server.parent is not None and server.parent.span_id == client.get_span_context().span_id
+    assert context_of(server).trace_id == context_of(tool).trace_id
+    assert server.parent is not None and server.parent.span_id == context_of(client).span_id
 
 
 async def test_a_refused_call_is_traced_with_its_code_and_no_message(
