@@ -255,6 +255,6 @@ def test_webhook_settings_that_cannot_work_are_refused(
 ) -> None:
     monkeypatch.delenv("HINDSIGHT_CONFIG", raising=False)
     with pytest.raises(ConfigError) as refused:
-        load_settings(**values)
+        load_settings(None, **values)
     (problem,) = refused.value.problems
     assert problem.startswith("webhooks") and said in problem, problem

@@ -13,9 +13,7 @@ from hindsight_server.config import Settings
 
 async def test_webhook_bench_counts_every_delivery(make_settings: Callable[..., Settings]) -> None:
     running = await start_server(
-        make_settings(
-            webhooks__enabled=True, webhooks__allow_private_networks=True, webhooks__poll_s=0.1
-        )
+        make_settings(webhooks__enabled=True, webhooks__allow_private_networks=True, webhooks__poll_s=0.1)
     )
     try:
         result = await run_webhook_bench(f"127.0.0.1:{running.port}", events=200, wait_s=60)

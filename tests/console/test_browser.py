@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from hindsight.v1 import memory_pb2 as pb
 from tests.console.conftest import Browser, Tenant
+from tests.support.memory_fields import MemoryFields
 
-BOOKING = {"tier": "episodic", "kind": "task", "intent": "book_meeting_room"}
+BOOKING = MemoryFields(tier="episodic", kind="task", intent="book_meeting_room")
 
 
 async def test_log_in_find_a_memory_and_open_its_history(browser: Browser, console_tenant: Tenant) -> None:

@@ -269,7 +269,11 @@ def test_the_version_believed_at_a_time_is_the_latest_recorded_by_then() -> None
         version = pb.Memory(id=memory_id)
         version.created_at.FromSeconds(second)
         versions.append(version)
-    at = lambda second: datetime.fromtimestamp(second, UTC)  # noqa: E731
+
+    def at(second: int) -> datetime:
+        return datetime.fromtimestamp(second, UTC)
+
     assert believed_at(versions, at(5)) is None
-    assert [believed_at(versions, at(s)).id for s in (10, 15, 25)] == ["v1", "v1", "v2"]  # type: ignore[union-attr]
+    believed = [believed_at(versions, at(s)) for s in (10, 15, 25)]
+    assert [b.id if b is not None else None for b in believed] == ["v1", "v1", "v2"]
     assert believed_at(versions, None) is None

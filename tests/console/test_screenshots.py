@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from tests.console.conftest import Browser, Tenant
+from tests.support.memory_fields import MemoryFields
 
 SCREENSHOTS = os.environ.get("CONSOLE_SCREENSHOTS_DIR", "")
-BOOKING = {"tier": "episodic", "kind": "task", "intent": "book_meeting_room", "subject": "alice"}
+BOOKING = MemoryFields(tier="episodic", kind="task", intent="book_meeting_room", subject="alice")
 
 pytestmark = pytest.mark.skipif(not SCREENSHOTS, reason="set CONSOLE_SCREENSHOTS_DIR to make them")
 

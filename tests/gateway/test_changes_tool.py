@@ -55,8 +55,9 @@ def _text(result: types.CallToolResult) -> str:
 async def _ok(session: ClientSession, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     result = await session.call_tool(tool, arguments)
     assert not result.is_error, _text(result)
-    assert result.structured_content is not None
-    return result.structured_content
+    content = result.structured_content
+    assert isinstance(content, dict)
+    return content
 
 
 async def _error(session: ClientSession, tool: str, arguments: dict[str, Any]) -> str:

@@ -24,13 +24,14 @@ from hindsight_server.domain.clock import system_clock
 from hindsight_server.pipelines.audit import AuditSettings, RecallAudit
 from hindsight_server.store.audit import AuditStore
 from tests.support.eventually import eventually
+from tests.support.memory_fields import MemoryFields
 from tests.support.processes import create_key, run_cli
 
 RUN = uuid.uuid4().hex[:8]
 AUDITED = f"audited-{RUN}"  # its audit keeps query texts
 HASHED = f"hashed-{RUN}"  # audited, hashes only
 KEY = "a server-side key of 32 chars..."
-PREFERENCE = {"tier": "semantic", "kind": "preference"}
+PREFERENCE = MemoryFields(tier="semantic", kind="preference")
 
 
 @pytest.fixture(scope="module")
@@ -391,7 +392,7 @@ async def test_a_token_for_other_filters_is_refused(audit_client: HindsightClien
 )
 def test_a_configuration_that_cannot_audit_is_refused(values: dict[str, object], problem: str) -> None:
     with pytest.raises(ConfigError) as refused:
-        load_settings(**{f"audit__{key}": value for key, value in values.items()})
+        load_settings(None, **{f"audit__{key}": value for key, value in values.items()})
     assert problem in str(refused.value) and "audit" in str(refused.value)
 
 

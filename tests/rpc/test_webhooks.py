@@ -29,11 +29,12 @@ from hindsight_server.rpc.auth import WEBHOOK_METHOD_SCOPES
 from hindsight_server.store.feed import FeedStore
 from tests.fixtures.postgres import dsn_for_database
 from tests.support.eventually import eventually
+from tests.support.memory_fields import MemoryFields
 from tests.support.processes import create_key, free_port, run_cli
 from tests.support.rich_errors import detail
 from tests.support.webhook_receiver import WebhookReceiver
 
-FACT = {"tier": "semantic", "kind": "fact"}
+FACT = MemoryFields(tier="semantic", kind="fact")
 # Quick retries and a short attempt timeout, loopback allowed: what the tests below need.
 QUICK = {
     "webhooks__enabled": True,
@@ -529,7 +530,7 @@ async def test_bytes_that_do_not_parse_are_invalid_argument(
     hooks: HindsightClient, method: str, raw: bytes, field: str
 ) -> None:
     async with grpc.aio.insecure_channel(hooks.target) as channel:
-        call = channel.unary_unary(
+        call: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(
             f"/hindsight.v1.WebhooksService/{method}", request_serializer=None, response_deserializer=None
         )
         with pytest.raises(grpc.aio.AioRpcError) as refused:

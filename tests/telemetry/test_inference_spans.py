@@ -34,9 +34,7 @@ async def tier_server(
 
 
 def _children(spans: Sequence[ReadableSpan], parent: ReadableSpan) -> list[ReadableSpan]:
-    return [
-        s for s in spans if s.parent is not None and s.parent.span_id == context_of(parent).span_id
-    ]
+    return [s for s in spans if s.parent is not None and s.parent.span_id == context_of(parent).span_id]
 
 
 async def _recall_spans(
