@@ -330,7 +330,8 @@ async def changes(client: HindsightClient, caller: Caller, args: ChangesArgument
             left = _FIRST_ITEM_S if deadline is None else deadline - loop.time()
             try:
                 # A timeout cancels the stream's read, which ends the stream: nothing after it is taken.
-                item = await asyncio.wait_for(anext(items), max(left, 0))
+                async with asyncio.timeout(max(left, 0)):
+                    item = await anext(items)
             except (TimeoutError, StopAsyncIteration):
                 break
             if item.HasField("heartbeat"):

@@ -8,7 +8,7 @@ import logging
 import os
 import signal
 import socket
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -64,7 +64,7 @@ from hindsight_server.store.jobs import JobStore
 from hindsight_server.store.lifecycle import LifecycleStore
 from hindsight_server.store.memories import MemoryStore
 from hindsight_server.store.migrate import EmbeddingDimensions, SchemaShape, migrate
-from hindsight_server.store.pool import create_pool
+from hindsight_server.store.pool import BoundedPool, create_pool
 from hindsight_server.store.portability import PortabilityStore
 from hindsight_server.store.replies import ReplyStore
 from hindsight_server.store.routing import ReadRoute, ReadRouting, RoutingSettings
@@ -84,7 +84,7 @@ class StartupError(RuntimeError):
 class RunningServer:
     server: grpc.aio.Server
     port: int
-    pool: asyncpg.Pool
+    pool: BoundedPool
     health: HealthServicer
     grace_s: float
     inference: InferenceTier | None = None
@@ -102,11 +102,11 @@ class RunningServer:
         self.background.append(asyncio.create_task(work, name=name))
 
     async def stop(self) -> None:
-        """Stops accepting calls, lets in-flight ones finish within the grace period, closes the pool."""
+        """Stops accepting calls, lets in-flight ones finish within the grace period, closes the pool.
+        Bounded: each step that waits on others gets the grace period and a second more, then is forced."""
+        patience_s = self.grace_s + 1.0
         await self.health.enter_graceful_shutdown()
-        for task in self.background:
-            task.cancel()
-        await asyncio.gather(*self.background, return_exceptions=True)
+        await cancel_all(self.background, patience_s)
         if self.feed is not None:
             self.feed.close()
         await self.server.stop(self.grace_s)
@@ -116,9 +116,9 @@ class RunningServer:
         if self.audit is not None:
             with contextlib.suppress(HindsightError):
                 await self.audit.flush()  # the last recalls' audit entries
-        await self.pool.close()
+        await self.pool.close_within(patience_s)
         if self.routing is not None:
-            await self.routing.close()
+            await self.routing.close(patience_s)
         if self.inference is not None:
             await self.inference.close()
         if self.summarizer is not None:
@@ -129,13 +129,34 @@ class RunningServer:
             await self.webhooks.close()
 
 
+async def cancel_all(tasks: Sequence[asyncio.Task[None]], patience_s: float) -> None:
+    """Cancels the tasks again and again until each has ended, for at most `patience_s`: one cancel can be
+    lost (a library's wait_for on Python 3.11 returns a result that arrived with it), and a loop that lost
+    it runs on. What is still running then is named in the log, with where it waits, and left behind."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + patience_s
+    pending = {task for task in tasks if not task.done()}
+    while pending and loop.time() < deadline:
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=min(0.5, max(deadline - loop.time(), 0.0)))
+    for task in tasks:
+        if task.done() and not task.cancelled():
+            task.exception()  # retrieved: asyncio would otherwise log it again at exit
+    for task in pending:
+        frames = task.get_stack(limit=1)
+        where = f"{frames[0].f_code.co_filename}:{frames[0].f_lineno}" if frames else "?"
+        log.error("background task %s did not stop when cancelled (it waits at %s)", task.get_name(), where)
+
+
 async def _watch_database(store: MemoryStore, health: HealthServicer, interval_s: float) -> None:
     """Readiness follows the database: NOT_SERVING while it cannot be reached, SERVING when it is back."""
     serving = True
     while True:
         await asyncio.sleep(interval_s)
         try:
-            await asyncio.wait_for(store.ping(), timeout=interval_s)
+            async with asyncio.timeout(interval_s):
+                await store.ping()
             healthy = True
         except (HindsightError, TimeoutError):
             healthy = False
@@ -510,7 +531,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
     inference = await _connect_inference(settings)
     traced = tracing_enabled()  # an SDK is installed: add the spans that cost more than no-op calls
 
-    async def serving_pool(dsn: str) -> asyncpg.Pool:
+    async def serving_pool(dsn: str) -> BoundedPool:
         return await create_pool(
             dsn,
             min_size=min(db.pool_min, db.pool_max),

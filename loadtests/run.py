@@ -112,7 +112,8 @@ def report(rows: Sequence[RequestFigures], header: str) -> str:
 async def _run_locust(argv: Sequence[str], timeout_s: float) -> int:
     process = await asyncio.create_subprocess_exec(*argv, stdout=sys.stderr, stderr=sys.stderr)
     try:
-        return await asyncio.wait_for(process.wait(), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            return await process.wait()
     finally:
         if process.returncode is None:
             process.kill()

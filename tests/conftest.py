@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -87,3 +89,21 @@ async def client(server: RunningServer) -> AsyncIterator[HindsightClient]:
 def tenant() -> str:
     """Each test writes into its own tenant: isolation without truncating tables."""
     return f"t-{uuid.uuid4().hex[:12]}"
+
+
+_exit_status: list[int] = []
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _exit_status.append(int(exitstatus))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Ends the process with the session's status once its report is out. A gRPC server that a failed
+    teardown left running is otherwise collected at exit, and its poller thread's join never returns:
+    one test's error became a CI run that hung until it was killed."""
+    if _exit_status:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(_exit_status[0])

@@ -122,7 +122,8 @@ class RecallAudit:
     async def run_forever(self) -> None:
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._full.wait(), self._settings.flush_interval_s)
+                async with asyncio.timeout(self._settings.flush_interval_s):
+                    await self._full.wait()
             self._full.clear()
             try:
                 await self.flush()

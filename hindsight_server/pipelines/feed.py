@@ -108,7 +108,8 @@ class FeedPipeline:
                     yield Heartbeat(after)
                     beat = time.monotonic()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._closing.wait(), settings.poll_s)
+                    async with asyncio.timeout(settings.poll_s):
+                        await self._closing.wait()
                 if self._closing.is_set():
                     raise Unavailable(f"this server is stopping; resume the feed from cursor {after}")
 

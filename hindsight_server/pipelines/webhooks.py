@@ -204,7 +204,8 @@ class WebhookDispatcher:
                     log.exception("webhooks: claiming failed; retrying in %.1fs", self._settings.poll_s)
                 self._slot_freed.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._slot_freed.wait(), self._settings.poll_s)
+                    async with asyncio.timeout(self._settings.poll_s):
+                        await self._slot_freed.wait()
         finally:
             for task in self._deliveries:
                 task.cancel()

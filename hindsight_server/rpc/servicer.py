@@ -256,7 +256,8 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
             else:
                 message = convert.exported_to_proto(item, names)
             try:
-                await asyncio.wait_for(context.write(message), idle_s)
+                async with asyncio.timeout(idle_s):
+                    await context.write(message)
             except TimeoutError:
                 raise DeadlineExceeded(
                     f"the reader took nothing of the export for {idle_s:g} s; the stream is ended to free "
@@ -307,7 +308,8 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
         idle_s = self._watch_idle_timeout_s
         async for item in self._feed.watch(query):
             try:
-                await asyncio.wait_for(context.write(convert.feed_item_to_proto(item, self._clock())), idle_s)
+                async with asyncio.timeout(idle_s):
+                    await context.write(convert.feed_item_to_proto(item, self._clock()))
             except TimeoutError:
                 raise DeadlineExceeded(
                     f"the reader took nothing of the feed for {idle_s:g} s; the stream is ended to free "

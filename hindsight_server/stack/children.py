@@ -201,7 +201,8 @@ class Child:
             with contextlib.suppress(ProcessLookupError):
                 process.send_signal(self.stop_signal)
             try:
-                await asyncio.wait_for(process.wait(), timeout=grace_s)
+                async with asyncio.timeout(grace_s):
+                    await process.wait()
             except TimeoutError:
                 with contextlib.suppress(ProcessLookupError):
                     process.kill()
@@ -317,7 +318,8 @@ async def _serving(stub: health_pb2_grpc.HealthStub) -> bool:
 async def _http_ok(host: str, port: int, path: str) -> bool:
     """Whether GET path answers 200 (within a second)."""
     with contextlib.suppress(OSError, IndexError, TimeoutError):
-        return await asyncio.wait_for(_http_status(host, port, path), 1.0) == b"200"
+        async with asyncio.timeout(1.0):
+            return await _http_status(host, port, path) == b"200"
     return False
 
 

@@ -551,7 +551,8 @@ async def _unless(stop: asyncio.Event, work: Coroutine[Any, Any, None]) -> bool:
 async def _set_within(event: asyncio.Event, timeout_s: float) -> bool:
     """Waits up to timeout_s for the event; whether it was set."""
     try:
-        await asyncio.wait_for(event.wait(), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            await event.wait()
     except TimeoutError:
         return False
     return True

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import Any
 
 import asyncpg
@@ -9,6 +11,8 @@ from pgvector.asyncpg import register_vector
 
 from hindsight_server.store.budget import PoolExhausted, acquire_budget_s, connection_class
 from hindsight_server.store.errors import translate_errors
+
+log = logging.getLogger(__name__)
 
 
 class BoundedPool(asyncpg.Pool):  # type: ignore[misc]  # asyncpg has no type information
@@ -24,6 +28,20 @@ class BoundedPool(asyncpg.Pool):  # type: ignore[misc]  # asyncpg has no type in
             return await super()._acquire(budget)
         except TimeoutError as exc:
             raise PoolExhausted(budget) from exc
+
+    async def close_within(self, patience_s: float) -> None:
+        """close(), which waits for every connection to come back, for at most `patience_s`; past it the
+        connections are closed by force: a connection that is never given back must not hold a stop."""
+        try:
+            async with asyncio.timeout(patience_s):
+                await self.close()
+        except TimeoutError:
+            log.error(
+                "the database pool did not close within %g s: a connection was not given back; closing "
+                "its connections by force",
+                patience_s,
+            )
+            self.terminate()
 
 
 async def _init_connection(connection: asyncpg.Connection) -> None:
@@ -50,7 +68,7 @@ async def create_pool(
     hnsw_ef_search: int = 100,
     traced: bool = False,
     acquire_timeout_s: float = 1.0,
-) -> asyncpg.Pool:
+) -> BoundedPool:
     """Opens the pool; Unavailable when the database cannot be reached. `traced`: a span per statement
     (store/tracing.py), when tracing is on."""
     settings: dict[str, Any] = {
@@ -73,7 +91,7 @@ async def create_pool(
     # A class per pool: asyncpg builds the pool in its constructor, which takes no extra arguments.
     pool_class = type("BoundedPool", (BoundedPool,), {"acquire_timeout_s": acquire_timeout_s})
     async with translate_errors():
-        pool: asyncpg.Pool = await pool_class(
+        pool: BoundedPool = await pool_class(
             dsn,
             min_size=min_size,
             max_size=max_size,

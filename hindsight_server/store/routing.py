@@ -37,6 +37,7 @@ from hindsight_server.domain.errors import FailedPrecondition, InvalidArgument, 
 from hindsight_server.domain.model import READ_AFTER_FIELD, CommitPosition
 from hindsight_server.store.dsn import without_credentials
 from hindsight_server.store.errors import REPLICA_CONFLICT, translate_errors
+from hindsight_server.store.pool import BoundedPool
 from hindsight_server.telemetry.status import ReadFigures, ReplicaFigures
 
 log = logging.getLogger(__name__)
@@ -93,7 +94,7 @@ class ReplicaState:
 class _Replica:
     def __init__(self, dsn: str) -> None:
         self.dsn = dsn
-        self.pool: asyncpg.Pool | None = None
+        self.pool: BoundedPool | None = None
         self.state = ReplicaState(without_credentials(dsn))
 
     def leave_out(self, reason: str) -> None:
@@ -117,7 +118,7 @@ class ReadRouting:
         primary: asyncpg.Pool,
         replica_dsns: Sequence[str],
         settings: RoutingSettings,
-        open_pool: Callable[[str], Awaitable[asyncpg.Pool]],
+        open_pool: Callable[[str], Awaitable[BoundedPool]],
     ) -> None:
         self.primary = primary
         self._replicas = [_Replica(dsn) for dsn in replica_dsns]
@@ -154,9 +155,9 @@ class ReadRouting:
         await self._sample_primary()
         await asyncio.gather(*(self._check(replica) for replica in self._replicas))
 
-    async def close(self) -> None:
+    async def close(self, patience_s: float) -> None:
         pools = [replica.pool for replica in self._replicas if replica.pool is not None]
-        await asyncio.gather(*(pool.close() for pool in pools), return_exceptions=True)
+        await asyncio.gather(*(pool.close_within(patience_s) for pool in pools), return_exceptions=True)
 
     async def watch_forever(self) -> None:
         """The primary sampled and every replica checked each interval; each replica on its own timer,

@@ -159,7 +159,8 @@ class StatusBoard:
         count's cost when a tier outage left a large backlog); a failed count keeps the last figure."""
         while True:
             try:
-                pending = await asyncio.wait_for(count(cap), timeout=interval_s)
+                async with asyncio.timeout(interval_s):
+                    pending = await count(cap)
                 self._backlog = _Backlog(pending, pending >= cap, self._clock())
             except (HindsightError, TimeoutError) as exc:
                 self._backlog.problem = str(exc) or type(exc).__name__
