@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from hindsight_server import cli
 from hindsight_server.bench.eval_corpus import eval_corpus
 from hindsight_server.bench.evaluate import EvalFileError, RecallScores, load_eval_file
+from hindsight_server.cli import parser as cli
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = REPO_ROOT / "docs" / "examples" / "eval-sample.json"

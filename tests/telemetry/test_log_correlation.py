@@ -22,7 +22,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from hindsight.client import HindsightClient
 from hindsight.telemetry import JsonFormatter, TraceContextFormatter
-from hindsight_server.app import RunningServer
+from hindsight_server.process.server import RunningServer
 from hindsight_server.rpc.context import RequestIdFilter
 from tests.conftest import REPO_ROOT
 from tests.telemetry.conftest import Telemetry, context_of, spans_of_trace
@@ -142,7 +142,7 @@ def test_the_servers_log_format_carries_the_trace_context() -> None:
 import logging
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
-from hindsight_server.cli import _configure_logging
+from hindsight_server.cli.parser import _configure_logging
 from hindsight_server.config import load_settings
 
 trace.set_tracer_provider(TracerProvider())

@@ -34,11 +34,11 @@ import grpc
 
 from console.cli import add_arguments as add_console_arguments
 from gateway_mcp.cli import add_arguments as add_mcp_arguments
-from hindsight_server.cli_args import add_tls_options, client_tls, rpc_failure, timestamp
-from hindsight_server.client_cli import add_client_commands
+from hindsight_server.cli.args import add_tls_options, client_tls, rpc_failure, timestamp
+from hindsight_server.cli.client import add_client_commands
+from hindsight_server.cli.portability import add_portability_commands
+from hindsight_server.cli.status import add_status_command
 from hindsight_server.config import ConfigError, Settings, load_settings
-from hindsight_server.portability_cli import add_portability_commands
-from hindsight_server.status_cli import add_status_command
 
 if TYPE_CHECKING:  # the server's packages are imported only by the commands that need them
     from hindsight_server.pipelines.jobs import JobRunner
@@ -131,7 +131,8 @@ def cmd_console(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from hindsight_server.app import StartupError, serve
+    from hindsight_server.process.errors import StartupError
+    from hindsight_server.process.server import serve
     from hindsight_server.store.migrate import SchemaMismatch
 
     settings = _settings(args)
@@ -145,7 +146,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from hindsight_server.app import schema_shape
+    from hindsight_server.process.server import schema_shape
     from hindsight_server.stack.postgres import EmbeddedPostgres, server_settings
     from hindsight_server.store.migrate import SchemaMismatch, migrate
 
@@ -209,7 +210,7 @@ async def _run_job(runner: JobRunner, name: str, now: datetime | None) -> int:
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
-    from hindsight_server.app import open_jobs
+    from hindsight_server.process.server import open_jobs
 
     async def work(settings: Settings) -> int:
         async with open_jobs(settings) as runner:
@@ -221,9 +222,9 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
 
 def cmd_tenants(args: argparse.Namespace) -> int:
-    from hindsight_server.app import open_api_keys
     from hindsight_server.domain.errors import InvalidArgument
     from hindsight_server.domain.principal import parse_scopes
+    from hindsight_server.process.server import open_api_keys
 
     try:  # before the database starts: a typo costs nothing
         creating = args.tenants_command == "create"
@@ -286,9 +287,9 @@ def _on_database(
 ) -> int:
     """Runs `work` against the configured database (or the embedded one `hindsight up` keeps in the
     data dir), mapping start-up problems to a message and an exit code."""
-    from hindsight_server.app import StartupError
     from hindsight_server.config import embedded_database_missing
     from hindsight_server.domain.errors import HindsightError
+    from hindsight_server.process.errors import StartupError
     from hindsight_server.stack.postgres import EmbeddedPostgres, server_settings
     from hindsight_server.store.migrate import SchemaMismatch
 

@@ -19,7 +19,6 @@ from grpc_health.v1._async import HealthServicer
 
 from embedder.client import TritonEmbedder, TritonReranker
 from hindsight.telemetry import tracing_enabled
-from hindsight_server.app_telemetry import attach_status, install_telemetry, recorder_for, watch_backlog
 from hindsight_server.config import Settings
 from hindsight_server.domain.admission import Admission
 from hindsight_server.domain.clock import Clock, system_clock
@@ -51,6 +50,8 @@ from hindsight_server.pipelines.statistics import StatisticsRefresh
 from hindsight_server.pipelines.tenants import ApiKeys
 from hindsight_server.pipelines.webhooks import WebhookDispatcher, WebhookRegistry, WebhookSettings
 from hindsight_server.pipelines.write import WritePipeline, WriteSettings
+from hindsight_server.process.errors import StartupError
+from hindsight_server.process.telemetry import attach_status, install_telemetry, recorder_for, watch_backlog
 from hindsight_server.rpc.admission import AdmissionInterceptor
 from hindsight_server.rpc.auth import AuthInterceptor
 from hindsight_server.rpc.server import add_port, build_server, set_inference_serving, set_serving
@@ -74,10 +75,6 @@ from hindsight_server.store.webhooks import WebhookStore
 from hindsight_server.telemetry.status import StatusBoard
 
 log = logging.getLogger(__name__)
-
-
-class StartupError(RuntimeError):
-    """The server cannot start; the message says why and what to do."""
 
 
 @dataclass

@@ -29,7 +29,7 @@ from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from hindsight.client import HindsightClient
 from hindsight.v1 import memory_pb2 as pb
 from hindsight.v1 import webhooks_pb2 as hooks_pb
-from hindsight_server.cli_args import (
+from hindsight_server.cli.args import (
     EXIT_USAGE,
     Connection,
     add_connection_options,

@@ -33,7 +33,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from hindsight.v1 import memory_pb2 as pb
-from hindsight_server.cli_args import (
+from hindsight_server.cli.args import (
     EXIT_RPC_ERROR,
     EXIT_USAGE,
     Connection,

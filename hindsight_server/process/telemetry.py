@@ -1,4 +1,4 @@
-"""The composition root's telemetry wiring (kept beside app.py so that file only calls it): the
+"""The composition root's telemetry wiring (kept beside process/server.py so that file only calls it): the
 process's OpenTelemetry SDK from the settings, and one server's status board with the Ops/Status
 service and the backlog count."""
 
@@ -13,6 +13,7 @@ from hindsight.telemetry import InstalledTelemetry, TelemetryConfig, TelemetryCo
 from hindsight_server.config import Settings
 from hindsight_server.inference.tier import InferenceTier
 from hindsight_server.inference.tracing import cache_figures, inference_figures
+from hindsight_server.process.errors import StartupError
 from hindsight_server.rpc.ops import add_ops_service
 from hindsight_server.store.routing import ReadRouting
 from hindsight_server.store.stats import pending_embeddings, pool_figures
@@ -36,9 +37,6 @@ def install_telemetry(settings: Settings) -> InstalledTelemetry | None:
             )
         )
     except TelemetryConfigError as exc:
-        # Imported here: app.py imports this module (it is the composition root's telemetry wiring).
-        from hindsight_server.app import StartupError
-
         raise StartupError(f"telemetry: {exc}") from exc
 
 

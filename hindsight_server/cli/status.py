@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from hindsight.client import DEFAULT_TARGET
 from hindsight.tls import ClientTls
-from hindsight_server.cli_args import EXIT_UNREACHABLE, add_tls_options, client_tls
+from hindsight_server.cli.args import EXIT_UNREACHABLE, add_tls_options, client_tls
 
 if TYPE_CHECKING:
     from hindsight_server.stack.replicas import ReplicaStatus
