@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 
-import asyncpg
 import grpc
 
 from hindsight.telemetry import InstalledTelemetry, TelemetryConfig, TelemetryConfigError, install
@@ -15,6 +14,7 @@ from hindsight_server.inference.tier import InferenceTier
 from hindsight_server.inference.tracing import cache_figures, inference_figures
 from hindsight_server.process.errors import StartupError
 from hindsight_server.rpc.ops import add_ops_service
+from hindsight_server.store.pool import BoundedPool
 from hindsight_server.store.routing import ReadRouting
 from hindsight_server.store.stats import pending_embeddings, pool_figures
 from hindsight_server.telemetry.recorder import Recorder
@@ -48,7 +48,7 @@ def attach_status(
     server: grpc.aio.Server,
     settings: Settings,
     recorder: Recorder,
-    pool: asyncpg.Pool,
+    pool: BoundedPool,
     inference: InferenceTier | None,
     routing: ReadRouting,
 ) -> StatusBoard:
@@ -68,7 +68,7 @@ def attach_status(
     return board
 
 
-async def watch_backlog(board: StatusBoard, pool: asyncpg.Pool, settings: Settings) -> None:
+async def watch_backlog(board: StatusBoard, pool: BoundedPool, settings: Settings) -> None:
     config = settings.telemetry
     await board.watch_backlog(
         functools.partial(pending_embeddings, pool), config.backlog_interval_s, config.backlog_cap

@@ -15,7 +15,7 @@ from hindsight_server.bench import cpu
 from hindsight_server.bench.eval_corpus import eval_corpus, eval_query
 from hindsight_server.bench.evaluate import EvalFileError
 from hindsight_server.bench.recall import report, run_recall_bench
-from hindsight_server.process.server import RunningServer
+from hindsight_server.process.running import RunningServer
 
 
 def test_items_cycle_into_one_users_memory(eval_file: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from hindsight_server.bench.eval_corpus import eval_corpus
 from hindsight_server.bench.write import report, run_write_bench
-from hindsight_server.process.server import RunningServer
+from hindsight_server.process.running import RunningServer
 
 
 async def test_write_bench_times_every_call(server: RunningServer) -> None:

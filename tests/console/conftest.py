@@ -25,7 +25,9 @@ from hindsight.client import HindsightClient
 from hindsight_server.config import Settings
 from hindsight_server.domain.principal import parse_scopes
 from hindsight_server.pipelines.tenants import ApiKeys
-from hindsight_server.process.server import RunningServer, open_api_keys, start_server
+from hindsight_server.process.offline import open_api_keys
+from hindsight_server.process.running import RunningServer
+from hindsight_server.process.server import start_server
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"

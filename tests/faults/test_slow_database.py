@@ -19,7 +19,8 @@ import pytest
 
 from hindsight.client import HindsightClient
 from hindsight_server.config import Settings
-from hindsight_server.process.server import RunningServer, start_server
+from hindsight_server.process.running import RunningServer
+from hindsight_server.process.server import start_server
 from tests.faults.conftest import SECTION
 from tests.support.figures import by_code, report
 

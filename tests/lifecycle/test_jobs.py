@@ -23,7 +23,7 @@ from hindsight_server.pipelines.jobs import (
 )
 from hindsight_server.pipelines.lifecycle import LifecycleJobs, LifecycleSettings
 from hindsight_server.pipelines.write import WritePipeline, WriteSettings
-from hindsight_server.process.server import RunningServer
+from hindsight_server.process.running import RunningServer
 from hindsight_server.store.job_failures import JobItemFailures
 from hindsight_server.store.jobs import JobRun, JobStore
 from hindsight_server.store.lifecycle import LifecycleStore

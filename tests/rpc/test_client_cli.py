@@ -15,7 +15,7 @@ from typing import Any
 from hindsight.client import HindsightClient
 from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.cli.parser import build_parser
-from hindsight_server.process.server import RunningServer
+from hindsight_server.process.running import RunningServer
 from tests.support.memory_fields import MemoryFields
 from tests.support.processes import CliResult, free_port, run_cli
 

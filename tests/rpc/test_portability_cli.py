@@ -22,7 +22,7 @@ from google.protobuf import json_format
 from hindsight.client import HindsightClient
 from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.cli.portability import memory_line
-from hindsight_server.process.server import RunningServer
+from hindsight_server.process.running import RunningServer
 from tests.support.eventually import eventually
 from tests.support.processes import HINDSIGHT, CliResult, free_port, run_cli
 

@@ -57,7 +57,7 @@ async def test_a_task_that_never_stops_is_named_and_left_behind(
     running.spawn(_deaf_to(10_000, ended, released), "deaf-to-cancels")
     await asyncio.sleep(0.1)
     started = time.monotonic()
-    with caplog.at_level(logging.ERROR, logger="hindsight_server.process.server"):
+    with caplog.at_level(logging.ERROR, logger="hindsight_server.process.running"):
         await running.stop()
     try:
         assert time.monotonic() - started < GRACE_S + 1.0 + SLACK_S
