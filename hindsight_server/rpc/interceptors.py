@@ -8,10 +8,10 @@ from typing import Any, TypeAlias
 
 import grpc
 
+from hindsight_server.domain.deadline import bind_call_deadline
 from hindsight_server.rpc.context import REQUEST_ID_HEADER, bind_request_id, request_id_from
 from hindsight_server.rpc.errors import Behavior, StreamBehavior, map_errors, map_stream_errors, stream_items
 from hindsight_server.rpc.wire import tolerant
-from hindsight_server.store.budget import bind_call_deadline
 
 Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"  # generic only in the type stubs
 
