@@ -32,6 +32,7 @@ from hindsight_server.cli.portability import add_portability_commands
 from hindsight_server.cli.server import add_server_commands
 from hindsight_server.cli.status import add_status_command
 from hindsight_server.cli.tenants import add_tenants_commands
+from hindsight_server.cli.webhooks import add_webhook_commands
 from hindsight_server.config import ConfigError
 
 
@@ -62,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_jobs_commands(commands)
     add_tenants_commands(commands)
     add_client_commands(commands)
+    add_webhook_commands(commands)
     add_portability_commands(commands)
     add_gateway_commands(commands)
     add_eval_command(commands)

@@ -36,6 +36,8 @@ from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.cli.args import (
     EXIT_RPC_ERROR,
     EXIT_USAGE,
+    KINDS,
+    TIERS,
     Connection,
     Progress,
     add_connection_options,
@@ -51,15 +53,6 @@ EXIT_DECLINED = 1
 MARKER = "hindsight_export"
 FORMAT_VERSION = 1
 DEFAULT_BATCH_SIZE = 200
-
-
-def _enum_names(enum: Any, prefix: str) -> list[str]:
-    names: list[str] = list(enum.DESCRIPTOR.values_by_name)
-    return [name.removeprefix(prefix).lower() for name in names if not name.endswith("_UNSPECIFIED")]
-
-
-TIERS = _enum_names(pb.Tier, "TIER_")
-KINDS = _enum_names(pb.Kind, "KIND_")
 
 
 def _positive(text: str) -> int:
