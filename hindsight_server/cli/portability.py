@@ -47,7 +47,7 @@ from hindsight_server.cli.args import (
     typed_dict,
 )
 
-# The exit codes of every client command (cli_args.py); declining the confirmation is a refusal too.
+# The exit codes of every client command (args.py); declining the confirmation is a refusal too.
 EXIT_DECLINED = 1
 
 MARKER = "hindsight_export"
@@ -577,7 +577,7 @@ async def _tick(shown: Progress) -> None:
 
 
 def _connection(sub: argparse.ArgumentParser, timeout_help: str) -> None:
-    """The options every client command takes (cli_args.py), TLS included; progress on stderr."""
+    """The options every client command takes (args.py), TLS included; progress on stderr."""
     add_connection_options(sub, timeout=None, timeout_help=timeout_help)
     add_progress_option(sub)
 

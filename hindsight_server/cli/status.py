@@ -5,7 +5,7 @@ rpc/ops.py).
 
 Give every server's own address: behind the nginx gateway a call reaches one server chosen by it, so
 the gateway's address shows whichever server answered. Exit status: 0 when every target answered, 3
-(the client commands' "not reached", cli_args.py) when one could not be reached (its line says why).
+(the client commands' "not reached", args.py) when one could not be reached (its line says why).
 """
 
 from __future__ import annotations

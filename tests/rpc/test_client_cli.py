@@ -1,4 +1,4 @@
-"""The client commands (hindsight_server/client_cli.py, cli_args.py) run as a user runs them: real child
+"""The client commands (hindsight_server/cli/client.py, args.py) run as a user runs them: real child
 processes against the session's real server. Sessions, the pending area and history from a shell; `get`
 readable and typed; the hint when no server answers; `--version`; help on every flag; progress on stderr
 only when asked for."""

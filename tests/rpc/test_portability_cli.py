@@ -1,4 +1,4 @@
-"""`hindsight export | import | erase` (hindsight_server/portability_cli.py) run as a user runs them: real
+"""`hindsight export | import | erase` (hindsight_server/cli/portability.py) run as a user runs them: real
 child processes, against the session's real server or, for what must fail before any call, against a
 port where nothing listens (so a call that should not have been made shows up as "cannot reach", exit 3)."""
 
