@@ -1,7 +1,7 @@
 """`hindsight console [--listen HOST:PORT] [--target HOST:PORT] [TLS options]`: serve the web console.
 
 Only light imports at module level: the `hindsight` command builds its parser from here. The TLS
-options are the other client commands' (hindsight_server/cli_args.py adds them; `--tls-*`).
+options are the other client commands' (hindsight_server/cli/args.py adds them; `--tls-*`).
 """
 
 from __future__ import annotations

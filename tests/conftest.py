@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from hindsight.client import HindsightClient
-from hindsight_server.app import RunningServer, start_server
 from hindsight_server.config import Settings, load_settings
+from hindsight_server.process.running import RunningServer
+from hindsight_server.process.server import start_server
 
 pytest_plugins = ["tests.fixtures.postgres", "tests.fixtures.triton"]
 

@@ -8,10 +8,10 @@ from typing import Any, TypeAlias
 
 import grpc
 
+from hindsight_server.domain.deadline import bind_call_deadline
 from hindsight_server.rpc.context import REQUEST_ID_HEADER, bind_request_id, request_id_from
 from hindsight_server.rpc.errors import Behavior, StreamBehavior, map_errors, map_stream_errors, stream_items
 from hindsight_server.rpc.wire import tolerant
-from hindsight_server.store.budget import bind_call_deadline
 
 Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"  # generic only in the type stubs
 
@@ -57,7 +57,7 @@ class UnaryInterceptor(grpc.aio.ServerInterceptor):
 class RequestIdInterceptor(UnaryInterceptor):
     """Takes `x-request-id` from the caller (or makes one), binds it for logs, echoes it back in the
     trailing metadata (an error's status carries it too: rpc/errors.py); and binds the call's remaining
-    deadline for the store, whose statements get that long (store/budget.py).
+    deadline (domain/deadline.py) for the store, whose statements get that long (store/budget.py).
 
     Nothing is sent before the answer: a call refused before any header went out (shed, a server away)
     is one that gRPC's own retries may run again, waiting the server's pushback."""

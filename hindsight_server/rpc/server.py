@@ -85,7 +85,7 @@ def build_server(
     )
     pb_grpc.add_MemoryServiceServicer_to_server(servicer, server)
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
-    # Ops is added by app_telemetry.attach_status (rpc/ops.py), WebhooksService by the app
+    # Ops is added by process/telemetry.py attach_status (rpc/ops.py), WebhooksService by process/server.py
     # (rpc/webhooks.py); reflection lists them from here.
     enable_reflection(
         server,

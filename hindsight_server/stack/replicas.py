@@ -44,6 +44,8 @@ MARKER = "hindsight-replica.json"
 SLOT_PREFIX = "hindsight_replica_"
 PORT = 5432
 _CONNECT_ERRORS = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+# What the statements here fail with, named for the supervisor: asyncpg stays in this module and store/.
+ReplicationError = asyncpg.PostgresError
 
 
 def bin_dir() -> Path:

@@ -30,8 +30,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import asyncpg
-
 from console.config import HEALTH_PATH as CONSOLE_HEALTH_PATH
 from console.config import ConsoleConfigError, ConsoleSettings, load_console_settings
 from embedder.repository import EncoderModelOptions
@@ -54,6 +52,7 @@ from hindsight_server.stack.replicas import (
     Primary,
     Replica,
     ReplicaStatus,
+    ReplicationError,
     drop_unused_slots,
     replica_status,
 )
@@ -438,7 +437,7 @@ class Stack:
         count = self.replicas or 0
         try:
             await drop_unused_slots(dsn, keep=count)
-        except asyncpg.PostgresError as exc:
+        except ReplicationError as exc:
             log.warning("could not drop the slots of replicas not started now: %s", exc)
         if not count:
             return

@@ -3,18 +3,19 @@ default for work outside a call (the lifecycle jobs, the embedding worker) and c
 A caller that allows a WriteBatch 30 s gets its statements 30 s; one that allows 200 ms gets its
 statements cancelled at 200 ms, with DEADLINE_EXCEEDED from the server itself.
 
-The transport binds each call's deadline (rpc/interceptors.py); the pool's connections apply the budget
-to every statement as asyncpg's timeout, which cancels the statement on the server when it passes."""
+The transport binds each call's deadline (rpc/interceptors.py, into domain/deadline.py); the pool's
+connections apply the budget to every statement as asyncpg's timeout, which cancels the statement on the
+server when it passes."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
 from typing import Any, ClassVar, TypeVar
 
 import asyncpg
 
+from hindsight_server.domain.deadline import call_deadline
 from hindsight_server.store.tracing import TracedConnection
 
 T = TypeVar("T")
@@ -23,18 +24,11 @@ T = TypeVar("T")
 ANSWER_MARGIN_S = 0.02
 MIN_BUDGET_S = 0.001  # asyncpg treats 0 as no timeout
 
-_CALL_DEADLINE: ContextVar[float | None] = ContextVar("hindsight_call_deadline", default=None)
-
-
-def bind_call_deadline(time_remaining_s: float | None) -> None:
-    """The current call's deadline, from grpc's time_remaining() (None: the caller set none)."""
-    _CALL_DEADLINE.set(None if time_remaining_s is None else time.monotonic() + time_remaining_s)
-
 
 def acquire_budget_s(limit_s: float) -> float:
     """How long a wait for a pooled connection may last: `limit_s`, or less when the call has less
     left (a caller that allows 200 ms is not kept waiting a second for a connection)."""
-    deadline = _CALL_DEADLINE.get()
+    deadline = call_deadline()
     if deadline is None:
         return limit_s
     return max(min(limit_s, deadline - time.monotonic() - ANSWER_MARGIN_S), MIN_BUDGET_S)
@@ -70,7 +64,7 @@ class BudgetedConnection(asyncpg.Connection):  # type: ignore[misc]  # asyncpg h
         self.replayed = max(self.replayed, position)
 
     def _budget(self) -> tuple[float, bool]:
-        deadline = _CALL_DEADLINE.get()
+        deadline = call_deadline()
         if deadline is None:
             return self.default_budget_s, False
         left = deadline - time.monotonic() - ANSWER_MARGIN_S

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from hindsight_server.app import RunningServer
 from hindsight_server.bench.console import report, run_console_bench
+from hindsight_server.process.running import RunningServer
 
 
 async def test_console_bench_times_every_page(server: RunningServer) -> None:

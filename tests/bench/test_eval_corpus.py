@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from hindsight.client import HindsightClient
-from hindsight_server.app import RunningServer
 from hindsight_server.bench import cpu
 from hindsight_server.bench.eval_corpus import eval_corpus, eval_query
 from hindsight_server.bench.evaluate import EvalFileError
 from hindsight_server.bench.recall import report, run_recall_bench
+from hindsight_server.process.running import RunningServer
 
 
 def test_items_cycle_into_one_users_memory(eval_file: Path) -> None:

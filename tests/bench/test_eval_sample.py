@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from hindsight_server import cli
 from hindsight_server.bench.eval_corpus import eval_corpus
 from hindsight_server.bench.evaluate import EvalFileError, RecallScores, load_eval_file
+from hindsight_server.cli.args import EXIT_USAGE
+from hindsight_server.cli.parser import build_parser, main
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = REPO_ROOT / "docs" / "examples" / "eval-sample.json"
@@ -105,12 +106,12 @@ def _defaults(parser: argparse.ArgumentParser) -> list[str]:
 
 
 def test_no_command_defaults_to_a_file_outside_the_repository() -> None:
-    defaults = _defaults(cli.build_parser())
+    defaults = _defaults(build_parser())
     assert [value for value in defaults if value.startswith("..") or "/shared/" in value] == []
 
 
 def test_the_neighbour_bench_asks_for_its_corpus(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["bench", "neighbour"]) == cli.EXIT_USAGE
+    assert main(["bench", "neighbour"]) == EXIT_USAGE
     error = capsys.readouterr().err
     assert "--corpus FILE is required" in error and "docs/eval-format.md" in error
 
@@ -118,6 +119,6 @@ def test_the_neighbour_bench_asks_for_its_corpus(capsys: pytest.CaptureFixture[s
 def test_a_bare_corpus_flag_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     """--corpus takes a file: it no longer stands for a default one."""
     with pytest.raises(SystemExit) as exited:
-        cli.build_parser().parse_args(["bench", "recall", "--corpus"])
+        build_parser().parse_args(["bench", "recall", "--corpus"])
     assert exited.value.code == 2
     assert "--corpus" in capsys.readouterr().err

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from hindsight_server.app import RunningServer
 from hindsight_server.bench.feed import report, run_feed_bench
+from hindsight_server.process.running import RunningServer
 
 
 async def test_feed_bench_follows_every_write_to_its_event(server: RunningServer) -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import random
 
-from hindsight_server.app import RunningServer
 from hindsight_server.bench.mcp import report, run_mcp_bench
+from hindsight_server.process.running import RunningServer
 
 
 async def test_mcp_bench_times_both_paths(server: RunningServer) -> None:

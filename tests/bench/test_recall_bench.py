@@ -8,9 +8,9 @@ import random
 
 from hindsight.client import HindsightClient
 from hindsight.v1 import memory_pb2 as pb
-from hindsight_server.app import RunningServer
 from hindsight_server.bench.corpus import recall_corpus
 from hindsight_server.bench.recall import ensure_loaded, report, run_recall_bench
+from hindsight_server.process.running import RunningServer
 
 
 async def test_small_recall_bench_loads_once_and_measures(server: RunningServer) -> None:

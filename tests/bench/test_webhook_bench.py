@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from hindsight_server.app import start_server
 from hindsight_server.bench.webhooks import report, run_webhook_bench
 from hindsight_server.config import Settings
+from hindsight_server.process.server import start_server
 
 
 async def test_webhook_bench_counts_every_delivery(make_settings: Callable[..., Settings]) -> None:

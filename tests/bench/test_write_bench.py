@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hindsight_server.app import RunningServer
 from hindsight_server.bench.eval_corpus import eval_corpus
 from hindsight_server.bench.write import report, run_write_bench
+from hindsight_server.process.running import RunningServer
 
 
 async def test_write_bench_times_every_call(server: RunningServer) -> None:

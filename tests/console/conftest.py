@@ -22,10 +22,12 @@ import pytest
 from console.config import load_console_settings
 from console.server import ConsoleServer
 from hindsight.client import HindsightClient
-from hindsight_server.app import RunningServer, open_api_keys, start_server
 from hindsight_server.config import Settings
 from hindsight_server.domain.principal import parse_scopes
 from hindsight_server.pipelines.tenants import ApiKeys
+from hindsight_server.process.offline import open_api_keys
+from hindsight_server.process.running import RunningServer
+from hindsight_server.process.server import start_server
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"

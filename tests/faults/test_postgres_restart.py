@@ -16,9 +16,9 @@ import asyncpg
 import pytest
 
 from hindsight.client import HindsightClient
-from hindsight_server.app import start_server
 from hindsight_server.config import Settings
 from hindsight_server.domain.errors import Unavailable
+from hindsight_server.process.server import start_server
 from hindsight_server.store.errors import translate_errors
 from tests.faults.conftest import SECTION
 from tests.faults.load import WriteLoad

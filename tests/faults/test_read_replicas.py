@@ -24,11 +24,12 @@ from hindsight.client import HindsightClient
 from hindsight.consistency import TRAILER, decode_token, encode_token
 from hindsight.v1 import memory_pb2 as pb
 from hindsight.v1 import memory_pb2_grpc as pb_grpc
-from hindsight_server.app import RunningServer, start_server
 from hindsight_server.bench.replicas import report, run_replicas_bench
+from hindsight_server.cli.status import render
 from hindsight_server.config import load_settings
+from hindsight_server.process.running import RunningServer
+from hindsight_server.process.server import start_server
 from hindsight_server.rpc.ops import fetch_status
-from hindsight_server.status_cli import render
 from hindsight_server.store.pool import create_pool
 from hindsight_server.store.routing import CaughtUpPool, ReadRouting, ReplicaBehind, ReplicaState
 from tests.support.eventually import eventually

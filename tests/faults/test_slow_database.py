@@ -18,8 +18,9 @@ import grpc
 import pytest
 
 from hindsight.client import HindsightClient
-from hindsight_server.app import RunningServer, start_server
 from hindsight_server.config import Settings
+from hindsight_server.process.running import RunningServer
+from hindsight_server.process.server import start_server
 from tests.faults.conftest import SECTION
 from tests.support.figures import by_code, report
 

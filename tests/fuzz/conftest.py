@@ -16,7 +16,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hypothesis import HealthCheck, settings
 
 from hindsight.v1 import memory_pb2_grpc as pb_grpc
-from hindsight_server.app import RunningServer
+from hindsight_server.process.running import RunningServer
 from tests.fuzz.checks import TALLY
 from tests.support.figures import by_code, print_section, report
 

@@ -12,8 +12,8 @@ import pytest
 
 from hindsight.client import HindsightClient
 from hindsight.v1 import memory_pb2 as pb
-from hindsight_server.app import RunningServer
 from hindsight_server.domain.query import MAX_EMBEDDED_TURNS
+from hindsight_server.process.running import RunningServer
 
 POISON = "9" * 4400 + "人"
 

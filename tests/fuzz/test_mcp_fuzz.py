@@ -24,7 +24,7 @@ from mcp import MCPError
 from gateway_mcp.auth import hash_token
 from gateway_mcp.config import GatewaySettings, load_gateway_settings
 from gateway_mcp.tools import MAX_TOP_K, TOOLS
-from hindsight_server.app import RunningServer
+from hindsight_server.process.running import RunningServer
 from tests.fuzz.checks import TALLY
 from tests.fuzz.conftest import examples
 from tests.fuzz.strategies import ODD, PROMPT_INJECTION, SANE_TEXT, SQL, huge_text

@@ -20,7 +20,7 @@ from mcp import ClientSession
 
 from gateway_mcp.auth import hash_token
 from gateway_mcp.config import load_gateway_settings
-from hindsight_server.app import RunningServer
+from hindsight_server.process.running import RunningServer
 from tests.support.mcp_sessions import http_gateway, http_session, stdio_session
 
 Connect = Callable[..., AbstractAsyncContextManager[ClientSession]]

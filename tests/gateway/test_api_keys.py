@@ -7,8 +7,9 @@ from collections.abc import AsyncIterator, Callable
 import mcp_types as types
 import pytest
 
-from hindsight_server.app import RunningServer, start_server
 from hindsight_server.config import Settings
+from hindsight_server.process.running import RunningServer
+from hindsight_server.process.server import start_server
 from tests.gateway.conftest import Connect
 from tests.support.processes import create_key
 

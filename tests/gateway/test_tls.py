@@ -13,8 +13,8 @@ import pytest
 
 from gateway_mcp.auth import hash_token
 from gateway_mcp.config import load_gateway_settings
-from hindsight_server.app import start_server
 from hindsight_server.config import Settings
+from hindsight_server.process.server import start_server
 from tests.gateway.conftest import Connect
 from tests.support.certs import SERVER_NAME, Pki, pki, self_signed, server_tls
 from tests.support.mcp_sessions import INITIALIZE, INITIALIZE_HEADERS, http_gateway

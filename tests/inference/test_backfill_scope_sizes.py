@@ -8,13 +8,13 @@ from datetime import UTC, datetime
 
 from embedder.client import TritonEmbedder
 from embedder.triton import TritonServer
-from hindsight_server.app import RunningServer
 from hindsight_server.domain.model import Kind, MemoryDraft, Tier, VectorSpace
 from hindsight_server.domain.policy import Limits, TtlPolicy, WritePolicy
 from hindsight_server.inference.tier import InferenceTier
 from hindsight_server.pipelines.backfill import BackfillSettings, EmbeddingBackfill
 from hindsight_server.pipelines.scope_sizes import ScopeSizes
 from hindsight_server.pipelines.write import WritePipeline, WriteSettings
+from hindsight_server.process.running import RunningServer
 from hindsight_server.store.memories import MemoryStore
 
 

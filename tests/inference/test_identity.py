@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from hindsight.client import HindsightClient
-from hindsight_server.app import RunningServer
 from hindsight_server.bench.conflicts import load_cases, report, run_conflict_bench
+from hindsight_server.process.running import RunningServer
 from tests.support.memory_fields import MemoryFields
 
 FACT: MemoryFields = {"tier": "semantic", "kind": "fact"}

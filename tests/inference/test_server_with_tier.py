@@ -14,8 +14,10 @@ import pytest
 from embedder.triton import TritonServer
 from hindsight.client import HindsightClient, memory_input
 from hindsight.v1 import memory_pb2 as pb
-from hindsight_server.app import RunningServer, StartupError, start_server
 from hindsight_server.config import Settings
+from hindsight_server.process.errors import StartupError
+from hindsight_server.process.running import RunningServer
+from hindsight_server.process.server import start_server
 from tests.fixtures.triton import TEST_MAX_CHARS
 from tests.support.eventually import eventually
 from tests.support.figures import report

@@ -11,9 +11,10 @@ import asyncpg
 import pytest
 
 from hindsight.client import HindsightClient
-from hindsight_server.app import RunningServer, start_server
 from hindsight_server.config import Settings
 from hindsight_server.pipelines.jobs import JobRunner
+from hindsight_server.process.running import RunningServer
+from hindsight_server.process.server import start_server
 from tests.conftest import MovableClock
 
 StartServer = Callable[..., Awaitable[RunningServer]]

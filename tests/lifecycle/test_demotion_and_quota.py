@@ -9,8 +9,8 @@ import asyncpg
 
 from hindsight.client import HindsightClient
 from hindsight.v1 import memory_pb2 as pb
-from hindsight_server.app import RunningServer
 from hindsight_server.pipelines.jobs import JobRunner
+from hindsight_server.process.running import RunningServer
 from tests.conftest import MovableClock
 from tests.lifecycle.checks import audit_rows, statuses
 from tests.lifecycle.conftest import StartServer

@@ -11,7 +11,6 @@ import pytest
 
 from hindsight.client import HindsightClient
 from hindsight.v1 import memory_pb2 as pb
-from hindsight_server.app import RunningServer
 from hindsight_server.domain.policy import Limits, TtlPolicy, WritePolicy
 from hindsight_server.pipelines.item_isolation import ItemIsolation
 from hindsight_server.pipelines.jobs import (
@@ -24,6 +23,7 @@ from hindsight_server.pipelines.jobs import (
 )
 from hindsight_server.pipelines.lifecycle import LifecycleJobs, LifecycleSettings
 from hindsight_server.pipelines.write import WritePipeline, WriteSettings
+from hindsight_server.process.running import RunningServer
 from hindsight_server.store.job_failures import JobItemFailures
 from hindsight_server.store.jobs import JobRun, JobStore
 from hindsight_server.store.lifecycle import LifecycleStore

@@ -13,9 +13,9 @@ import pytest
 
 from gateway_mcp.config import load_gateway_settings
 from hindsight.client import HindsightClient
-from hindsight_server.app import RunningServer
 from hindsight_server.bench.corpus import recall_corpus
 from hindsight_server.bench.recall import ensure_loaded
+from hindsight_server.process.running import RunningServer
 from loadtests.run import figures, locust_argv, report
 from tests.support.mcp_sessions import http_gateway
 

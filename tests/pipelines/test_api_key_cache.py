@@ -10,12 +10,12 @@ from collections.abc import AsyncIterator, Callable
 import asyncpg
 import pytest
 
-from hindsight_server.app import open_api_keys
 from hindsight_server.config import Settings
 from hindsight_server.domain.clock import system_clock
 from hindsight_server.domain.errors import Unauthenticated
 from hindsight_server.domain.principal import Scope
 from hindsight_server.pipelines.tenants import ApiKeys
+from hindsight_server.process.offline import open_api_keys
 from hindsight_server.store.tenants import ApiKeyRecord, ApiKeyStore
 
 

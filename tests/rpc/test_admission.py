@@ -14,8 +14,9 @@ from google.rpc import error_details_pb2
 from hindsight.client import HindsightClient
 from hindsight.v1 import memory_pb2 as pb
 from hindsight.v1 import memory_pb2_grpc as pb_grpc
-from hindsight_server.app import RunningServer, start_server
 from hindsight_server.config import Settings
+from hindsight_server.process.running import RunningServer
+from hindsight_server.process.server import start_server
 from hindsight_server.rpc.auth import AUTHORIZATION_HEADER
 from hindsight_server.rpc.errors import PUSHBACK_HEADER
 from tests.support.processes import create_key

@@ -14,7 +14,7 @@ from grpc_status import rpc_status
 
 from hindsight.v1 import memory_pb2 as pb
 from hindsight.v1 import memory_pb2_grpc as pb_grpc
-from hindsight_server.app import RunningServer
+from hindsight_server.process.running import RunningServer
 
 TENANT = "bad-input"
 

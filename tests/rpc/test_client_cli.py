@@ -1,4 +1,4 @@
-"""The client commands (hindsight_server/client_cli.py, cli_args.py) run as a user runs them: real child
+"""The client commands (hindsight_server/cli/client.py, args.py) run as a user runs them: real child
 processes against the session's real server. Sessions, the pending area and history from a shell; `get`
 readable and typed; the hint when no server answers; `--version`; help on every flag; progress on stderr
 only when asked for."""
@@ -14,8 +14,8 @@ from typing import Any
 
 from hindsight.client import HindsightClient
 from hindsight.v1 import memory_pb2 as pb
-from hindsight_server.app import RunningServer
-from hindsight_server.cli import build_parser
+from hindsight_server.cli.parser import build_parser
+from hindsight_server.process.running import RunningServer
 from tests.support.memory_fields import MemoryFields
 from tests.support.processes import CliResult, free_port, run_cli
 

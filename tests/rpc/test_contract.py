@@ -23,7 +23,7 @@ from hindsight.client import HindsightClient
 from hindsight.ops.v1 import ops_pb2
 from hindsight.v1 import memory_pb2 as pb
 from hindsight.v1 import memory_pb2_grpc as pb_grpc
-from hindsight_server.app import RunningServer
+from hindsight_server.process.running import RunningServer
 
 BASELINE = Path(__file__).resolve().parents[2] / "proto" / "buf-baseline.binpb"
 _MESSAGE_TYPES = (FieldDescriptorProto.TYPE_MESSAGE, FieldDescriptorProto.TYPE_GROUP)

@@ -11,8 +11,8 @@ import pytest
 from google.rpc import error_details_pb2
 
 from hindsight.client import HindsightClient
-from hindsight_server.app import start_server
 from hindsight_server.config import Settings
+from hindsight_server.process.server import start_server
 from tests.support.eventually import eventually
 from tests.support.rich_errors import detail
 from tests.support.tcp_proxy import CuttableProxy

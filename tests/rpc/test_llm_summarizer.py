@@ -17,8 +17,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from hindsight.client import HindsightClient
-from hindsight_server.app import start_server
 from hindsight_server.config import Settings
+from hindsight_server.process.server import start_server
 from tests.support.processes import free_port
 
 

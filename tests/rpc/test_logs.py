@@ -14,8 +14,8 @@ import grpc
 import pytest
 
 from hindsight.client import HindsightClient, memory_input
-from hindsight_server.app import start_server
 from hindsight_server.config import Settings
+from hindsight_server.process.server import start_server
 from tests.support.processes import Background, create_key
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from hindsight.client import HindsightClient, memory_input
 from hindsight.v1 import memory_pb2 as pb
-from hindsight_server.app import RunningServer
+from hindsight_server.process.running import RunningServer
 
 
 async def test_write_then_get_round_trips_every_field(client: HindsightClient, tenant: str) -> None:

@@ -17,8 +17,8 @@ import pytest
 from hindsight.client import HindsightClient, memory_input
 from hindsight.v1 import memory_pb2 as pb
 from hindsight.v1 import memory_pb2_grpc as pb_grpc
-from hindsight_server.app import start_server
 from hindsight_server.config import Settings
+from hindsight_server.process.server import start_server
 from tests.conftest import MovableClock
 from tests.support.memory_fields import MemoryFields
 

@@ -1,4 +1,4 @@
-"""`hindsight export | import | erase` (hindsight_server/portability_cli.py) run as a user runs them: real
+"""`hindsight export | import | erase` (hindsight_server/cli/portability.py) run as a user runs them: real
 child processes, against the session's real server or, for what must fail before any call, against a
 port where nothing listens (so a call that should not have been made shows up as "cannot reach", exit 3)."""
 
@@ -21,8 +21,8 @@ from google.protobuf import json_format
 
 from hindsight.client import HindsightClient
 from hindsight.v1 import memory_pb2 as pb
-from hindsight_server.app import RunningServer
-from hindsight_server.portability_cli import memory_line
+from hindsight_server.cli.portability import memory_line
+from hindsight_server.process.running import RunningServer
 from tests.support.eventually import eventually
 from tests.support.processes import HINDSIGHT, CliResult, free_port, run_cli
 

@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 from hindsight.client import HindsightClient, memory_input
 from hindsight.v1 import memory_pb2 as pb
-from hindsight_server.app import RunningServer, start_server
 from hindsight_server.config import Settings
+from hindsight_server.process.running import RunningServer
+from hindsight_server.process.server import start_server
 from tests.conftest import MovableClock
 
 

@@ -17,11 +17,12 @@ import pytest
 
 from hindsight.client import HindsightClient
 from hindsight.v1 import memory_pb2 as pb
-from hindsight_server.app import RunningServer, start_server
 from hindsight_server.config import ConfigError, Settings, load_settings
 from hindsight_server.domain.audit import RecallServed, query_hash
 from hindsight_server.domain.clock import system_clock
 from hindsight_server.pipelines.audit import AuditSettings, RecallAudit
+from hindsight_server.process.running import RunningServer
+from hindsight_server.process.server import start_server
 from hindsight_server.store.audit import AuditStore
 from tests.support.eventually import eventually
 from tests.support.memory_fields import MemoryFields

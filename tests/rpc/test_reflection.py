@@ -21,7 +21,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, json_format, messag
 from grpc_reflection.v1alpha import reflection_pb2
 
 from hindsight.ops.v1 import ops_pb2, ops_pb2_grpc
-from hindsight_server.app import RunningServer
+from hindsight_server.process.running import RunningServer
 from hindsight_server.rpc.ops import figures_from_answer
 
 BUF = Path(__file__).resolve().parents[2] / ".venv" / "buf" / "node_modules" / ".bin" / "buf"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 
 from hindsight.client import HindsightClient, memory_input
-from hindsight_server.app import RunningServer
 from hindsight_server.domain.search_plan import ScopeSize
 from hindsight_server.pipelines.scope_sizes import TTL_S, ScopeSizes
+from hindsight_server.process.running import RunningServer
 from hindsight_server.store.memories import MemoryStore
 from tests.support.eventually import eventually
 

@@ -21,8 +21,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hindsight.client import LONG_CALL_S, HindsightClient, memory_input
 from hindsight.tls import ClientTls
 from hindsight.v1 import memory_pb2 as pb
-from hindsight_server.app import RunningServer, start_server
 from hindsight_server.config import Settings
+from hindsight_server.process.running import RunningServer
+from hindsight_server.process.server import start_server
 from hindsight_server.rpc.auth import METHOD_SCOPES
 from hindsight_server.rpc.ops import StatusUnavailable, fetch_status
 from tests.support.certs import self_signed

@@ -13,8 +13,8 @@ from collections.abc import Callable
 import asyncpg
 import pytest
 
-from hindsight_server.app import start_server
 from hindsight_server.config import Settings
+from hindsight_server.process.server import start_server
 
 GRACE_S = 0.3
 # The stop's own steps (health, the gRPC server, flushes) on a loaded CI machine, beyond the patience.
@@ -57,7 +57,7 @@ async def test_a_task_that_never_stops_is_named_and_left_behind(
     running.spawn(_deaf_to(10_000, ended, released), "deaf-to-cancels")
     await asyncio.sleep(0.1)
     started = time.monotonic()
-    with caplog.at_level(logging.ERROR, logger="hindsight_server.app"):
+    with caplog.at_level(logging.ERROR, logger="hindsight_server.process.running"):
         await running.stop()
     try:
         assert time.monotonic() - started < GRACE_S + 1.0 + SLACK_S

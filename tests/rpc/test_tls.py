@@ -13,8 +13,9 @@ import pytest
 
 from hindsight.client import HindsightClient
 from hindsight.tls import ClientTls
-from hindsight_server.app import RunningServer, start_server
 from hindsight_server.config import ConfigError, Settings
+from hindsight_server.process.running import RunningServer
+from hindsight_server.process.server import start_server
 from tests.support.certs import SERVER_NAME, Pki, pki, server_tls
 from tests.support.processes import run_cli
 

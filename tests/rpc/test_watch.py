@@ -14,9 +14,10 @@ import pytest
 
 from hindsight.client import HindsightClient
 from hindsight.v1 import memory_pb2 as pb
-from hindsight_server.app import RunningServer, start_server
 from hindsight_server.config import Settings
 from hindsight_server.domain.feed import EventType, NewEvent
+from hindsight_server.process.running import RunningServer
+from hindsight_server.process.server import start_server
 from hindsight_server.store.feed import FeedStore, record_events
 from tests.support.memory_fields import MemoryFields
 from tests.support.processes import create_key

@@ -20,11 +20,12 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from hindsight.client import HindsightClient
 from hindsight.v1 import webhooks_pb2 as hooks_pb
-from hindsight_server.app import RunningServer, start_server
 from hindsight_server.config import Settings
 from hindsight_server.domain.webhooks import AddressPolicy, parse_url
 from hindsight_server.outbound.webhook_http import WebhookSender
 from hindsight_server.pipelines.feed import FeedPipeline, FeedSettings
+from hindsight_server.process.running import RunningServer
+from hindsight_server.process.server import start_server
 from hindsight_server.rpc.auth import WEBHOOK_METHOD_SCOPES
 from hindsight_server.store.feed import FeedStore
 from tests.fixtures.postgres import dsn_for_database

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hindsight_server.app import RunningServer
+from hindsight_server.process.running import RunningServer
 from tests.support.processes import free_port, run_cli
 
 EVAL_FILE = {

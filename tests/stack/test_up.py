@@ -63,7 +63,7 @@ async def test_up_serves_the_readme_example_and_stops_cleanly(tmp_path: Path) ->
             through_mcp = await session.call_tool("memory_recall", {"session_id": "s9", "query": "靠窗"})
         assert through_mcp.structured_content is not None, through_mcp
         assert memory_id in [hit["id"] for hit in through_mcp.structured_content["hits"]]
-        server_pids = [int(p) for p in re.findall(r"INFO (\d+) hindsight_server.app", stack.output)]
+        server_pids = [int(p) for p in re.findall(r"INFO (\d+) hindsight_server\.process\.", stack.output)]
         server_pids += [
             int(p) for p in re.findall(r"hindsight mcp listening on \S+ .*pid (\d+)", stack.output)
         ]

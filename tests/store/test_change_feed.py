@@ -9,9 +9,9 @@ from datetime import UTC, date, datetime, time, timedelta
 import asyncpg
 
 from hindsight.client import HindsightClient
-from hindsight_server.app import RunningServer
 from hindsight_server.domain.feed import START, ChangeEvent, Cursor, EventType, FeedQuery, NewEvent
 from hindsight_server.pipelines.feed import FeedPipeline, FeedSettings
+from hindsight_server.process.running import RunningServer
 from hindsight_server.store.feed import FeedStore, record_events
 from hindsight_server.store.lifecycle import LifecycleStore
 from tests.support.memory_fields import MemoryFields

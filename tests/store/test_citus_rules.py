@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from hindsight_server.app import RunningServer
+from hindsight_server.process.running import RunningServer
 
 SHARED = "hindsight: shared"
 

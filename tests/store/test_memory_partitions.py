@@ -16,11 +16,11 @@ import pytest
 
 from hindsight.client import HindsightClient, memory_input
 from hindsight.v1 import memory_pb2 as pb
-from hindsight_server.app import RunningServer
 from hindsight_server.config import DatabaseSettings
 from hindsight_server.domain.bm25 import Bm25
 from hindsight_server.domain.model import Scope, VectorSpace
 from hindsight_server.pipelines.statistics import StatisticsRefresh
+from hindsight_server.process.running import RunningServer
 from hindsight_server.store.channels import RecallChannels
 from hindsight_server.store.memories import MemoryStore
 from hindsight_server.store.migrate import EmbeddingDimensions, SchemaShape, available_migrations, migrate

@@ -12,7 +12,7 @@ import asyncpg
 
 from hindsight.client import HindsightClient
 from hindsight.v1 import memory_pb2 as pb
-from hindsight_server.app import RunningServer
+from hindsight_server.process.running import RunningServer
 from tests.conftest import MovableClock
 from tests.support.eventually import eventually
 from tests.support.memory_fields import MemoryFields

@@ -20,8 +20,9 @@ from opentelemetry.trace import SpanContext
 from opentelemetry.util.types import AnyValue, Attributes
 
 from hindsight.client import HindsightClient
-from hindsight_server.app import RunningServer, start_server
 from hindsight_server.config import Settings
+from hindsight_server.process.running import RunningServer
+from hindsight_server.process.server import start_server
 from tests.support.eventually import eventually
 
 

@@ -15,7 +15,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from hindsight.client import HindsightClient
 from hindsight.telemetry import RPC_DURATION_BUCKETS_S, client_interceptors
-from hindsight_server.app import RunningServer
+from hindsight_server.process.running import RunningServer
 from tests.telemetry.conftest import Telemetry, attributes_of, context_of, histogram_points, spans_of_trace
 
 GET = "hindsight.v1.MemoryService/Get"

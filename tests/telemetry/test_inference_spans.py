@@ -12,8 +12,9 @@ from opentelemetry.trace import SpanKind
 
 from embedder.triton import TritonServer
 from hindsight.client import HindsightClient
-from hindsight_server.app import RunningServer, start_server
 from hindsight_server.config import Settings
+from hindsight_server.process.running import RunningServer
+from hindsight_server.process.server import start_server
 from tests.telemetry.conftest import Telemetry, context_of, ended, number, spans_of_trace, started
 
 

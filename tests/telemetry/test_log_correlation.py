@@ -1,6 +1,6 @@
 """Log lines carry the trace context of the request they were logged in: a real traced call that fails
 inside the server logs "unhandled error in request ..." ending with the server span's trace_id and
-span_id; `hindsight serve`'s logging (cli._configure_logging) formats every line that way. With
+span_id; `hindsight serve`'s logging (cli/local.py configure_logging) formats every line that way. With
 log_format = "json" the line is one JSON object carrying the call's request id and trace context."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from hindsight.client import HindsightClient
 from hindsight.telemetry import JsonFormatter, TraceContextFormatter
-from hindsight_server.app import RunningServer
+from hindsight_server.process.running import RunningServer
 from hindsight_server.rpc.context import RequestIdFilter
 from tests.conftest import REPO_ROOT
 from tests.telemetry.conftest import Telemetry, context_of, spans_of_trace
@@ -137,16 +137,16 @@ async def test_a_log_line_of_a_traced_call_names_its_trace_and_span(
 
 
 def test_the_servers_log_format_carries_the_trace_context() -> None:
-    """cli._configure_logging (what `hindsight serve` and `hindsight up` run) in a process of its own."""
+    """cli/local.py configure_logging (what `hindsight serve` and `up` run) in a process of its own."""
     script = """
 import logging
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
-from hindsight_server.cli import _configure_logging
+from hindsight_server.cli.local import configure_logging
 from hindsight_server.config import load_settings
 
 trace.set_tracer_provider(TracerProvider())
-_configure_logging(load_settings(None))
+configure_logging(load_settings(None))
 with trace.get_tracer("probe").start_as_current_span("request") as span:
     context = span.get_span_context()
     print(f"{context.trace_id:032x} {context.span_id:016x}", flush=True)

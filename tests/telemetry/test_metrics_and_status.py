@@ -12,8 +12,9 @@ from typing import Any
 
 from hindsight.client import HindsightClient
 from hindsight.telemetry import RPC_DURATION_BUCKETS_S
-from hindsight_server.app import RunningServer, start_server
 from hindsight_server.config import Settings
+from hindsight_server.process.running import RunningServer
+from hindsight_server.process.server import start_server
 from hindsight_server.telemetry.status import SERVER_ATTRIBUTE
 from hindsight_server.telemetry.units import DB_OPERATION_BUCKETS_S, STAGE_BUCKETS_S
 from tests.conftest import REPO_ROOT

@@ -19,7 +19,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from gateway_mcp.auth import hash_token
 from hindsight.client import HindsightClient
 from hindsight.telemetry import RPC_DURATION_BUCKETS_S
-from hindsight_server.app import RunningServer
+from hindsight_server.process.running import RunningServer
 from hindsight_server.telemetry.units import STAGE_BUCKETS_S
 from tests.support.mcp_sessions import http_session
 from tests.support.processes import Background, free_port, run_cli

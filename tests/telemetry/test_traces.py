@@ -15,7 +15,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from gateway_mcp.auth import hash_token
 from gateway_mcp.config import load_gateway_settings
 from hindsight.client import HindsightClient
-from hindsight_server.app import RunningServer
+from hindsight_server.process.running import RunningServer
 from tests.support.mcp_sessions import http_gateway, http_session
 from tests.telemetry.conftest import (
     Telemetry,

@@ -1,4 +1,4 @@
-"""The composition root's telemetry wiring (kept beside app.py so that file only calls it): the
+"""The composition root's telemetry wiring (kept beside process/server.py so that file only calls it): the
 process's OpenTelemetry SDK from the settings, and one server's status board with the Ops/Status
 service and the backlog count."""
 
@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import functools
 
-import asyncpg
 import grpc
 
 from hindsight.telemetry import InstalledTelemetry, TelemetryConfig, TelemetryConfigError, install
 from hindsight_server.config import Settings
 from hindsight_server.inference.tier import InferenceTier
 from hindsight_server.inference.tracing import cache_figures, inference_figures
+from hindsight_server.process.errors import StartupError
 from hindsight_server.rpc.ops import add_ops_service
+from hindsight_server.store.pool import BoundedPool
 from hindsight_server.store.routing import ReadRouting
 from hindsight_server.store.stats import pending_embeddings, pool_figures
 from hindsight_server.telemetry.recorder import Recorder
@@ -36,9 +37,6 @@ def install_telemetry(settings: Settings) -> InstalledTelemetry | None:
             )
         )
     except TelemetryConfigError as exc:
-        # Imported here: app.py imports this module (it is the composition root's telemetry wiring).
-        from hindsight_server.app import StartupError
-
         raise StartupError(f"telemetry: {exc}") from exc
 
 
@@ -50,7 +48,7 @@ def attach_status(
     server: grpc.aio.Server,
     settings: Settings,
     recorder: Recorder,
-    pool: asyncpg.Pool,
+    pool: BoundedPool,
     inference: InferenceTier | None,
     routing: ReadRouting,
 ) -> StatusBoard:
@@ -70,7 +68,7 @@ def attach_status(
     return board
 
 
-async def watch_backlog(board: StatusBoard, pool: asyncpg.Pool, settings: Settings) -> None:
+async def watch_backlog(board: StatusBoard, pool: BoundedPool, settings: Settings) -> None:
     config = settings.telemetry
     await board.watch_backlog(
         functools.partial(pending_embeddings, pool), config.backlog_interval_s, config.backlog_cap

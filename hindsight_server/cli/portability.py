@@ -33,9 +33,11 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from hindsight.v1 import memory_pb2 as pb
-from hindsight_server.cli_args import (
+from hindsight_server.cli.args import (
     EXIT_RPC_ERROR,
     EXIT_USAGE,
+    KINDS,
+    TIERS,
     Connection,
     Progress,
     add_connection_options,
@@ -45,21 +47,12 @@ from hindsight_server.cli_args import (
     typed_dict,
 )
 
-# The exit codes of every client command (cli_args.py); declining the confirmation is a refusal too.
+# The exit codes of every client command (args.py); declining the confirmation is a refusal too.
 EXIT_DECLINED = 1
 
 MARKER = "hindsight_export"
 FORMAT_VERSION = 1
 DEFAULT_BATCH_SIZE = 200
-
-
-def _enum_names(enum: Any, prefix: str) -> list[str]:
-    names: list[str] = list(enum.DESCRIPTOR.values_by_name)
-    return [name.removeprefix(prefix).lower() for name in names if not name.endswith("_UNSPECIFIED")]
-
-
-TIERS = _enum_names(pb.Tier, "TIER_")
-KINDS = _enum_names(pb.Kind, "KIND_")
 
 
 def _positive(text: str) -> int:
@@ -584,7 +577,7 @@ async def _tick(shown: Progress) -> None:
 
 
 def _connection(sub: argparse.ArgumentParser, timeout_help: str) -> None:
-    """The options every client command takes (cli_args.py), TLS included; progress on stderr."""
+    """The options every client command takes (args.py), TLS included; progress on stderr."""
     add_connection_options(sub, timeout=None, timeout_help=timeout_help)
     add_progress_option(sub)
 

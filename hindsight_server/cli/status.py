@@ -5,7 +5,7 @@ rpc/ops.py).
 
 Give every server's own address: behind the nginx gateway a call reaches one server chosen by it, so
 the gateway's address shows whichever server answered. Exit status: 0 when every target answered, 3
-(the client commands' "not reached", cli_args.py) when one could not be reached (its line says why).
+(the client commands' "not reached", args.py) when one could not be reached (its line says why).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from hindsight.client import DEFAULT_TARGET
 from hindsight.tls import ClientTls
-from hindsight_server.cli_args import EXIT_UNREACHABLE, add_tls_options, client_tls
+from hindsight_server.cli.args import EXIT_UNREACHABLE, add_tls_options, client_tls
 
 if TYPE_CHECKING:
     from hindsight_server.stack.replicas import ReplicaStatus

@@ -1,4 +1,4 @@
-"""What the client commands share (cli.py, portability_cli.py, status_cli.py): argparse value types, one
+"""What the client commands share (client.py, portability.py, status.py): argparse value types, one
 set of connection options, a client that knows whether it ever reached its target, one wording of a
 failed call (with a hint where the server could not be reached), typed JSON output, and progress on
 stderr.
@@ -16,21 +16,33 @@ import json
 import os
 import sys
 import time
-from datetime import datetime
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, TextIO
 
 import grpc
-from google.protobuf import json_format
+from google.protobuf import json_format, timestamp_pb2
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from hindsight.client import CHANNEL_OPTIONS, DEFAULT_TARGET, HindsightClient
 from hindsight.tls import ClientTls, open_channel
+from hindsight.v1 import memory_pb2 as pb
 
 EXIT_RPC_ERROR = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
+
+
+def enum_names(enum: Any, prefix: str) -> list[str]:
+    """A proto enum's values as choices: TIER_SEMANTIC -> semantic, without the _UNSPECIFIED one."""
+    names: list[str] = list(enum.DESCRIPTOR.values_by_name)
+    return [name.removeprefix(prefix).lower() for name in names if not name.endswith("_UNSPECIFIED")]
+
+
+TIERS = enum_names(pb.Tier, "TIER_")
+KINDS = enum_names(pb.Kind, "KIND_")
 
 
 def timestamp(text: str) -> datetime:
@@ -319,3 +331,57 @@ class Progress:
             self._stream.write("\r\x1b[K")
             self._stream.flush()
             self._drawn = False
+
+
+# -------------------------------------------------------------------------------------------- calls
+
+
+def enum_name(enum: Any, value: int, prefix: str) -> str:
+    return str(enum.Name(value)).removeprefix(prefix).lower()
+
+
+def time_text(message: Any, field: str) -> str:
+    if not message.HasField(field):
+        return ""
+    stamp: timestamp_pb2.Timestamp = getattr(message, field)
+    return stamp.ToDatetime(tzinfo=UTC).isoformat()
+
+
+def call_client(args: argparse.Namespace, call: Callable[[HindsightClient], Awaitable[None]]) -> int:
+    """Runs `call` with a client of the command's connection options; a failure is one line on
+    stderr and its exit code."""
+    connection: Connection | None = None
+
+    async def run() -> None:
+        nonlocal connection
+        connection = Connection(args)
+        async with connection as client:
+            await call(client)
+
+    try:
+        asyncio.run(run())
+    except grpc.aio.AioRpcError as error:
+        message, code = (
+            connection.failure(error)
+            if connection is not None
+            else rpc_failure(error, args.target, reached=False)
+        )
+        print(message, file=sys.stderr)
+        return code
+    # An unknown enum name from the client's helpers, a certificate without its key, an unreadable file.
+    except (ValueError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    return 0
+
+
+def client_command(
+    commands: Any, name: str, handler: Callable[[argparse.Namespace], int], help_text: str
+) -> argparse.ArgumentParser:
+    sub: argparse.ArgumentParser = commands.add_parser(name, help=help_text, description=help_text)
+    add_connection_options(sub)
+    sub.add_argument(
+        "--json", action="store_true", help="print the answer as JSON (typed: numbers as numbers)"
+    )
+    sub.set_defaults(handler=handler)
+    return sub

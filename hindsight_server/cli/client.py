@@ -1,40 +1,39 @@
 """The client commands of `hindsight`: every call of the memory API from a shell, through the shared
-client (hindsight.client), with the connection options every client command shares (cli_args.py).
+client (hindsight.client), with the connection options every client command shares (args.py); the
+webhooks commands are webhooks.py's.
 
 hindsight write|get|list|recall|update|delete ...    memories
 hindsight session append|summarize|end SESSION ...   a conversation's turns, its working memory, its episode
 hindsight pending list|confirm|reject ...            memories waiting for the user's confirmation
 hindsight history ID                                 a memory's versions, oldest first
 hindsight audit [--memory ID] [--subject S] ...      the recalls an audited tenant served, newest first
-hindsight webhooks add|list|remove|rotate|replay     the change feed POSTed to HTTP endpoints (admin key)
 
 Human-readable output by default (one memory a line; `get` and `session summarize` one field a line);
 `--json` prints protobuf's JSON mapping with the proto's field names, every field, and 64-bit integers
-as numbers. Errors go to stderr as one line; the exit codes are cli_args.py's.
+as numbers. Errors go to stderr as one line; the exit codes are args.py's.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
-from collections.abc import Awaitable, Callable
-from datetime import UTC
 from typing import Any
 
-import grpc
-from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from google.protobuf import json_format, struct_pb2
 
 from hindsight.client import HindsightClient
 from hindsight.v1 import memory_pb2 as pb
-from hindsight.v1 import webhooks_pb2 as hooks_pb
-from hindsight_server.cli_args import (
+from hindsight_server.cli.args import (
     EXIT_USAGE,
-    Connection,
-    add_connection_options,
+    KINDS,
+    TIERS,
+    call_client,
+    client_command,
+    enum_name,
+    enum_names,
     print_json,
-    rpc_failure,
+    time_text,
     timestamp,
     typed_dict,
 )
@@ -42,16 +41,9 @@ from hindsight_server.cli_args import (
 __all__ = ["add_client_commands", "memory_fields"]
 
 
-def _enum_names(enum: Any, prefix: str) -> list[str]:
-    names: list[str] = list(enum.DESCRIPTOR.values_by_name)
-    return [name.removeprefix(prefix).lower() for name in names if not name.endswith("_UNSPECIFIED")]
-
-
-TIERS = _enum_names(pb.Tier, "TIER_")
-KINDS = _enum_names(pb.Kind, "KIND_")
-STATUSES = _enum_names(pb.Status, "STATUS_")
-ROLES = _enum_names(pb.Role, "ROLE_")
-VISIBILITIES = _enum_names(pb.Visibility, "VISIBILITY_")
+STATUSES = enum_names(pb.Status, "STATUS_")
+ROLES = enum_names(pb.Role, "ROLE_")
+VISIBILITIES = enum_names(pb.Visibility, "VISIBILITY_")
 # What EndSession's reason usually says (any short text is taken: it is recorded in the episode).
 END_REASONS = ["task_done", "remember_this", "session_end"]
 
@@ -66,46 +58,7 @@ def _json_object(text: str) -> dict[str, Any]:
     return value
 
 
-def _name(enum: Any, value: int, prefix: str) -> str:
-    return str(enum.Name(value)).removeprefix(prefix).lower()
-
-
-def _call(args: argparse.Namespace, call: Callable[[HindsightClient], Awaitable[None]]) -> int:
-    """Runs `call` with a client of the command's connection options; a failure is one line on
-    stderr and its exit code."""
-    connection: Connection | None = None
-
-    async def run() -> None:
-        nonlocal connection
-        connection = Connection(args)
-        async with connection as client:
-            await call(client)
-
-    try:
-        asyncio.run(run())
-    except grpc.aio.AioRpcError as error:
-        message, code = (
-            connection.failure(error)
-            if connection is not None
-            else rpc_failure(error, args.target, reached=False)
-        )
-        print(message, file=sys.stderr)
-        return code
-    # An unknown enum name from the client's helpers, a certificate without its key, an unreadable file.
-    except (ValueError, OSError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_USAGE
-    return 0
-
-
 # ------------------------------------------------------------------------------------------- output
-
-
-def _time(message: Any, field: str) -> str:
-    if not message.HasField(field):
-        return ""
-    stamp: timestamp_pb2.Timestamp = getattr(message, field)
-    return stamp.ToDatetime(tzinfo=UTC).isoformat()
 
 
 def _struct_json(value: struct_pb2.Struct) -> str:
@@ -113,12 +66,12 @@ def _struct_json(value: struct_pb2.Struct) -> str:
 
 
 def _memory_line(memory: pb.Memory) -> str:
-    tier = _name(pb.Tier, memory.tier, "TIER_")
+    tier = enum_name(pb.Tier, memory.tier, "TIER_")
     return f"{memory.id}  {tier:<8}  {memory.content}"
 
 
 def _pending_line(memory: pb.Memory) -> str:
-    kind = _name(pb.Kind, memory.kind, "KIND_")
+    kind = enum_name(pb.Kind, memory.kind, "KIND_")
     return f"{memory.id}  {kind:<10}  {memory.confidence:.2f}  {memory.content}"
 
 
@@ -131,37 +84,40 @@ def memory_fields(memory: pb.Memory) -> list[tuple[str, str]]:
     empty fields are left out."""
     validity = ""
     if memory.HasField("valid_from") or memory.HasField("valid_to"):
-        validity = f"{_time(memory, 'valid_from') or '-'} .. {_time(memory, 'valid_to') or 'now'}"
+        validity = f"{time_text(memory, 'valid_from') or '-'} .. {time_text(memory, 'valid_to') or 'now'}"
     seen = _times(memory.seen_count)
     if seen and memory.HasField("last_seen_at"):
-        seen += f", last {_time(memory, 'last_seen_at')}"
+        seen += f", last {time_text(memory, 'last_seen_at')}"
     accessed = _times(memory.access_count)
     if accessed and memory.HasField("last_accessed_at"):
-        accessed += f", last {_time(memory, 'last_accessed_at')}"
+        accessed += f", last {time_text(memory, 'last_accessed_at')}"
     rows = [
         ("id", memory.id),
         ("content", memory.content),
-        ("tier", _name(pb.Tier, memory.tier, "TIER_")),
-        ("kind", _name(pb.Kind, memory.kind, "KIND_")),
-        ("status", _name(pb.Status, memory.status, "STATUS_")),
+        ("tier", enum_name(pb.Tier, memory.tier, "TIER_")),
+        ("kind", enum_name(pb.Kind, memory.kind, "KIND_")),
+        ("status", enum_name(pb.Status, memory.status, "STATUS_")),
         ("confidence", f"{memory.confidence:g}"),
         ("subject", memory.subject),
         ("session", memory.session_id),
         ("agent", memory.agent_id),
-        ("visibility", _name(pb.Visibility, memory.visibility, "VISIBILITY_") if memory.visibility else ""),
+        (
+            "visibility",
+            enum_name(pb.Visibility, memory.visibility, "VISIBILITY_") if memory.visibility else "",
+        ),
         ("intent", memory.intent),
         ("entities", _struct_json(memory.entities) if memory.entities.fields else ""),
         ("valid", validity),
-        ("created", _time(memory, "created_at")),
-        ("updated", _time(memory, "updated_at")),
-        ("expires", _time(memory, "expires_at")),
+        ("created", time_text(memory, "created_at")),
+        ("updated", time_text(memory, "updated_at")),
+        ("expires", time_text(memory, "expires_at")),
         ("version", str(memory.version) if memory.version else ""),
         ("supersedes", memory.supersedes),
         ("superseded by", memory.superseded_by),
         ("derived from", ", ".join(memory.derived_from)),
         ("seen", seen),
         ("accessed", accessed),
-        ("embedding", _name(pb.EmbeddingState, memory.embedding_state, "EMBEDDING_STATE_")),
+        ("embedding", enum_name(pb.EmbeddingState, memory.embedding_state, "EMBEDDING_STATE_")),
         ("provenance", _struct_json(memory.provenance) if memory.provenance.fields else ""),
         ("idempotency key", memory.idempotency_key),
     ]
@@ -183,7 +139,7 @@ def _summary_fields(summary: pb.SessionSummary) -> list[tuple[str, str]]:
         ("confirmed", _struct_json(summary.confirmed) if summary.confirmed.fields else ""),
         ("open items", "; ".join(summary.open_items)),
         ("turns", str(summary.turn_count)),
-        ("updated", _time(summary, "updated_at")),
+        ("updated", time_text(summary, "updated_at")),
         ("summarizer", summary.summarizer),
         ("summary", summary.text),
     ]
@@ -191,7 +147,7 @@ def _summary_fields(summary: pb.SessionSummary) -> list[tuple[str, str]]:
 
 
 def _turn_line(turn: pb.Turn) -> str:
-    return f"  {turn.index:>3}. {_name(pb.Role, turn.role, 'ROLE_'):<9} {turn.text}"
+    return f"  {turn.index:>3}. {enum_name(pb.Role, turn.role, 'ROLE_'):<9} {turn.text}"
 
 
 # ------------------------------------------------------------------------------------------ memories
@@ -231,7 +187,7 @@ def cmd_write(args: argparse.Namespace) -> int:
         else:
             print(response.memory.id)
 
-    return _call(args, call)
+    return call_client(args, call)
 
 
 def cmd_get(args: argparse.Namespace) -> int:
@@ -239,7 +195,7 @@ def cmd_get(args: argparse.Namespace) -> int:
         memory = await client.get(args.tenant, args.id, agent_id=args.agent)
         print_json(typed_dict(memory)) if args.json else _print_fields(memory_fields(memory))
 
-    return _call(args, call)
+    return call_client(args, call)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -263,7 +219,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         if response.next_page_token:
             print(f"next page: --page-token {response.next_page_token}")
 
-    return _call(args, call)
+    return call_client(args, call)
 
 
 def cmd_recall(args: argparse.Namespace) -> int:
@@ -297,7 +253,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
         if not response.hits:
             print("(nothing relevant)")
 
-    return _call(args, call)
+    return call_client(args, call)
 
 
 def cmd_update(args: argparse.Namespace) -> int:
@@ -321,7 +277,7 @@ def cmd_update(args: argparse.Namespace) -> int:
         )
         print_json(typed_dict(memory)) if args.json else print(_memory_line(memory))
 
-    return _call(args, call)
+    return call_client(args, call)
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
@@ -331,7 +287,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
         )
         print_json(typed_dict(memory)) if args.json else print(f"deleted {memory.id}")
 
-    return _call(args, call)
+    return call_client(args, call)
 
 
 def cmd_history(args: argparse.Namespace) -> int:
@@ -342,12 +298,12 @@ def cmd_history(args: argparse.Namespace) -> int:
             return
         active = [m.id for m in response.versions if m.status == pb.STATUS_ACTIVE]
         for place, memory in enumerate(response.versions, 1):
-            status = _name(pb.Status, memory.status, "STATUS_")
+            status = enum_name(pb.Status, memory.status, "STATUS_")
             now = "  (believed now)" if active and memory.id == active[-1] else ""
-            print(f"{place}. {memory.id}  {_time(memory, 'created_at')}  {status}{now}")
+            print(f"{place}. {memory.id}  {time_text(memory, 'created_at')}  {status}{now}")
             print(f"   {memory.content}")
 
-    return _call(args, call)
+    return call_client(args, call)
 
 
 # ------------------------------------------------------------------------------------------ sessions
@@ -369,17 +325,17 @@ def cmd_session_append(args: argparse.Namespace) -> int:
         if args.json:
             print_json(typed_dict(response))
             return
-        role = _name(pb.Role, response.turn.role, "ROLE_")
+        role = enum_name(pb.Role, response.turn.role, "ROLE_")
         print(f"turn {response.turn.index} ({role}) in session {args.session}")
         for memory in response.remembered:
-            status = _name(pb.Status, memory.status, "STATUS_")
+            status = enum_name(pb.Status, memory.status, "STATUS_")
             print(f"remembered {memory.id}  {status}  {memory.content}")
         if response.HasField("episode"):
             print(f"episode {response.episode.id}  {response.episode.content}")
         if response.summary_refreshed and response.summary.text:
             print(f"summary: {response.summary.text}")
 
-    return _call(args, call)
+    return call_client(args, call)
 
 
 def cmd_session_summarize(args: argparse.Namespace) -> int:
@@ -394,7 +350,7 @@ def cmd_session_summarize(args: argparse.Namespace) -> int:
             for turn in summary.recent_turns:
                 print(_turn_line(turn))
 
-    return _call(args, call)
+    return call_client(args, call)
 
 
 def cmd_session_end(args: argparse.Namespace) -> int:
@@ -411,7 +367,7 @@ def cmd_session_end(args: argparse.Namespace) -> int:
         else:
             print(f"nothing new in session {args.session} since its last episode: no episode written")
 
-    return _call(args, call)
+    return call_client(args, call)
 
 
 # ------------------------------------------------------------------------------------------- pending
@@ -438,7 +394,7 @@ def cmd_pending_list(args: argparse.Namespace) -> int:
         if response.next_page_token:
             print(f"next page: --page-token {response.next_page_token}")
 
-    return _call(args, call)
+    return call_client(args, call)
 
 
 def _decide(args: argparse.Namespace, *, confirm: bool) -> int:
@@ -450,7 +406,7 @@ def _decide(args: argparse.Namespace, *, confirm: bool) -> int:
         else:
             print(f"{'confirmed' if confirm else 'rejected'} {memory.id}  {memory.content}")
 
-    return _call(args, call)
+    return call_client(args, call)
 
 
 def cmd_pending_confirm(args: argparse.Namespace) -> int:
@@ -469,7 +425,7 @@ def _audit_line(entry: pb.RecallAuditEntry, memory_id: str) -> str:
         served += ", this one packed" if memory_id in entry.packed_ids else ", this one not packed"
     query = f"  {json.dumps(entry.query_text, ensure_ascii=False)}" if entry.HasField("query_text") else ""
     who = f"subject={entry.subject or '-'} agent={entry.agent_id or '-'}"
-    return f"{_time(entry, 'at')}  {entry.request_id}  {who}  {served}  {entry.query_hash[:16]}{query}"
+    return f"{time_text(entry, 'at')}  {entry.request_id}  {who}  {served}  {entry.query_hash[:16]}{query}"
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -494,106 +450,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
         if response.next_page_token:
             print(f"next page: --page-token {response.next_page_token}")
 
-    return _call(args, call)
-
-
-# ------------------------------------------------------------------------------------------ webhooks
-
-
-def _endpoint_line(endpoint: hooks_pb.WebhookEndpoint) -> str:
-    state = _name(hooks_pb.WebhookState, endpoint.state, "WEBHOOK_STATE_")
-    filters = ",".join(endpoint.event_types) or "all types"
-    if endpoint.subjects:
-        filters += f"; subjects {','.join(endpoint.subjects)}"
-    line = f"{endpoint.id}  {state:<6}  {endpoint.url}  ({filters})  delivered {endpoint.delivered}"
-    if endpoint.attempts:
-        line += f", {endpoint.attempts} failed attempt(s), next {_time(endpoint, 'next_attempt_at')}"
-    if endpoint.last_error:
-        line += f": {endpoint.last_error}"
-    return line
-
-
-def _print_secret(endpoint: hooks_pb.WebhookEndpoint, secret: str) -> None:
-    print(_endpoint_line(endpoint))
-    print(f"secret: {secret}")
-    print("(shown only now: give it to the receiver, which verifies each webhook-signature with it)")
-
-
-def cmd_webhooks_add(args: argparse.Namespace) -> int:
-    async def call(client: HindsightClient) -> None:
-        added = await client.add_webhook(
-            args.tenant, args.url, event_types=args.event_types or (), subjects=args.subjects or ()
-        )
-        if args.json:
-            print_json(typed_dict(added))
-        else:
-            _print_secret(added.endpoint, added.secret)
-
-    return _call(args, call)
-
-
-def cmd_webhooks_list(args: argparse.Namespace) -> int:
-    async def call(client: HindsightClient) -> None:
-        endpoints = await client.list_webhooks(args.tenant)
-        if args.json:
-            print_json([typed_dict(endpoint) for endpoint in endpoints])
-            return
-        for endpoint in endpoints:
-            print(_endpoint_line(endpoint))
-        if not endpoints:
-            print("(no webhook endpoint)")
-
-    return _call(args, call)
-
-
-def cmd_webhooks_remove(args: argparse.Namespace) -> int:
-    async def call(client: HindsightClient) -> None:
-        await client.remove_webhook(args.tenant, args.id)
-        if args.json:
-            print_json({"removed": args.id})
-        else:
-            print(f"removed {args.id}")
-
-    return _call(args, call)
-
-
-def cmd_webhooks_rotate(args: argparse.Namespace) -> int:
-    async def call(client: HindsightClient) -> None:
-        rotated = await client.rotate_webhook_secret(args.tenant, args.id)
-        if args.json:
-            print_json(typed_dict(rotated))
-            return
-        _print_secret(rotated.endpoint, rotated.secret)
-        until = _time(rotated.endpoint, "previous_secret_expires_at")
-        print(f"the previous secret keeps signing beside it until {until}")
-
-    return _call(args, call)
-
-
-def cmd_webhooks_replay(args: argparse.Namespace) -> int:
-    async def call(client: HindsightClient) -> None:
-        endpoint = await client.replay_webhook(args.tenant, args.id, args.cursor)
-        if args.json:
-            print_json(typed_dict(endpoint))
-        else:
-            print(_endpoint_line(endpoint))
-
-    return _call(args, call)
+    return call_client(args, call)
 
 
 # -------------------------------------------------------------------------------------------- parser
-
-
-def _command(
-    commands: Any, name: str, handler: Callable[[argparse.Namespace], int], help_text: str
-) -> argparse.ArgumentParser:
-    sub: argparse.ArgumentParser = commands.add_parser(name, help=help_text, description=help_text)
-    add_connection_options(sub)
-    sub.add_argument(
-        "--json", action="store_true", help="print the answer as JSON (typed: numbers as numbers)"
-    )
-    sub.set_defaults(handler=handler)
-    return sub
 
 
 def _agent(sub: argparse.ArgumentParser, help_text: str = "") -> None:
@@ -630,11 +490,10 @@ def add_client_commands(commands: Any) -> None:
     _add_memory_commands(commands)
     _add_session_commands(commands)
     _add_pending_commands(commands)
-    _add_webhook_commands(commands)
 
 
 def _add_memory_commands(commands: Any) -> None:
-    write = _command(commands, "write", cmd_write, "store a memory; prints its id")
+    write = client_command(commands, "write", cmd_write, "store a memory; prints its id")
     write.add_argument("--content", required=True, help="the memory itself: one self-contained statement")
     write.add_argument("--tier", required=True, choices=TIERS, help="working, episodic or semantic")
     write.add_argument("--kind", required=True, choices=KINDS, help="what sort of memory it is")
@@ -657,11 +516,11 @@ def _add_memory_commands(commands: Any) -> None:
         "--expires-at", type=timestamp, help="when it expires (default: its tier's or kind's TTL)"
     )
 
-    get = _command(commands, "get", cmd_get, "read one memory, one field a line")
+    get = client_command(commands, "get", cmd_get, "read one memory, one field a line")
     get.add_argument("id", help="the memory's id")
     _agent(get)
 
-    listing = _command(commands, "list", cmd_list, "list memories by filter, newest first")
+    listing = client_command(commands, "list", cmd_list, "list memories by filter, newest first")
     _filters(listing)
     listing.add_argument(
         "--status", action="append", choices=STATUSES, help="only this status; repeat (default: active)"
@@ -669,7 +528,7 @@ def _add_memory_commands(commands: Any) -> None:
     _paging(listing)
     _agent(listing)
 
-    recall = _command(commands, "recall", cmd_recall, "find the memories relevant to a query")
+    recall = client_command(commands, "recall", cmd_recall, "find the memories relevant to a query")
     recall.add_argument("--query", required=True, help="what to remember, in the user's words")
     _filters(recall)
     recall.add_argument("--entities", type=_json_object, help="entities to match exactly, a JSON object")
@@ -690,7 +549,7 @@ def _add_memory_commands(commands: Any) -> None:
     )
     _agent(recall)
 
-    update = _command(commands, "update", cmd_update, "change fields of a memory")
+    update = client_command(commands, "update", cmd_update, "change fields of a memory")
     update.add_argument("id", help="the memory's id")
     update.add_argument("--content", help="the new content")
     update.add_argument("--subject", help="the new subject")
@@ -707,16 +566,16 @@ def _add_memory_commands(commands: Any) -> None:
     _idempotency_key(update)
     _agent(update)
 
-    delete = _command(commands, "delete", cmd_delete, "soft-delete a memory (it leaves recall)")
+    delete = client_command(commands, "delete", cmd_delete, "soft-delete a memory (it leaves recall)")
     delete.add_argument("id", help="the memory's id")
     _idempotency_key(delete)
     _agent(delete)
 
-    history = _command(commands, "history", cmd_history, "a memory's versions, oldest first")
+    history = client_command(commands, "history", cmd_history, "a memory's versions, oldest first")
     history.add_argument("id", help="any version's id")
     _agent(history)
 
-    audit = _command(
+    audit = client_command(
         commands,
         "audit",
         cmd_audit,
@@ -737,7 +596,7 @@ def _add_session_commands(commands: Any) -> None:
     )
     actions = session.add_subparsers(dest="session_command", required=True, metavar="ACTION")
 
-    append = _command(
+    append = client_command(
         actions,
         "append",
         cmd_session_append,
@@ -754,7 +613,7 @@ def _add_session_commands(commands: Any) -> None:
     append.add_argument("--occurred-at", type=timestamp, help="when it was said (ISO 8601 with offset)")
     _idempotency_key(append)
 
-    summarize = _command(
+    summarize = client_command(
         actions,
         "summarize",
         cmd_session_summarize,
@@ -762,7 +621,9 @@ def _add_session_commands(commands: Any) -> None:
     )
     summarize.add_argument("session", help="the session's id")
 
-    end = _command(actions, "end", cmd_session_end, "consolidate the session now into one episodic memory")
+    end = client_command(
+        actions, "end", cmd_session_end, "consolidate the session now into one episodic memory"
+    )
     end.add_argument("session", help="the session's id")
     end.add_argument(
         "--reason",
@@ -778,7 +639,7 @@ def _add_pending_commands(commands: Any) -> None:
     )
     actions = pending.add_subparsers(dest="pending_command", required=True, metavar="ACTION")
 
-    listing = _command(
+    listing = client_command(
         actions,
         "list",
         cmd_pending_list,
@@ -793,59 +654,9 @@ def _add_pending_commands(commands: Any) -> None:
         ("confirm", cmd_pending_confirm, "confirm a pending memory: it becomes active and recall uses it"),
         ("reject", cmd_pending_reject, "reject a pending memory: it is deleted, never recalled"),
     ):
-        decision = _command(actions, action, handler, help_text)
+        decision = client_command(actions, action, handler, help_text)
         decision.add_argument("id", help="the pending memory's id (see `hindsight pending list`)")
         _idempotency_key(decision)
         _agent(
             decision, "the calling agent: needed to decide on its own PRIVATE pending memory (default: none)"
         )
-
-
-def _names(text: str) -> list[str]:
-    return [name.strip() for name in text.split(",") if name.strip()]
-
-
-def _add_webhook_commands(commands: Any) -> None:
-    webhooks = commands.add_parser(
-        "webhooks",
-        help="the change feed POSTed to HTTP endpoints, signed (Standard Webhooks): needs an admin key",
-    )
-    actions = webhooks.add_subparsers(dest="webhooks_command", required=True, metavar="ACTION")
-
-    add = _command(
-        actions, "add", cmd_webhooks_add, "register an endpoint; prints its id and its secret (shown once)"
-    )
-    add.add_argument("url", help="http(s)://host[:port]/path, resolving to a public address")
-    add.add_argument(
-        "--event-types",
-        type=_names,
-        action="extend",
-        metavar="TYPE[,TYPE...]",
-        help="only these event types (created, merged, superseded, updated, deleted, confirmed, rejected, "
-        "expired, purged, erased); repeat or comma-separate (default: all)",
-    )
-    add.add_argument(
-        "--subjects",
-        type=_names,
-        action="extend",
-        metavar="SUBJECT[,SUBJECT...]",
-        help="only these subjects' events; repeat or comma-separate (default: every subject)",
-    )
-    _command(actions, "list", cmd_webhooks_list, "the endpoints: id, state, URL, filters, delivery state")
-    for action, handler, help_text in (
-        ("remove", cmd_webhooks_remove, "stop delivering to an endpoint and forget it"),
-        ("rotate", cmd_webhooks_rotate, "a new secret; the previous one keeps signing for a while"),
-    ):
-        sub = _command(actions, action, handler, help_text)
-        sub.add_argument("id", help="the endpoint's id (see `hindsight webhooks list`)")
-    replay = _command(
-        actions, "replay", cmd_webhooks_replay, "deliver again from a cursor; revives a dead endpoint"
-    )
-    replay.add_argument("id", help="the endpoint's id (see `hindsight webhooks list`)")
-    replay.add_argument(
-        "--from",
-        dest="cursor",
-        required=True,
-        metavar="CURSOR",
-        help="a cursor of the feed (a delivery's `cursor`, `hindsight webhooks list`), or 'oldest'",
-    )

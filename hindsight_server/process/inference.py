@@ -1,0 +1,72 @@
+"""The inference tier's clients, from the settings."""
+
+from __future__ import annotations
+
+import logging
+
+from embedder.client import TritonEmbedder, TritonReranker
+from hindsight_server.config import Settings
+from hindsight_server.domain.model import VectorSpace
+from hindsight_server.inference.tier import DimensionMismatch, InferenceTier
+from hindsight_server.inference.tracing import record_call
+from hindsight_server.process.errors import StartupError
+
+log = logging.getLogger(__name__)
+
+
+async def connect_inference(settings: Settings) -> InferenceTier | None:
+    """The tier when one is configured. Unreachable is fine (writes defer, recall degrades); a model of
+    another dimension than the table's stops start-up."""
+    config = settings.inference
+    if not config.url:
+        return None
+    models = {VectorSpace.MULTILINGUAL: (config.embed_model, "")}
+    if config.english_model:
+        models[VectorSpace.ENGLISH] = (config.english_model, config.english_query_prefix)
+
+    def embedder(model: str, query_prefix: str) -> TritonEmbedder:
+        return TritonEmbedder(
+            config.url,
+            model=model,
+            query_prefix=query_prefix,
+            cache_size=config.query_cache_size,
+            cache_ttl_s=config.query_cache_ttl_s,
+            cache_max_share=config.query_cache_max_share,
+            on_call=record_call,
+            tls=config.client_tls,
+        )
+
+    embedders = {space: embedder(model, prefix) for space, (model, prefix) in models.items()}
+    query_embedders = (
+        {
+            space: embedder(model + config.query_model_suffix, prefix)
+            for space, (model, prefix) in models.items()
+        }
+        if config.query_model_suffix
+        else {}
+    )
+    tier = InferenceTier(
+        embedders,
+        {
+            VectorSpace.MULTILINGUAL: settings.embedding.dimension,
+            VectorSpace.ENGLISH: settings.embedding.english_dimension,
+        },
+        reranker=(
+            TritonReranker(config.url, model=config.rerank_model, on_call=record_call, tls=config.client_tls)
+            if config.rerank_model
+            else None
+        ),
+        query_embedders=query_embedders,
+    )
+    try:
+        await tier.refresh()
+    except DimensionMismatch as exc:
+        await tier.close()
+        raise StartupError(str(exc)) from exc
+    if not tier.available:
+        log.warning(
+            "starting without the inference tier (%s); it is probed every %.1fs",
+            tier.problem,
+            config.health_interval_s,
+        )
+    return tier
