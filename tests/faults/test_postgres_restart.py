@@ -56,7 +56,9 @@ async def test_postgres_restart_under_write_load(
                 health[status] += 1
                 return status == "SERVING"
 
-            load = WriteLoad(client, tenant)
+            # A write's deadline with room for the reconnect after the restart on a loaded machine (the pool
+            # opens its connections again then): 2 s was once too short for it in a full suite.
+            load = WriteLoad(client, tenant, timeout_s=5.0)
             load.start()
             await load.run_for(1.5)
             await postgres.stop()
