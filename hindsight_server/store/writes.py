@@ -136,7 +136,8 @@ class MemoryWrites(MemoryReads):
         outcomes: list[WriteOutcome] = []
         created = self._created(memories[0].tenant_id, now)
         with_content = created.with_content
-        keys = await run_pure(sum(len(m.content) for m in memories), _peer_keys, memories)
+        # Lexical documents, content and slot keys, once: the keys find the peers, all three are stored.
+        analysed = await run_pure(sum(len(m.content) for m in memories), _analyse, memories)
         async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
             await connection.execute(
                 "SELECT pg_advisory_xact_lock(hashtextextended(g, 0)) FROM unnest($1::text[]) AS g",
@@ -149,7 +150,10 @@ class MemoryWrites(MemoryReads):
                     outcomes.append(replayed)
                     continue
                 by_graph = vector is not None and memory.subject in graph_subjects
-                peers = await _peers(connection, memory, *keys[index], vector, now, by_graph=by_graph)
+                derived = analysed[index]
+                peers = await _peers(
+                    connection, memory, derived.content_key, derived.slot_keys, vector, now, by_graph=by_graph
+                )
                 resolution = await run_pure(
                     len(memory.content), decide, memory, peers
                 )  # rules over 16 KB: ms a peer
@@ -165,7 +169,7 @@ class MemoryWrites(MemoryReads):
                     else:
                         resolution = _TARGET_GONE
                 vectors = {VectorSpace.MULTILINGUAL: [vector], VectorSpace.ENGLISH: [english[index]]}
-                (outcome,) = await _insert_rows(connection, [memory], vectors, created)
+                (outcome,) = await _insert_rows(connection, [memory], vectors, created, [derived])
                 if memory.supersedes is not None:
                     await _mark_superseded(connection, memory, now)
                     outcome = replace(outcome, resolution=Resolution.SUPERSEDED, reason=resolution.reason)
@@ -330,12 +334,79 @@ class MemoryWrites(MemoryReads):
             )
 
 
-_INSERT_COLUMNS = (
-    "id, tenant_id, subject, agent_id, session_id, tier, kind, intent, entities, content, confidence, "
-    "status, valid_from, valid_to, created_at, updated_at, expires_at, idempotency_key, embedding_state, "
-    "lexical, lexical_terms, language, content_key, supersedes, derived_from, provenance, visibility, "
-    "access_count, last_accessed_at, version, seen_count, last_seen_at, fact_slot, embedding, embedding_en"
+@dataclass(frozen=True, slots=True)
+class _Analysed:
+    """What an insert derives from a memory's content, computed once per write: its lexical document,
+    its content key and its slot keys (which also find a resolving write's peers)."""
+
+    lexical: LexicalDocument
+    content_key: str
+    slot_keys: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Column:
+    """One column of the insert: its name, the element type of the array it travels in (unnest takes one
+    array per column), the cast from that type where the column's own differs, and its value."""
+
+    name: str
+    array_type: str
+    value: Callable[[Memory, _Analysed], Any]
+    cast: str = ""
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+# Every column an insert writes, in one place: the column list, the unnest arrays, the SELECT list and
+# each row's values are all made from it. The two vector columns come last (from the embeddings).
+_COLUMNS: tuple[_Column, ...] = (
+    _Column("id", "uuid", lambda m, a: m.id),
+    _Column("tenant_id", "text", lambda m, a: m.tenant_id),
+    _Column("subject", "text", lambda m, a: m.subject),
+    _Column("agent_id", "text", lambda m, a: m.agent_id),
+    _Column("session_id", "text", lambda m, a: m.session_id),
+    _Column("tier", "text", lambda m, a: m.tier.value),
+    _Column("kind", "text", lambda m, a: m.kind.value),
+    _Column("intent", "text", lambda m, a: m.intent),
+    _Column("entities", "text", lambda m, a: _json(m.entities), "::jsonb"),
+    _Column("content", "text", lambda m, a: m.content),
+    _Column("confidence", "float8", lambda m, a: m.confidence),
+    _Column("status", "text", lambda m, a: m.status.value),
+    _Column("valid_from", "timestamptz", lambda m, a: m.valid_from),
+    _Column("valid_to", "timestamptz", lambda m, a: m.valid_to),
+    _Column("created_at", "timestamptz", lambda m, a: m.created_at),
+    _Column("updated_at", "timestamptz", lambda m, a: m.updated_at),
+    _Column("expires_at", "timestamptz", lambda m, a: m.expires_at),
+    _Column("idempotency_key", "text", lambda m, a: m.idempotency_key or None),
+    _Column("embedding_state", "text", lambda m, a: m.embedding_state.value),
+    _Column("lexical", "text", lambda m, a: a.lexical.tsvector, "::tsvector"),
+    _Column("lexical_terms", "int", lambda m, a: a.lexical.length),
+    _Column("language", "text", lambda m, a: language(m.content)),
+    _Column("content_key", "text", lambda m, a: a.content_key),
+    _Column("supersedes", "uuid", lambda m, a: m.supersedes),
+    # unnest cannot take a 2-D array of ragged rows: each row's sources travel as one uuid[] literal
+    _Column("derived_from", "text", lambda m, a: "{" + ",".join(m.derived_from) + "}", "::uuid[]"),
+    _Column("provenance", "text", lambda m, a: _json(m.provenance), "::jsonb"),
+    _Column("visibility", "text", lambda m, a: m.visibility.value),
+    _Column("access_count", "bigint", lambda m, a: m.access_count),
+    _Column("last_accessed_at", "timestamptz", lambda m, a: m.last_accessed_at),
+    _Column("version", "bigint", lambda m, a: m.version),
+    _Column("seen_count", "bigint", lambda m, a: m.seen_count),
+    _Column("last_seen_at", "timestamptz", lambda m, a: m.last_seen_at),
+    _Column("fact_slot", "text", lambda m, a: next(iter(a.slot_keys), None)),
 )
+_VECTOR_COLUMNS = ("embedding", "embedding_en")  # VectorSpace.MULTILINGUAL, VectorSpace.ENGLISH
+_INSERT_COLUMNS = ", ".join([*(c.name for c in _COLUMNS), *_VECTOR_COLUMNS])
+_INSERT_SELECT = ", ".join([*(f"u.{c.name}{c.cast}" for c in _COLUMNS), *(f"u.{v}" for v in _VECTOR_COLUMNS)])
+_INSERT_ARRAYS = ", ".join(
+    f"${n}::{t}[]"
+    for n, t in enumerate([*(c.array_type for c in _COLUMNS), *("vector" for _ in _VECTOR_COLUMNS)], 1)
+)
+# The parameters after the columns' arrays: the created events' time, whether they carry content, and
+# their resolution (None: created, or superseded for a memory that replaces one).
+_AT, _WITH_CONTENT, _RESOLUTION = (f"${len(_COLUMNS) + len(_VECTOR_COLUMNS) + n}" for n in (1, 2, 3))
 # A write may repeat an earlier one's idempotency key (that one is answered); an import skips whatever
 # is here already, by id or by key.
 _ON_KEY = "ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING"
@@ -355,37 +426,31 @@ async def _insert(
     embeddings: Mapping[VectorSpace, Sequence[FloatVector | None]],
     on_conflict: str,
     created: _CreatedEvents,
+    analysed: Sequence[_Analysed] | None = None,
 ) -> set[str]:
     """Inserts the rows, counts the inserted ones into the tenant's BM25 statistics and records their
-    `created` events, in one statement (the terms' document frequencies in a second); their ids."""
-    # The lexical analysis of a large batch is seconds of CPU: off the event loop (hindsight_server.offload).
-    lexical, columns = await run_pure(sum(len(m.content) for m in memories), _analysed_columns, memories)
+    `created` events, in one statement (the terms' document frequencies in a second); their ids.
+    `analysed`: what was derived from the memories already (a resolving write's), else derived here."""
+    if analysed is None:
+        # A large batch's lexical analysis is seconds of CPU: off the event loop (hindsight_server.offload).
+        analysed = await run_pure(sum(len(m.content) for m in memories), _analyse, memories)
+    columns: list[list[Any]] = [
+        [column.value(m, a) for m, a in zip(memories, analysed, strict=True)] for column in _COLUMNS
+    ]
     for space in (VectorSpace.MULTILINGUAL, VectorSpace.ENGLISH):
         vectors = embeddings.get(space) or [None] * len(memories)
         columns.append([None if v is None else Vector(v) for v in vectors])
-    resolution = "coalesce($38::text, CASE WHEN r.supersedes IS NULL THEN 'created' ELSE 'superseded' END)"
-    feed = event_insert("inserted", "'created'", "$36", "'{content}'::text[]", "$37", resolution)
+    resolution = (
+        f"coalesce({_RESOLUTION}::text, CASE WHEN r.supersedes IS NULL THEN 'created' ELSE 'superseded' END)"
+    )
+    feed = event_insert("inserted", "'created'", _AT, "'{content}'::text[]", _WITH_CONTENT, resolution)
     inserted = {
         str(row["id"])
         for row in await connection.fetch(
             f"""WITH inserted AS (
                     INSERT INTO memories ({_INSERT_COLUMNS})
-                    SELECT u.id, u.tenant_id, u.subject, u.agent_id, u.session_id, u.tier, u.kind,
-                           u.intent, u.entities::jsonb, u.content, u.confidence, u.status, u.valid_from,
-                           u.valid_to, u.created_at, u.updated_at, u.expires_at, u.idempotency_key,
-                           u.embedding_state, u.lexical::tsvector, u.lexical_terms, u.language,
-                           u.content_key, u.supersedes, u.derived_from::uuid[], u.provenance::jsonb,
-                           u.visibility, u.access_count, u.last_accessed_at, u.version, u.seen_count,
-                           u.last_seen_at, u.fact_slot, u.embedding, u.embedding_en
-                    FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-                                $7::text[], $8::text[], $9::text[], $10::text[], $11::float8[],
-                                $12::text[], $13::timestamptz[], $14::timestamptz[], $15::timestamptz[],
-                                $16::timestamptz[], $17::timestamptz[], $18::text[], $19::text[],
-                                $20::text[], $21::int[], $22::text[], $23::text[], $24::uuid[],
-                                $25::text[], $26::text[], $27::text[], $28::bigint[], $29::timestamptz[],
-                                $30::bigint[], $31::bigint[], $32::timestamptz[], $33::text[],
-                                $34::vector[], $35::vector[])
-                         AS u({_INSERT_COLUMNS})
+                    SELECT {_INSERT_SELECT}
+                    FROM unnest({_INSERT_ARRAYS}) AS u({_INSERT_COLUMNS})
                     {on_conflict}
                     RETURNING id, tenant_id, subject, kind, visibility, agent_id, version, content,
                               supersedes, lexical_terms),
@@ -402,7 +467,7 @@ async def _insert(
             created.resolution,
         )
     }
-    counted = [lx for m, lx in zip(memories, lexical, strict=True) if m.id in inserted]
+    counted = [a.lexical for m, a in zip(memories, analysed, strict=True) if m.id in inserted]
     await _adjust_df(connection, memories[0].tenant_id, Counter(t for lx in counted for t in lx.distinct))
     return inserted
 
@@ -468,8 +533,9 @@ async def _insert_rows(
     memories: Sequence[Memory],
     embeddings: Mapping[VectorSpace, Sequence[FloatVector | None]],
     created: _CreatedEvents,
+    analysed: Sequence[_Analysed] | None = None,
 ) -> list[WriteOutcome]:
-    inserted = await _insert(connection, memories, embeddings, _ON_KEY, created)
+    inserted = await _insert(connection, memories, embeddings, _ON_KEY, created, analysed)
     replayed_keys = [m.idempotency_key for m in memories if m.id not in inserted]
     existing: dict[str, Memory] = {}
     if replayed_keys:
@@ -686,52 +752,5 @@ async def _adjust_df(connection: asyncpg.Connection, tenant_id: str, changes: Ma
     )
 
 
-def _peer_keys(memories: Sequence[Memory]) -> list[tuple[str, tuple[str, ...]]]:
-    """Each memory's content key and slot keys: what finds its peers besides meaning."""
-    return [(content_key(memory.content), slot_keys(memory.content)) for memory in memories]
-
-
-def _analysed_columns(memories: Sequence[Memory]) -> tuple[list[LexicalDocument], list[Any]]:
-    """Each memory's lexical document, and the insert's columns (one list per column)."""
-    lexical = [analyse(m.content) for m in memories]
-    rows = (_insert_values(m, lx) for m, lx in zip(memories, lexical, strict=True))
-    return lexical, list(zip(*rows, strict=True))
-
-
-def _insert_values(memory: Memory, lexical: LexicalDocument) -> tuple[Any, ...]:
-    return (
-        memory.id,
-        memory.tenant_id,
-        memory.subject,
-        memory.agent_id,
-        memory.session_id,
-        memory.tier.value,
-        memory.kind.value,
-        memory.intent,
-        json.dumps(memory.entities, ensure_ascii=False),
-        memory.content,
-        memory.confidence,
-        memory.status.value,
-        memory.valid_from,
-        memory.valid_to,
-        memory.created_at,
-        memory.updated_at,
-        memory.expires_at,
-        memory.idempotency_key or None,
-        memory.embedding_state.value,
-        lexical.tsvector,
-        lexical.length,
-        language(memory.content),
-        content_key(memory.content),
-        memory.supersedes,
-        # unnest cannot take a 2-D array of ragged rows: each row's sources travel as one uuid[] literal
-        "{" + ",".join(memory.derived_from) + "}",
-        json.dumps(memory.provenance, ensure_ascii=False),
-        memory.visibility.value,
-        memory.access_count,
-        memory.last_accessed_at,
-        memory.version,
-        memory.seen_count,
-        memory.last_seen_at,
-        next(iter(slot_keys(memory.content)), None),
-    )
+def _analyse(memories: Sequence[Memory]) -> list[_Analysed]:
+    return [_Analysed(analyse(m.content), content_key(m.content), slot_keys(m.content)) for m in memories]
