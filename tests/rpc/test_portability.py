@@ -243,13 +243,16 @@ async def test_an_export_is_one_snapshot_under_concurrent_writes(
     assert all(m.memory.status == pb.STATUS_ACTIVE for m in seen)  # as it was when the export began
 
 
+HELD_ROWS = 600  # of 5 KB each: 3 MB, few rows (their writing is the tests' cost, not their bytes)
+
+
 async def _held_export_data(client: HindsightClient, tenant: str) -> None:
     """More than gRPC's flow control lets a server send ahead of its reader: its streams stay open."""
-    padding = " and the rest of the story" * 40
-    for start in range(0, 3000, 500):
+    padding = " and the rest of the story" * 200
+    for start in range(0, HELD_ROWS, 200):
         batch = [
             memory_input(f"held {i}{padding}", tier="semantic", kind="fact")
-            for i in range(start, start + 500)
+            for i in range(start, start + 200)
         ]
         await client.write_batch(tenant, batch, verbatim=True)
 
@@ -276,8 +279,8 @@ async def test_exports_beyond_the_servers_limit_are_told_to_retry(
     assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert "max_concurrent_exports" in (refused.value.details() or "")
     for stream in (first, second):
-        assert len([item async for item in stream]) == 3000
-    assert (await _everything(client, tenant))[0].count == 3000  # they ended: exports run again
+        assert len([item async for item in stream]) == HELD_ROWS
+    assert (await _everything(client, tenant))[0].count == HELD_ROWS  # they ended: exports run again
 
 
 async def test_an_export_whose_reader_stops_is_ended_and_frees_its_slot(
