@@ -13,7 +13,12 @@ from hindsight_server.process.server import start_server
 
 async def test_webhook_bench_counts_every_delivery(make_settings: Callable[..., Settings]) -> None:
     running = await start_server(
-        make_settings(webhooks__enabled=True, webhooks__allow_private_networks=True, webhooks__poll_s=0.1)
+        make_settings(
+            webhooks__enabled=True,
+            webhooks__allow_private_networks=True,
+            webhooks__poll_s=0.1,
+            webhooks__rate_per_s=0,  # as the bench's own stack: deliveries unlimited (20/s would take 10 s)
+        )
     )
     try:
         result = await run_webhook_bench(f"127.0.0.1:{running.port}", events=200, wait_s=60)
