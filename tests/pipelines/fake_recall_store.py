@@ -1,4 +1,4 @@
-"""An in-memory RecallStore (pipelines/recall.py) for the recall pipeline's own tests: the same scope
+"""An in-memory RecallStore (pipelines/ports.py) for the recall pipeline's own tests: the same scope
 rules as store/channels.py over a list of memories, term overlap for the lexical channel, no vectors.
 The store's SQL is tested against the real PostgreSQL elsewhere; this is for the pipeline's logic."""
 
@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from hindsight_server.domain.bm25 import Bm25
+from hindsight_server.domain.channels import ChannelRows
 from hindsight_server.domain.errors import HindsightError
 from hindsight_server.domain.lexical import analyse
 from hindsight_server.domain.model import (
@@ -21,8 +22,7 @@ from hindsight_server.domain.model import (
     Visibility,
 )
 from hindsight_server.domain.search_plan import ScopeSize
-from hindsight_server.store.channels import ChannelRows
-from hindsight_server.store.sql import FloatVector
+from hindsight_server.domain.vectors import FloatVector
 
 
 def in_scope(memory: Memory, scope: Scope) -> bool:
