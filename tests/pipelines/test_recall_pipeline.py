@@ -11,9 +11,9 @@ import pytest
 
 from hindsight_server.domain.errors import Unavailable
 from hindsight_server.domain.model import Channel, Kind, Memory, RecallQuery, Tier
-from hindsight_server.domain.policy import Limits, RecallKnobs, RecallPolicy
+from hindsight_server.domain.policy import Limits, RecallPolicy
 from hindsight_server.pipelines.recall import RecallPipeline, RecallSettings
-from tests.domain.builders import memory
+from tests.domain.builders import memory, recall_query
 from tests.support.fakes.memory_store import InMemoryMemoryStore
 
 NOW = datetime(2024, 5, 1, 12, tzinfo=UTC)
@@ -21,18 +21,7 @@ POLICY = RecallPolicy()
 
 
 def query(text: str, **fields: Any) -> RecallQuery:
-    knobs = RecallKnobs(min_score=0.0).resolved(POLICY)
-    return RecallQuery(
-        tenant_id="acme",
-        text=text,
-        now=NOW,
-        top_k=knobs.top_k,
-        token_budget=knobs.token_budget,
-        weights=knobs.weights,
-        profile=knobs.profile,
-        min_score=knobs.min_score,
-        **fields,
-    )
+    return recall_query(text, NOW, POLICY, **fields)
 
 
 def turn(n: int, content: str, *, session: str = "s1", **fields: Any) -> Memory:
