@@ -1,6 +1,6 @@
-"""What the write and recall pipelines call on their adapters, stated here where the pipelines own it, in
-domain types only: the store (store/ in production) and the inference tier (inference/tier.py). The
-adapters satisfy these structurally; the pipelines' tests pass in-memory fakes (tests/support/fakes.py).
+"""What the write, recall and lifecycle pipelines call on their adapters, stated here where the pipelines
+own it, in domain types only: the store (store/ in production) and the inference tier (inference/tier.py).
+The adapters satisfy these structurally; the pipelines' tests pass in-memory fakes (tests/support/fakes).
 The scope sizes (ScopeCounter) and the planner statistics (PartitionAnalyzer) have theirs beside the
 caches that use them."""
 
@@ -20,9 +20,11 @@ from hindsight_server.domain.model import (
     Memory,
     MemoryPatch,
     Scope,
+    Subject,
     VectorSpace,
     WriteOutcome,
 )
+from hindsight_server.domain.retention import RetentionItem
 from hindsight_server.domain.vectors import DocumentEmbeddings, FloatVector, QueryVector, WriteVectors
 from hindsight_server.pipelines.scope_sizes import ScopeCounter
 from hindsight_server.pipelines.statistics import PartitionAnalyzer
@@ -90,6 +92,37 @@ class RecallStore(ScopeCounter, Protocol):
     async def adjacent_turns(
         self, scope: Scope, memory_ids: Sequence[str], spaces: Sequence[VectorSpace]
     ) -> tuple[ChannelRows, dict[str, tuple[str | None, str | None]]]: ...
+
+
+class LifecycleBatches(Protocol):
+    """What the lifecycle jobs read and change, in bounded batches: each changing call is one transaction
+    and returns how many memories (or turns) it changed."""
+
+    async def expire_batch(self, now: datetime, limit: int) -> int: ...
+
+    async def purge_batch(
+        self, cutoff: datetime, superseded_before: datetime | None, now: datetime, limit: int
+    ) -> int: ...
+
+    async def purge_turns_batch(self, stored_before: datetime, limit: int) -> int: ...
+
+    async def demote_batch(
+        self, unused_since: datetime, now: datetime, expires_at: datetime | None, limit: int
+    ) -> int: ...
+
+    async def tenants_over(self, quota: int, after: str, limit: int) -> list[tuple[str, int]]:
+        """(tenant, live memories) of the tenants after `after` over the quota, in id order."""
+
+    async def retention_items(self, tenant_id: str) -> list[RetentionItem]: ...
+
+    async def evict(self, tenant_id: str, memory_ids: Sequence[str], now: datetime) -> int: ...
+
+    async def subjects_with_episodes(
+        self, after: Subject | None, min_episodes: int, now: datetime, limit: int
+    ) -> list[Subject]: ...
+
+    async def episodes(self, subject: Subject, now: datetime) -> list[Memory]:
+        """A subject's live episodes that have an intent, oldest first."""
 
 
 class Embedder(Protocol):
