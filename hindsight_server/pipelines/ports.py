@@ -125,6 +125,17 @@ class LifecycleBatches(Protocol):
         """A subject's live episodes that have an intent, oldest first."""
 
 
+class ItemFailures(Protocol):
+    """Where a lifecycle job's failing items are recorded, each waiting out a growing backoff."""
+
+    async def failed(
+        self, job: str, tenant_id: str, item: str, error: str, now: datetime, backoff_s: tuple[float, float]
+    ) -> int:
+        """Records one more failure; returns how many times in a row the item failed."""
+
+    async def cleared(self, job: str, tenant_id: str, item: str) -> None: ...
+
+
 class Embedder(Protocol):
     """Which vector spaces answer now. A call that cannot answer in time raises InferenceUnavailable."""
 
