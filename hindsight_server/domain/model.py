@@ -299,6 +299,14 @@ class RecallQuery:
 
 
 @dataclass(frozen=True, slots=True)
+class Subject:
+    """One subject of one tenant: what the patterns job looks through, one at a time."""
+
+    tenant_id: str
+    subject: str
+
+
+@dataclass(frozen=True, slots=True)
 class Scope:
     """Which memories a recall channel may see; shared by every channel so they agree."""
 

@@ -8,9 +8,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-import numpy as np
-import numpy.typing as npt
-
 from hindsight_server.domain.model import (
     CommitPosition,
     EmbeddingState,
@@ -21,14 +18,13 @@ from hindsight_server.domain.model import (
     TimeWindow,
     VectorSpace,
 )
+from hindsight_server.domain.vectors import FloatVector
 
 FORMAT_VERSION = 1
 CURRENT_STATUSES = (Status.ACTIVE, Status.PENDING)  # an export without its history
 # Every new id is derived from (tenant, source id) under this namespace: the same import gives the same
 # ids every time, so a repeated one finds what the first one wrote.
 _IMPORT_NAMESPACE = uuid.UUID("6b1f0f4e-5d1c-4f3e-9a55-9e0d2c5b7a11")
-
-FloatVector = npt.NDArray[np.float32]
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,37 +11,19 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-
-import numpy as np
-import numpy.typing as npt
 
 from embedder.cache import CacheStats
 from embedder.client import TritonEmbedder, TritonReranker
 from embedder.errors import InferenceBusy, InferenceError
 from hindsight_server.domain.errors import InferenceUnavailable
 from hindsight_server.domain.model import VectorSpace
+from hindsight_server.domain.vectors import DocumentEmbeddings, QueryVector
 
 log = logging.getLogger(__name__)
-
-FloatMatrix = npt.NDArray[np.float32]
 
 
 class DimensionMismatch(RuntimeError):
     """The embedding model's dimension differs from the one the memories table was built for."""
-
-
-@dataclass(frozen=True, slots=True)
-class DocumentEmbeddings:
-    vectors: FloatMatrix  # [n, dimension]
-    truncated: Sequence[bool]
-
-
-@dataclass(frozen=True, slots=True)
-class QueryVector:
-    vector: FloatMatrix  # [dimension]
-    truncated: bool
-    cached: bool = False  # from the query-embedding cache
 
 
 class InferenceTier:

@@ -19,11 +19,11 @@ from datetime import timedelta
 
 from hindsight_server.domain.errors import InferenceUnavailable
 from hindsight_server.domain.model import VectorSpace
+from hindsight_server.domain.vectors import FloatVector
 from hindsight_server.inference.tier import InferenceTier
 from hindsight_server.pipelines.activity import WriteActivity
 from hindsight_server.pipelines.scope_sizes import ScopeSizes
 from hindsight_server.store.embeddings import EmbeddingQueue, PendingEmbedding
-from hindsight_server.store.sql import FloatVector
 from hindsight_server.telemetry.counters import count_failure
 
 log = logging.getLogger(__name__)

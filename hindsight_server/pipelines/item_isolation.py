@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import TypeVar
 
 from hindsight_server.domain.errors import DeadlineExceeded, Unavailable
-from hindsight_server.store.job_failures import JobItemFailures
+from hindsight_server.pipelines.ports import ItemFailures
 from hindsight_server.telemetry.counters import count_failure
 
 __all__ = ["ItemIsolation", "JobItem"]
@@ -34,7 +34,7 @@ class JobItem:
 
 
 class ItemIsolation:
-    def __init__(self, failures: JobItemFailures, *, backoff_s: float, max_backoff_s: float) -> None:
+    def __init__(self, failures: ItemFailures, *, backoff_s: float, max_backoff_s: float) -> None:
         self._failures = failures
         self._backoff = (backoff_s, max_backoff_s)
 

@@ -15,14 +15,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
 
-from hindsight_server.domain.model import JsonValue, Memory
+from hindsight_server.domain.model import JsonValue, Memory, Subject
 from hindsight_server.domain.patterns import EpisodeFacts, Pattern, find_patterns
 from hindsight_server.domain.policy import TtlPolicy
 from hindsight_server.domain.retention import RetentionPolicy, demotion_cutoff, over_quota
 from hindsight_server.pipelines.item_isolation import ItemIsolation, JobItem
 from hindsight_server.pipelines.jobs import JobBody
+from hindsight_server.pipelines.ports import LifecycleBatches
 from hindsight_server.pipelines.write import WritePipeline
-from hindsight_server.store.lifecycle import LifecycleStore, Subject
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +49,7 @@ async def _in_batches(batch: Callable[[], Awaitable[int]], size: int) -> int:
 class LifecycleJobs:
     def __init__(
         self,
-        store: LifecycleStore,
+        store: LifecycleBatches,
         writes: WritePipeline,
         settings: LifecycleSettings,
         ttl: TtlPolicy,

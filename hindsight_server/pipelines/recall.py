@@ -9,15 +9,14 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import Protocol
 
 import numpy as np
-import numpy.typing as npt
 
 from hindsight_server.domain import ranking
 from hindsight_server.domain.bm25 import Bm25
+from hindsight_server.domain.channels import ChannelRows
 from hindsight_server.domain.errors import HindsightError, InferenceUnavailable
 from hindsight_server.domain.fusion import FusedCandidate, reciprocal_rank_fusion
 from hindsight_server.domain.language import ENGLISH, language
@@ -25,7 +24,6 @@ from hindsight_server.domain.lexical import query_terms
 from hindsight_server.domain.model import (
     Channel,
     ChannelResult,
-    Entities,
     RankedMemory,
     RecallQuery,
     RecallResult,
@@ -41,17 +39,14 @@ from hindsight_server.domain.rerank import rerank_depth
 from hindsight_server.domain.search_plan import ScopeSize, prefers_exact_search, split_limit
 from hindsight_server.domain.timeparse import TimeExpression, parse_time
 from hindsight_server.domain.validation import validate_recall
-from hindsight_server.inference.tier import InferenceTier
+from hindsight_server.domain.vectors import FloatMatrix, FloatVector, Vectors
 from hindsight_server.offload import run_pure
 from hindsight_server.pipelines.access import AccessTracker
 from hindsight_server.pipelines.audit import RecallAudit
-from hindsight_server.pipelines.scope_sizes import ScopeCounter, ScopeSizes
-from hindsight_server.store.channels import ChannelRows, Vectors
+from hindsight_server.pipelines.ports import RecallInference, RecallStore
+from hindsight_server.pipelines.scope_sizes import ScopeSizes
 from hindsight_server.store.routing import PrimaryOnly, ReadRoute
-from hindsight_server.store.sql import FloatVector
 from hindsight_server.telemetry.recorder import Recorder, stage, staged
-
-FloatMatrix = npt.NDArray[np.float32]
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,45 +115,12 @@ class RecallPlan:
         return None if self.spoken is None or self.spoken.vague else self.spoken.window
 
 
-class RecallStore(ScopeCounter, Protocol):
-    """What recall reads (store/channels.py in production, an in-memory fake in the pipeline's tests),
-    and the scope sizes its vector search is planned by (ScopeCounter)."""
-
-    async def lexical_channel(
-        self, scope: Scope, terms: Sequence[str], limit: int, bm25: Bm25, spaces: Sequence[VectorSpace]
-    ) -> ChannelRows: ...
-
-    async def structured_channel(
-        self, scope: Scope, entities: Entities, limit: int, spaces: Sequence[VectorSpace]
-    ) -> ChannelRows: ...
-
-    async def vector_channel(
-        self,
-        scope: Scope,
-        query: FloatVector,
-        limit: int,
-        space: VectorSpace,
-        spaces: Sequence[VectorSpace],
-        *,
-        exact: bool = False,
-        without_english: bool = False,
-    ) -> ChannelRows: ...
-
-    async def session_channel(
-        self, scope: Scope, session_id: str, limit: int, spaces: Sequence[VectorSpace]
-    ) -> ChannelRows: ...
-
-    async def adjacent_turns(
-        self, scope: Scope, memory_ids: Sequence[str], spaces: Sequence[VectorSpace]
-    ) -> tuple[ChannelRows, dict[str, tuple[str | None, str | None]]]: ...
-
-
 class RecallPipeline:
     def __init__(
         self,
         store: RecallStore,
         settings: RecallSettings,
-        inference: InferenceTier | None = None,
+        inference: RecallInference | None = None,
         access: AccessTracker | None = None,
         *,
         recorder: Recorder | None = None,
@@ -312,7 +274,7 @@ class RecallPipeline:
         return asyncio.ensure_future(self._embed(self._inference, tenant_id, focused, spaces))
 
     async def _embed(
-        self, inference: InferenceTier, tenant_id: str, focused: QueryFocus, spaces: tuple[VectorSpace, ...]
+        self, inference: RecallInference, tenant_id: str, focused: QueryFocus, spaces: tuple[VectorSpace, ...]
     ) -> QueryVectors:
         timeout_s = self._settings.query_timeout_s
         texts = (focused.text, *focused.turns)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -32,13 +32,12 @@ from hindsight_server.domain.model import (
 from hindsight_server.domain.policy import Limits, TtlPolicy, WritePolicy
 from hindsight_server.domain.search_plan import prefers_exact_search
 from hindsight_server.domain.validation import validate_batch, validate_draft, validate_patch, validate_tenant
-from hindsight_server.inference.tier import DocumentEmbeddings, InferenceTier
+from hindsight_server.domain.vectors import DocumentEmbeddings, FloatVector, WriteVectors
 from hindsight_server.offload import run_pure
 from hindsight_server.pipelines.activity import WriteActivity
+from hindsight_server.pipelines.ports import DocumentEmbedder, WriteStore
 from hindsight_server.pipelines.scope_sizes import ScopeSizes
 from hindsight_server.pipelines.statistics import StatisticsRefresh
-from hindsight_server.store.memories import MemoryStore
-from hindsight_server.store.sql import FloatVector
 from hindsight_server.telemetry.recorder import Recorder, staged
 
 
@@ -67,10 +66,10 @@ class InlineEmbeddings:
 class WritePipeline:
     def __init__(
         self,
-        store: MemoryStore,
+        store: WriteStore,
         settings: WriteSettings,
         clock: Clock,
-        inference: InferenceTier | None = None,
+        inference: DocumentEmbedder | None = None,
         *,
         recorder: Recorder | None = None,
         activity: WriteActivity | None = None,
@@ -164,7 +163,7 @@ class WritePipeline:
     async def _store_all(
         self,
         memories: Sequence[Memory],
-        vectors: Mapping[VectorSpace, Sequence[FloatVector | None]],
+        vectors: WriteVectors,
         now: datetime,
         *,
         verbatim: bool,

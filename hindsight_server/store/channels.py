@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import asyncpg
 from pgvector import Vector
 
 from hindsight_server.domain.bm25 import Bm25, plan_bm25_query
+from hindsight_server.domain.channels import ChannelRows
 from hindsight_server.domain.lexical import tsquery_literal
 from hindsight_server.domain.model import (
     ChannelHit,
@@ -19,13 +20,13 @@ from hindsight_server.domain.model import (
     VectorSpace,
 )
 from hindsight_server.domain.search_plan import ScopeSize
+from hindsight_server.domain.vectors import FloatVector
 from hindsight_server.store.errors import translate_errors
 from hindsight_server.store.rows import MEMORY_COLUMNS, memory_from_row
 from hindsight_server.store.sql import (
     SEEN_BY,
     TENANT_PARTITION,
     VECTOR_COLUMN,
-    FloatVector,
     OnPool,
     Sql,
     graph_plans,
@@ -53,20 +54,6 @@ def where_in_scope(sql: Sql, scope: Scope) -> None:
         sql.where(f"coalesce(valid_from, created_at) >= {sql.param(scope.window.start)}")
     if scope.window.end is not None:
         sql.where(f"coalesce(valid_from, created_at) < {sql.param(scope.window.end)}")
-
-
-Vectors = dict[VectorSpace, dict[str, FloatVector]]  # per space, by memory id
-
-
-@dataclass(frozen=True, slots=True)
-class ChannelRows:
-    """A channel's hits, and the embeddings of those that have one, in the first space asked for that
-    each has a vector in (to score every candidate by similarity, not only those the vector channel
-    found)."""
-
-    hits: list[ChannelHit]
-    vectors: Vectors
-    rare_terms: tuple[str, ...] = ()  # the lexical channel's: the query terms rare in the tenant
 
 
 def vector_columns(spaces: Sequence[VectorSpace]) -> str:

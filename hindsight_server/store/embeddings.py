@@ -18,8 +18,9 @@ from pgvector import Vector
 
 from hindsight_server.domain.language import ENGLISH
 from hindsight_server.domain.model import VectorSpace
+from hindsight_server.domain.vectors import FloatVector
 from hindsight_server.store.errors import translate_errors
-from hindsight_server.store.sql import FloatVector, OnPool
+from hindsight_server.store.sql import OnPool
 
 __all__ = ["EmbeddingQueue", "PendingEmbedding"]
 

@@ -11,14 +11,13 @@ from __future__ import annotations
 import contextlib
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
 
 import asyncpg
 
 from hindsight_server.domain.errors import Aborted
-from hindsight_server.domain.model import Kind, Memory, Status
+from hindsight_server.domain.model import Kind, Memory, Status, Subject
 from hindsight_server.domain.retention import RetentionItem
 from hindsight_server.store.errors import LOCK_CONFLICTS, translate_errors
 from hindsight_server.store.feed import event_insert
@@ -44,12 +43,6 @@ _PURGEABLE = """(status IN ('expired', 'superseded') AND expires_at <= $1)
 # Each change the jobs make records its change feed event in the same statement (store/feed.py).
 _EXPIRED_EVENTS = event_insert("changed", "'expired'", "$1", "'{status}'::text[]", "false")
 _EVICTED_EVENTS = event_insert("changed", "'deleted'", "$3", "'{status}'::text[]", "false", "'evicted'")
-
-
-@dataclass(frozen=True, slots=True)
-class Subject:
-    tenant_id: str
-    subject: str
 
 
 def _purge_reason(status: str, deleted_by: str | None) -> str:

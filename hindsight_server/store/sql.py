@@ -8,16 +8,12 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import asyncpg
-import numpy as np
-import numpy.typing as npt
 
 from hindsight_server.domain.model import (
     Kind,
     Tier,
     VectorSpace,
 )
-
-FloatVector = npt.NDArray[np.float32]
 
 # A private memory is seen by the agent that wrote it only (private ones always carry an agent_id, so
 # a caller without one sees shared memories alone). Every read by a caller applies it.

@@ -30,12 +30,13 @@ from hindsight_server.domain.model import (
     WriteOutcome,
 )
 from hindsight_server.domain.portability import first_loop
+from hindsight_server.domain.vectors import FloatVector, WriteVectors
 from hindsight_server.offload import run_pure
 from hindsight_server.store.errors import translate_errors
 from hindsight_server.store.feed import event_insert
 from hindsight_server.store.reads import MemoryReads
 from hindsight_server.store.rows import MEMORY_COLUMNS, memory_from_row
-from hindsight_server.store.sql import SEEN_BY, FloatVector, Sql, graph_plans
+from hindsight_server.store.sql import SEEN_BY, Sql, graph_plans
 
 # The fields of a memory each event type says were set (the feed's `fields`).
 _MERGED_FIELDS = "'{seen_count,last_seen_at,confidence,expires_at}'::text[]"
@@ -80,7 +81,7 @@ class MemoryWrites(MemoryReads):
     async def insert(
         self,
         memories: Sequence[Memory],
-        embeddings: Mapping[VectorSpace, Sequence[FloatVector | None]] | None = None,
+        embeddings: WriteVectors | None = None,
         now: datetime | None = None,
     ) -> list[WriteOutcome]:
         """Inserts one tenant's memories (a request has one tenant) in one transaction: all or nothing.
@@ -95,7 +96,7 @@ class MemoryWrites(MemoryReads):
     async def import_batch(
         self,
         memories: Sequence[Memory],
-        embeddings: Mapping[VectorSpace, Sequence[FloatVector | None]],
+        embeddings: WriteVectors,
         now: datetime,
     ) -> set[str]:
         """Exported memories, their ids and links final, in one transaction: each inserted unless one
@@ -112,7 +113,7 @@ class MemoryWrites(MemoryReads):
     async def insert_resolving(
         self,
         memories: Sequence[Memory],
-        embeddings: Mapping[VectorSpace, Sequence[FloatVector | None]],
+        embeddings: WriteVectors,
         decide: Callable[[Memory, list[Existing]], ConflictResolution],
         now: datetime,
         *,
@@ -423,7 +424,7 @@ _TARGET_GONE = ConflictResolution(
 async def _insert(
     connection: asyncpg.Connection,
     memories: Sequence[Memory],
-    embeddings: Mapping[VectorSpace, Sequence[FloatVector | None]],
+    embeddings: WriteVectors,
     on_conflict: str,
     created: _CreatedEvents,
     analysed: Sequence[_Analysed] | None = None,
@@ -531,7 +532,7 @@ def _text_or_none(value: object) -> str | None:
 async def _insert_rows(
     connection: asyncpg.Connection,
     memories: Sequence[Memory],
-    embeddings: Mapping[VectorSpace, Sequence[FloatVector | None]],
+    embeddings: WriteVectors,
     created: _CreatedEvents,
     analysed: Sequence[_Analysed] | None = None,
 ) -> list[WriteOutcome]:

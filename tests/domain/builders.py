@@ -6,7 +6,8 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from hindsight_server.domain.model import EmbeddingState, Kind, Memory, Status, Tier
+from hindsight_server.domain.model import EmbeddingState, Kind, Memory, RecallQuery, Status, Tier
+from hindsight_server.domain.policy import RecallKnobs, RecallPolicy
 
 _BASE = Memory(
     id="00000000-0000-7000-8000-000000000001",
@@ -38,3 +39,19 @@ _BASE = Memory(
 
 def memory(**changes: Any) -> Memory:
     return replace(_BASE, **changes)
+
+
+def recall_query(text: str, now: datetime, policy: RecallPolicy | None = None, **fields: Any) -> RecallQuery:
+    """A recall of tenant "acme" with the policy's defaults, keeping every hit over the relevance gate."""
+    knobs = RecallKnobs(min_score=0.0).resolved(policy or RecallPolicy())
+    query = RecallQuery(
+        tenant_id="acme",
+        text=text,
+        now=now,
+        top_k=knobs.top_k,
+        token_budget=knobs.token_budget,
+        weights=knobs.weights,
+        profile=knobs.profile,
+        min_score=knobs.min_score,
+    )
+    return replace(query, **fields)

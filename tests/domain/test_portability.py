@@ -9,13 +9,13 @@ import pytest
 from hindsight_server.domain.model import EmbeddingState, VectorSpace
 from hindsight_server.domain.portability import (
     EmbeddingModel,
-    FloatVector,
     embedding_state,
     first_loop,
     imported_id,
     retargeted,
     reusable_spaces,
 )
+from hindsight_server.domain.vectors import FloatVector
 from tests.domain.builders import memory
 
 A, B, C = (f"01a22b8a-0000-7000-8000-00000000000{n}" for n in (1, 2, 3))

@@ -1,4 +1,4 @@
-"""The recall pipeline's logic on an in-memory store (fake_recall_store.py): which channels run, what the
+"""The recall pipeline's logic on an in-memory store (tests/support/fakes): which channels run, what the
 gate keeps, the context stage, packing, and a store that cannot answer. No inference tier here: the
 vector channel is covered against a real Triton in tests/inference."""
 
@@ -11,28 +11,17 @@ import pytest
 
 from hindsight_server.domain.errors import Unavailable
 from hindsight_server.domain.model import Channel, Kind, Memory, RecallQuery, Tier
-from hindsight_server.domain.policy import Limits, RecallKnobs, RecallPolicy
+from hindsight_server.domain.policy import Limits, RecallPolicy
 from hindsight_server.pipelines.recall import RecallPipeline, RecallSettings
-from tests.domain.builders import memory
-from tests.pipelines.fake_recall_store import InMemoryRecallStore
+from tests.domain.builders import memory, recall_query
+from tests.support.fakes.memory_store import InMemoryMemoryStore
 
 NOW = datetime(2024, 5, 1, 12, tzinfo=UTC)
 POLICY = RecallPolicy()
 
 
 def query(text: str, **fields: Any) -> RecallQuery:
-    knobs = RecallKnobs(min_score=0.0).resolved(POLICY)
-    return RecallQuery(
-        tenant_id="acme",
-        text=text,
-        now=NOW,
-        top_k=knobs.top_k,
-        token_budget=knobs.token_budget,
-        weights=knobs.weights,
-        profile=knobs.profile,
-        min_score=knobs.min_score,
-        **fields,
-    )
+    return recall_query(text, NOW, POLICY, **fields)
 
 
 def turn(n: int, content: str, *, session: str = "s1", **fields: Any) -> Memory:
@@ -47,7 +36,14 @@ def turn(n: int, content: str, *, session: str = "s1", **fields: Any) -> Memory:
     )
 
 
-def pipeline(store: InMemoryRecallStore) -> RecallPipeline:
+def holding(memories: list[Memory]) -> InMemoryMemoryStore:
+    store = InMemoryMemoryStore()
+    for stored in memories:
+        store.add(stored)
+    return store
+
+
+def pipeline(store: InMemoryMemoryStore) -> RecallPipeline:
     return RecallPipeline(store, RecallSettings(Limits(), POLICY))
 
 
@@ -61,7 +57,7 @@ CONVERSATION = [
 
 
 async def test_the_words_of_the_query_find_the_memory_and_its_next_turn() -> None:
-    store = InMemoryRecallStore(list(CONVERSATION))
+    store = holding(CONVERSATION)
     result = await pipeline(store).recall(query("when does the harbour ferry leave"))
     ids = [hit.memory.id for hit in result.hits]
     assert ids[0] == CONVERSATION[1].id
@@ -76,7 +72,7 @@ async def test_the_words_of_the_query_find_the_memory_and_its_next_turn() -> Non
 
 
 async def test_the_ongoing_sessions_memory_is_kept_without_a_match() -> None:
-    store = InMemoryRecallStore(list(CONVERSATION))
+    store = holding(CONVERSATION)
     result = await pipeline(store).recall(query("what about dessert", session_id="s2"))
     assert [hit.memory.id for hit in result.hits] == [CONVERSATION[3].id]
     assert Channel.SESSION in result.channels_used
@@ -84,12 +80,13 @@ async def test_the_ongoing_sessions_memory_is_kept_without_a_match() -> None:
 
 
 async def test_nothing_relevant_means_no_hit_and_no_injection() -> None:
-    store = InMemoryRecallStore(list(CONVERSATION))
+    store = holding(CONVERSATION)
     result = await pipeline(store).recall(query("quantum chromodynamics"))
     assert result.hits == [] and result.injection_text == "" and result.tokens_used == 0
 
 
 async def test_a_store_that_cannot_answer_fails_the_recall_with_its_error() -> None:
-    store = InMemoryRecallStore(list(CONVERSATION), failing=Unavailable("the database is down"))
+    store = holding(CONVERSATION)
+    store.failing = Unavailable("the database is down")
     with pytest.raises(Unavailable, match="the database is down"):
         await pipeline(store).recall(query("harbour ferry"))

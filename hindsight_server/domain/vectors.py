@@ -1,0 +1,32 @@
+"""The embeddings as the pipelines, the store and the inference tier pass them to each other: numpy arrays
+of float32, one definition for every layer."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from hindsight_server.domain.model import VectorSpace
+
+FloatVector = npt.NDArray[np.float32]  # [dimension]
+FloatMatrix = FloatVector  # [n, dimension]: the same array type, named for its shape
+
+Vectors = dict[VectorSpace, dict[str, FloatVector]]  # per space, by memory id
+# What a write stores: per space, vectors parallel to its memories (None: not embedded yet).
+WriteVectors = Mapping[VectorSpace, Sequence[FloatVector | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentEmbeddings:
+    vectors: FloatMatrix  # [n, dimension]
+    truncated: Sequence[bool]
+
+
+@dataclass(frozen=True, slots=True)
+class QueryVector:
+    vector: FloatVector
+    truncated: bool
+    cached: bool = False  # from the query-embedding cache
