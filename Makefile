@@ -102,7 +102,7 @@ up: proto nginx
 	$(VENV)/bin/hindsight up --servers $(SERVERS)
 
 test: lint tools buf-check
-	$(PY) -m pytest $(PYTEST_ARGS)
+	GRPC_ENABLE_FORK_SUPPORT=false $(PY) -m pytest $(PYTEST_ARGS)
 
 lint: proto
 	$(PY) -m ruff check .

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import os
+
+# Before grpc is imported (hindsight_server/__init__.py says why): the tests start PostgreSQL, Triton and
+# servers as subprocesses of a process that uses gRPC. `make test` sets it too.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
 import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator

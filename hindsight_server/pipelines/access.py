@@ -27,6 +27,9 @@ class AccessTracker:
         self._interval_s = flush_interval_s
         self._counts: Counter[tuple[str, str]] = Counter()
         self._last_seen: dict[tuple[str, str], datetime] = {}
+        # One flush at a time: a flush called while the loop's is writing waits for it, so what was
+        # recorded before a flush returns is written (a stop's last flush, a test that reads after it).
+        self._flushing = asyncio.Lock()
 
     def record(self, tenant_id: str, memory_ids: Iterable[str], at: datetime | None = None) -> None:
         at = at or self._clock()
@@ -36,19 +39,23 @@ class AccessTracker:
             self._last_seen[key] = max(at, self._last_seen.get(key, at))
 
     async def flush(self) -> int:
-        """Writes what was recorded since the last flush; returns how many memories were updated."""
-        if not self._counts:
-            return 0
-        counts, last_seen = self._counts, self._last_seen
-        self._counts, self._last_seen = Counter(), {}
-        try:
-            await self._store.record_access([(t, m, n, last_seen[(t, m)]) for (t, m), n in counts.items()])
-        except HindsightError:
-            # Keep them for the next flush rather than dropping them on a database hiccup.
-            for key, count in counts.items():
-                self.record(key[0], [key[1]] * count, last_seen[key])
-            raise
-        return len(counts)
+        """Writes what was recorded until now, once any flush under way has ended; returns how many
+        memories this flush updated."""
+        async with self._flushing:
+            if not self._counts:
+                return 0
+            counts, last_seen = self._counts, self._last_seen
+            self._counts, self._last_seen = Counter(), {}
+            try:
+                await self._store.record_access(
+                    [(t, m, n, last_seen[(t, m)]) for (t, m), n in counts.items()]
+                )
+            except BaseException:
+                # Kept for the next flush rather than dropped: a database hiccup, or a cancelled flush.
+                for key, count in counts.items():
+                    self.record(key[0], [key[1]] * count, last_seen[key])
+                raise
+            return len(counts)
 
     async def run_forever(self) -> None:
         while True:
