@@ -196,13 +196,15 @@ class MemoryWrites(MemoryReads):
                 value = value.value
             cast = "::jsonb" if path == "entities" else ""
             assignments.append(f"{_PATCHABLE_COLUMNS[path]} = {sql.param(value)}{cast}")
-        if "content" in patch.mask:
-            lexical = analyse(patch.content)
-            assignments.append(f"lexical = {sql.param(lexical.tsvector)}::tsvector")
-            assignments.append(f"lexical_terms = {sql.param(lexical.length)}")
-            assignments.append(f"language = {sql.param(language(patch.content))}")
-            assignments.append(f"content_key = {sql.param(content_key(patch.content))}")
-            assignments.append(f"fact_slot = {sql.param(next(iter(slot_keys(patch.content)), None))}")
+        derived = (
+            await run_pure(len(patch.content), _derive, patch.content) if "content" in patch.mask else None
+        )
+        if derived is not None:
+            assignments.append(f"lexical = {sql.param(derived.lexical.tsvector)}::tsvector")
+            assignments.append(f"lexical_terms = {sql.param(derived.lexical.length)}")
+            assignments.append(f"language = {sql.param(derived.language)}")
+            assignments.append(f"content_key = {sql.param(derived.content_key)}")
+            assignments.append(f"fact_slot = {sql.param(derived.fact_slot)}")
             assignments.append(
                 f"embedding_state = {sql.param(embedding_state.value)}, embedding = NULL, embedding_en = NULL"
             )
@@ -237,8 +239,8 @@ class MemoryWrites(MemoryReads):
                     SELECT {MEMORY_COLUMNS}, previous_lexemes FROM changed""",
                 *sql.args,
             )
-            if row is not None and "content" in patch.mask:
-                before, after = set(row["previous_lexemes"]), analyse(patch.content).distinct
+            if row is not None and derived is not None:
+                before, after = set(row["previous_lexemes"]), derived.lexical.distinct
                 changes = {t: -1 for t in before - after} | {t: 1 for t in after - before}
                 await _adjust_df(connection, patch.tenant_id, changes)
         if row is not None:
@@ -337,12 +339,18 @@ class MemoryWrites(MemoryReads):
 
 @dataclass(frozen=True, slots=True)
 class _Analysed:
-    """What an insert derives from a memory's content, computed once per write: its lexical document,
-    its content key and its slot keys (which also find a resolving write's peers)."""
+    """What a write derives from a memory's content, computed once per write (an insert's, an update's):
+    its lexical document, language, content key and slot keys (the keys also find a resolving write's
+    peers; the first slot is the row's fact_slot)."""
 
     lexical: LexicalDocument
+    language: str
     content_key: str
     slot_keys: tuple[str, ...]
+
+    @property
+    def fact_slot(self) -> str | None:
+        return next(iter(self.slot_keys), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -384,7 +392,7 @@ _COLUMNS: tuple[_Column, ...] = (
     _Column("embedding_state", "text", lambda m, a: m.embedding_state.value),
     _Column("lexical", "text", lambda m, a: a.lexical.tsvector, "::tsvector"),
     _Column("lexical_terms", "int", lambda m, a: a.lexical.length),
-    _Column("language", "text", lambda m, a: language(m.content)),
+    _Column("language", "text", lambda m, a: a.language),
     _Column("content_key", "text", lambda m, a: a.content_key),
     _Column("supersedes", "uuid", lambda m, a: m.supersedes),
     # unnest cannot take a 2-D array of ragged rows: each row's sources travel as one uuid[] literal
@@ -396,7 +404,7 @@ _COLUMNS: tuple[_Column, ...] = (
     _Column("version", "bigint", lambda m, a: m.version),
     _Column("seen_count", "bigint", lambda m, a: m.seen_count),
     _Column("last_seen_at", "timestamptz", lambda m, a: m.last_seen_at),
-    _Column("fact_slot", "text", lambda m, a: next(iter(a.slot_keys), None)),
+    _Column("fact_slot", "text", lambda m, a: a.fact_slot),
 )
 _VECTOR_COLUMNS = ("embedding", "embedding_en")  # VectorSpace.MULTILINGUAL, VectorSpace.ENGLISH
 _INSERT_COLUMNS = ", ".join([*(c.name for c in _COLUMNS), *_VECTOR_COLUMNS])
@@ -753,5 +761,9 @@ async def _adjust_df(connection: asyncpg.Connection, tenant_id: str, changes: Ma
     )
 
 
+def _derive(content: str) -> _Analysed:
+    return _Analysed(analyse(content), language(content), content_key(content), slot_keys(content))
+
+
 def _analyse(memories: Sequence[Memory]) -> list[_Analysed]:
-    return [_Analysed(analyse(m.content), content_key(m.content), slot_keys(m.content)) for m in memories]
+    return [_derive(m.content) for m in memories]
