@@ -42,6 +42,7 @@ from hindsight.tls import ClientTls
 from hindsight_server.domain.admission import AdmissionPolicy
 from hindsight_server.domain.conflicts import ConflictPolicy
 from hindsight_server.domain.policy import Limits, RecallPolicy, TtlPolicy, WritePolicy
+from hindsight_server.domain.ratelimit import RateLimiter
 from hindsight_server.domain.webhooks import AddressPolicy, RetryPolicy
 
 
@@ -69,8 +70,16 @@ class SecuritySettings(_Section):
 
     require_api_keys: bool = True
     api_key_cache_s: float = Field(30.0, ge=0)  # a revoked key stops working on every server within this
+    # Database lookups a second, per server, of API keys it has not seen (a spray of random keys costs
+    # the database no more; past it such a key is asked to retry). Keys it has seen are not counted.
+    # 0: unbounded.
+    new_key_lookups_per_s: float = Field(50.0, ge=0)
+    new_key_lookup_burst: float = Field(200.0, ge=1)
     requests_per_s_per_tenant: float = Field(1000.0, ge=0)  # per server; 0: unlimited
     request_burst_per_tenant: float = Field(2000.0, ge=1)
+
+    def new_key_lookups(self) -> RateLimiter:
+        return RateLimiter(self.new_key_lookups_per_s, self.new_key_lookup_burst)
     # TLS for gRPC: both files set, the server listens with TLS only.
     tls_cert_file: str = ""
     tls_key_file: str = ""

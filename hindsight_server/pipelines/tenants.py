@@ -4,7 +4,11 @@ A key reads `hs_<key id>_<secret>`. The id finds the row; the secret's SHA-256 i
 time with the stored one. Checked keys are cached for `cache_s`, so a revocation takes effect on every
 server within that time while the database is not asked on every call. Ids that name no key are cached
 apart, in a smaller cache of their own: a caller spraying random keys evicts only other unknown ids,
-never a tenant's real key (which would send its next call to the database).
+never a tenant's real key (which would send its next call to the database). And the database lookups of
+ids this server has never seen are bounded (`lookups`, per server): past the bound such a key is asked
+to retry (RESOURCE_EXHAUSTED) instead of reaching the database, so a spray of random keys costs the
+database at most that many lookups a second. A key this server checked before is looked up again when
+its entry expires whatever the spray: revocations still take effect within `cache_s`.
 
 A key grants scopes and may be bound to an agent (domain/principal.py).
 """
@@ -21,9 +25,10 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from hindsight_server.domain.clock import Clock
-from hindsight_server.domain.errors import InvalidArgument, NotFound, Unauthenticated
+from hindsight_server.domain.errors import InvalidArgument, NotFound, ResourceExhausted, Unauthenticated
 from hindsight_server.domain.policy import Limits
 from hindsight_server.domain.principal import DEFAULT_SCOPES, Principal, Scope
+from hindsight_server.domain.ratelimit import RateLimiter
 from hindsight_server.domain.validation import validate_identifiers, validate_tenant
 from hindsight_server.store.tenants import ApiKeyRecord, ApiKeyStore
 
@@ -63,6 +68,10 @@ class _Recent(Generic[V]):
         self._entries.move_to_end(key)
         return entry[1]
 
+    def __contains__(self, key: str) -> bool:
+        """Whether `key` has an entry, expired or not."""
+        return key in self._entries
+
     def put(self, key: str, value: V, now: float) -> None:
         self._entries[key] = (now, value)
         self._entries.move_to_end(key)
@@ -78,12 +87,20 @@ def _hash(secret: str) -> bytes:
 
 
 class ApiKeys:
-    def __init__(self, store: ApiKeyStore, clock: Clock, limits: Limits, cache_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        store: ApiKeyStore,
+        clock: Clock,
+        limits: Limits,
+        cache_s: float = 30.0,
+        lookups: RateLimiter | None = None,
+    ) -> None:
         self._store = store
         self._clock = clock
         self._limits = limits
         self._known: _Recent[ApiKeyRecord] = _Recent(_KNOWN_CAPACITY, cache_s)
         self._unknown: _Recent[bool] = _Recent(_UNKNOWN_CAPACITY, cache_s)
+        self._lookups = lookups or RateLimiter(rate=0, burst=1)  # lookups of ids never seen; 0: unbounded
 
     async def create(
         self,
@@ -135,6 +152,12 @@ class ApiKeys:
         known = self._known.get(key_id, now)
         if known is not None or self._unknown.get(key_id, now):
             return known
+        if key_id not in self._known and not self._lookups.allow("", now):
+            wait_s = self._lookups.wait_s("")
+            raise ResourceExhausted(
+                f"this server is checking too many API keys it has not seen; retry in {wait_s:.2f} s",
+                retry_after_s=wait_s,
+            )
         record = await self._store.find(key_id)
         if record is None:
             self._unknown.put(key_id, True, now)

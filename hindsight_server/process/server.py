@@ -287,7 +287,9 @@ def _build_grpc_server(
     health = HealthServicer()
     security = settings.security
     auth = AuthInterceptor(
-        ApiKeys(ApiKeyStore(pool), clock, settings.limits, security.api_key_cache_s),
+        ApiKeys(
+            ApiKeyStore(pool), clock, settings.limits, security.api_key_cache_s, security.new_key_lookups()
+        ),
         required=security.require_api_keys,
         limiter=RateLimiter(security.requests_per_s_per_tenant, security.request_burst_per_tenant),
     )

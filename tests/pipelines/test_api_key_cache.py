@@ -1,6 +1,6 @@
 """The API key cache (pipelines/tenants.py) against the real key table: a spray of unknown keys costs
 database lookups of its own but never evicts a tenant's real key, and a key's scopes and agent come
-back from the table as created."""
+back from the table as created; lookups of keys never seen are bounded, keys seen before are not."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import pytest
 
 from hindsight_server.config import Settings
 from hindsight_server.domain.clock import system_clock
-from hindsight_server.domain.errors import Unauthenticated
+from hindsight_server.domain.errors import ResourceExhausted, Unauthenticated
 from hindsight_server.domain.principal import Scope
+from hindsight_server.domain.ratelimit import RateLimiter
 from hindsight_server.pipelines.tenants import ApiKeys
 from hindsight_server.process.offline import open_api_keys
 from hindsight_server.store.tenants import ApiKeyRecord, ApiKeyStore
@@ -63,3 +64,31 @@ async def test_unknown_keys_never_evict_a_real_one(
         with pytest.raises(Unauthenticated):
             await keys.principal_of(last)
     assert store.finds == sprayed + 1  # an unknown id is remembered too, apart
+
+
+async def test_a_spray_of_new_keys_reaches_the_database_only_within_its_bound(
+    pool: asyncpg.Pool, make_settings: Callable[..., Settings], tenant: str
+) -> None:
+    store = CountedStore(pool)
+    # cache_s 0: every check of the real key goes to the database again, as on expiry under a spray.
+    keys = ApiKeys(store, system_clock, make_settings().limits, cache_s=0, lookups=RateLimiter(0.001, 5))
+    created = await keys.create(tenant, "agent")
+    assert (await keys.principal_of(created.api_key))[0] == tenant  # seen: one of the 5
+    outcomes: list[str] = []
+    for _ in range(50):
+        try:
+            await keys.principal_of(f"hs_{secrets.token_hex(8)}_x")
+        except Unauthenticated:
+            outcomes.append("unknown")
+        except ResourceExhausted as refused:
+            outcomes.append("retry")
+            assert "API keys it has not seen" in str(refused)
+            assert refused.retry_after_s > 0
+    assert outcomes == ["unknown"] * 4 + ["retry"] * 46
+    assert store.finds == 5
+    for _ in range(3):  # a key the server has seen is looked up again, never refused for the spray
+        assert (await keys.principal_of(created.api_key))[0] == tenant
+    assert store.finds == 8
+    revoked = await keys.create(tenant, "soon revoked")
+    with pytest.raises(ResourceExhausted):  # never seen here, and the bound is spent
+        await keys.principal_of(revoked.api_key)

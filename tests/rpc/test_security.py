@@ -380,6 +380,36 @@ async def test_a_tenant_over_its_rate_is_told_to_slow_down(
         await running.stop()
 
 
+async def test_a_spray_of_random_keys_is_told_to_wait_and_a_seen_key_goes_on(
+    make_settings: Callable[..., Settings], postgres_dsn: str, tenant: str
+) -> None:
+    running = await start_server(
+        make_settings(
+            security__require_api_keys=True,
+            security__api_key_cache_s=0,
+            security__new_key_lookups_per_s=0.001,
+            security__new_key_lookup_burst=3,
+        )
+    )
+    try:
+        key = await create_key(postgres_dsn, tenant)
+        target = f"127.0.0.1:{running.port}"
+        async with HindsightClient(target, api_key=key["api_key"]) as owner:
+            await owner.recall(tenant, "x")  # seen: one of the 3 lookups
+            reasons = []
+            for attempt in range(6):
+                async with HindsightClient(target, api_key=f"hs_{attempt:016x}_guess") as sprayer:
+                    reasons.append(await _reason(sprayer.recall(tenant, "x")))
+            assert (
+                reasons
+                == [("UNAUTHENTICATED", "API_KEY_INVALID")] * 2 + [("RESOURCE_EXHAUSTED", "RATE_LIMITED")] * 4
+            )
+            for _ in range(3):
+                await owner.recall(tenant, "x")
+    finally:
+        await running.stop()
+
+
 # ------------------------------------------------------------------------------------------ TLS
 
 
