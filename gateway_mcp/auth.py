@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import httpx2
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
+from starlette.authentication import AuthenticationError
 
 from gateway_mcp.config import TokenBinding
 from gateway_mcp.errors import ToolError
@@ -30,6 +31,7 @@ __all__ = [
     "Caller",
     "CallerOf",
     "Introspection",
+    "IntrospectionBusy",
     "TenantToken",
     "TokenTenants",
     "bearer_caller",
@@ -96,6 +98,14 @@ class TokenTenants:
         )
 
 
+class IntrospectionBusy(AuthenticationError):
+    """Too many tokens new to this gateway are being checked: retry after `retry_after_s`."""
+
+    def __init__(self, retry_after_s: float) -> None:
+        super().__init__(f"too many new tokens are being verified; retry in {retry_after_s:.1f} s")
+        self.retry_after_s = retry_after_s
+
+
 class Introspection:
     """An authorization server's access tokens, verified by RFC 7662 introspection: active, issued for
     this gateway (`aud` holds its resource URL, RFC 8707), and naming a tenant in `tenant_claim` (the
@@ -105,7 +115,11 @@ class Introspection:
     other than 200 is no verification (401) and is not kept: the next request asks again, so an outage
     of the authorization server locks agents out for as long as it lasts, not a minute longer.
     Refused tokens are kept apart from verified ones, each cache dropping its least recently used
-    entry first: sprayed tokens push out only other refused ones, never an agent's good token."""
+    entry first: sprayed tokens push out only other refused ones, never an agent's good token. Tokens
+    the gateway has not seen are introspected within `new_tokens_per_s` (bursts of `new_token_burst`):
+    past it such a token is answered 503 with a Retry-After (IntrospectionBusy), so a spray of random
+    tokens costs the authorization server no more than that; a token verified before is asked about again
+    when its answer expires, whatever the spray."""
 
     CACHE_S = 60.0
     CAPACITY = 10_000
@@ -122,6 +136,8 @@ class Introspection:
         client_id: str = "",
         client_secret: str = "",
         timeout_s: float = 5.0,
+        new_tokens_per_s: float = 20.0,
+        new_token_burst: float = 50.0,
     ) -> None:
         self._url = url
         self._resource = resource
@@ -134,6 +150,10 @@ class Introspection:
         )
         self._verified: OrderedDict[bytes, tuple[float, TenantToken]] = OrderedDict()
         self._refused: OrderedDict[bytes, float] = OrderedDict()  # -> until when
+        self._new_tokens_per_s = new_tokens_per_s
+        self._new_token_burst = new_token_burst
+        self._new_token_budget = new_token_burst  # a token bucket, refilled as of `_budget_at`
+        self._budget_at = time.monotonic()
 
     async def verify_token(self, token: str) -> TenantToken | None:
         digest = hashlib.sha256(token.encode()).digest()
@@ -145,6 +165,8 @@ class Introspection:
         refused_until = self._refused.get(digest)
         if refused_until is not None and refused_until > now:
             return None
+        if digest not in self._verified:
+            self._spend_new_token_budget(now)
         claims = await self._introspect(token)
         if claims is None:  # no answer: nothing learnt about the token, nothing to keep
             return None
@@ -160,6 +182,20 @@ class Introspection:
         else:
             _keep(self._verified, digest, (now + keep_s, verified), self.CAPACITY)
         return verified
+
+    def _spend_new_token_budget(self, now: float) -> None:
+        """Takes one introspection of a token never verified here from the budget, or raises
+        IntrospectionBusy with how long until the budget holds one again."""
+        if not self._new_tokens_per_s:
+            return
+        elapsed = max(now - self._budget_at, 0.0)
+        self._budget_at = now
+        self._new_token_budget = min(
+            self._new_token_burst, self._new_token_budget + elapsed * self._new_tokens_per_s
+        )
+        if self._new_token_budget < 1:
+            raise IntrospectionBusy((1 - self._new_token_budget) / self._new_tokens_per_s)
+        self._new_token_budget -= 1
 
     async def _introspect(self, token: str) -> dict[str, Any] | None:
         try:

@@ -105,6 +105,10 @@ class GatewaySettings(BaseSettings):
     introspection_url: str = ""
     introspection_client_id: str = ""
     introspection_client_secret: str = Field("", repr=False)
+    # Introspections a second of tokens this gateway has not verified before (a spray of random tokens
+    # costs the authorization server no more; past it: 503 with Retry-After). 0: unbounded.
+    new_token_introspections_per_s: float = Field(20.0, ge=0)
+    new_token_introspection_burst: float = Field(50.0, ge=1)
     tenant_claim: str = Field("tenant", min_length=1)
     # The claim naming the token's agent (empty, or absent from a token: its client_id claim), and the
     # claim naming the one subject it is confined to (empty: no confinement; set, a token without that

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import socket
 from collections.abc import AsyncIterator, Iterator
 
@@ -17,15 +18,23 @@ from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, Streamable
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
+from starlette.authentication import AuthenticationError
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
-from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.requests import HTTPConnection, Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from gateway_mcp.app import build_server
-from gateway_mcp.auth import BearerTokens, Introspection, TokenTenants, bearer_caller, fixed_caller
+from gateway_mcp.auth import (
+    BearerTokens,
+    Introspection,
+    IntrospectionBusy,
+    TokenTenants,
+    bearer_caller,
+    fixed_caller,
+)
 from gateway_mcp.body_limit import BodyLimit
 from gateway_mcp.config import HEALTH_PATH, GatewaySettings, is_loopback
 from gateway_mcp.origins import LOOPBACK_ORIGINS, OriginCheck
@@ -81,6 +90,18 @@ def _introspection(settings: GatewaySettings) -> Introspection | None:
         client_id=settings.introspection_client_id,
         client_secret=settings.introspection_client_secret,
         timeout_s=settings.deadline_s,
+        new_tokens_per_s=settings.new_token_introspections_per_s,
+        new_token_burst=settings.new_token_introspection_burst,
+    )
+
+
+def _authentication_error(connection: HTTPConnection, error: AuthenticationError) -> Response:
+    """The bearer check could not decide now (IntrospectionBusy): retry later, not a refusal."""
+    retry_after_s = error.retry_after_s if isinstance(error, IntrospectionBusy) else 1.0
+    return JSONResponse(
+        {"error": "temporarily_unavailable", "error_description": str(error)},
+        status_code=503,
+        headers={"Retry-After": str(max(1, math.ceil(retry_after_s)))},
     )
 
 
@@ -119,6 +140,7 @@ def http_app(settings: GatewaySettings) -> Starlette:
             Middleware(
                 AuthenticationMiddleware,
                 backend=BearerAuthBackend(BearerTokens(TokenTenants(settings.tokens), introspection)),
+                on_error=_authentication_error,
             ),
             Middleware(AuthContextMiddleware),
         ]

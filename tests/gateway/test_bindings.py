@@ -173,3 +173,39 @@ async def test_an_introspection_outage_is_not_remembered(memory_target: str, ten
         ):
             await _ok(session, "memory_recall", {"session_id": "s", "query": "anything"})
     assert introspected.count("good") == 1
+
+
+async def test_a_spray_of_new_tokens_reaches_the_authorization_server_only_within_its_bound(
+    memory_target: str, tenant: str
+) -> None:
+    """Random tokens cost introspections up to the bound, then 503 with Retry-After (not 401: the
+    gateway has not decided); a token verified before goes on working through the spray."""
+    port = free_port()
+    resource = f"http://127.0.0.1:{port}/mcp"
+    claims = {"good": {"active": True, "aud": resource, "tenant": tenant}}
+    async with authorization_server(claims) as (issuer, introspected):
+        settings = load_gateway_settings(
+            port=port,
+            targets=[memory_target],
+            resource_url=resource,
+            authorization_servers=issuer,
+            introspection_url=f"{issuer}/introspect",
+            introspection_client_id=CLIENT_ID,
+            introspection_client_secret=CLIENT_SECRET,
+            new_token_introspections_per_s=0.001,
+            new_token_introspection_burst=3,
+        )
+        async with http_gateway(settings) as url:
+            assert await _initialize_status(url, "good") == 200
+            async with httpx2.AsyncClient(timeout=10) as http:
+                answers = []
+                for attempt in range(6):
+                    headers = {**INITIALIZE_HEADERS, "Authorization": f"Bearer sprayed-{attempt}"}
+                    answers.append(await http.post(url, json=INITIALIZE, headers=headers))
+            async with http_session(url, "good") as session:
+                await _ok(session, "memory_recall", {"session_id": "s", "query": "anything"})
+    assert [answer.status_code for answer in answers] == [401, 401, 503, 503, 503, 503]
+    busy = answers[-1]
+    assert int(busy.headers["retry-after"]) >= 1
+    assert busy.json()["error"] == "temporarily_unavailable"
+    assert introspected == ["good", "sprayed-0", "sprayed-1"]
