@@ -163,9 +163,10 @@ def _bind_agent(request: Message, principal: Principal) -> None:
     """Every agent the request names becomes the key's bound agent; naming another is refused."""
     if not principal.agent_id:
         return
-    if isinstance(request, pb.ImportRequest):
+    tenant_wide = {pb.ImportRequest: "Import restores", pb.EraseRequest: "Erase removes"}.get(type(request))
+    if tenant_wide is not None:
         raise PermissionDenied(
-            f"Import restores memories of any agent: this API key acts as agent {principal.agent_id!r} "
+            f"{tenant_wide} memories of every agent: this API key acts as agent {principal.agent_id!r} "
             "only (use a key bound to no agent)",
             cause="AGENT_MISMATCH",
         )

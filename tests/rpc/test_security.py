@@ -244,6 +244,12 @@ async def test_a_key_bound_to_an_agent_never_sees_another_agents_private_memorie
                                 visibility="private", idempotency_key="k-private")  # fmt: skip
         assert again.memory.id == private.memory.id  # its own retry still replays
         assert await _reason(own.import_memories(tenant, exported)) == ("PERMISSION_DENIED", "AGENT_MISMATCH")
+    erasing = await create_key(postgres_dsn, tenant, "--scopes", "read,erase", "--agent", "travel")
+    async with HindsightClient(target, api_key=erasing["api_key"]) as bound_eraser:
+        # Erase takes every agent's memories of a subject: not an agent's act, whatever its scopes.
+        mismatch = ("PERMISSION_DENIED", "AGENT_MISMATCH")
+        assert await _reason(bound_eraser.erase(tenant, subject="")) == mismatch
+        assert await _reason(bound_eraser.erase(tenant, memory_ids=[private.memory.id])) == mismatch
     async with HindsightClient(target, api_key=service["api_key"]) as tenant_wide:
         # The service mode: a key bound to no agent names any agent, and exports everything.
         assert (await tenant_wide.get(tenant, private.memory.id, agent_id="travel")).id == private.memory.id
