@@ -80,6 +80,7 @@ class SecuritySettings(_Section):
 
     def new_key_lookups(self) -> RateLimiter:
         return RateLimiter(self.new_key_lookups_per_s, self.new_key_lookup_burst)
+
     # TLS for gRPC: both files set, the server listens with TLS only.
     tls_cert_file: str = ""
     tls_key_file: str = ""
