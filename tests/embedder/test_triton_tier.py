@@ -182,3 +182,27 @@ async def test_stop_makes_calls_unavailable_and_restart_recovers(
     result = await embedder.embed(["after restart"], timeout_s=TIMEOUT_S)
     assert result.vectors.shape == (1, 512)
     assert await reranker.rerank("q", ["p"], timeout_s=TIMEOUT_S)
+
+
+def _stub_niceness(server_pid: int, model: str) -> set[int]:
+    """The CPU niceness of every thread of `model`'s python-backend stubs (children of the server)."""
+    found: set[int] = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                argv = cmdline.read().split(b"\0")
+            if parent != server_pid or not any(arg.endswith(f"/{model}/1/model.py".encode()) for arg in argv):
+                continue
+            for thread in os.listdir(f"/proc/{pid}/task"):
+                found.add(os.getpriority(os.PRIO_PROCESS, int(thread)))
+        except (FileNotFoundError, ProcessLookupError):  # a process that ended while we looked
+            continue
+    return found
+
+
+def test_document_models_run_at_the_bulk_niceness_and_query_twins_do_not(triton_server: TritonServer) -> None:
+    assert triton_server.pid is not None
+    assert _stub_niceness(triton_server.pid, "embed") == {10}
+    assert _stub_niceness(triton_server.pid, "embed_query") == {0}

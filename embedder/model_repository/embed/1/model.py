@@ -58,10 +58,21 @@ def _session(path, threads, kind, device_id):
     return ort.InferenceSession(path, options, providers=providers)
 
 
+def _lower_cpu_priority(nice):
+    """Every thread of this stub (one process per model instance) at CPU niceness `nice` (0: as it is):
+    document batches then yield the cores to query embeddings, the database and the memory servers
+    wherever they share them. Threads started later inherit it."""
+    if nice <= 0:
+        return
+    for thread in os.listdir("/proc/self/task"):
+        os.setpriority(os.PRIO_PROCESS, int(thread), nice)
+
+
 class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
         params = {key: value["string_value"] for key, value in config["parameters"].items()}
+        _lower_cpu_priority(int(params.get("cpu_nice", "0")))
         self.max_chars = int(params["max_chars"])
         self.batch_invariant = params["batch_invariant"] == "true"
         self.session = _session(

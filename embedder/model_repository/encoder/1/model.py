@@ -28,10 +28,21 @@ from tokenizers import Tokenizer
 _SLICE = 16  # texts per session call after sorting by length
 
 
+def _lower_cpu_priority(nice):
+    """Every thread of this stub (one process per model instance) at CPU niceness `nice` (0: as it is):
+    document batches then yield the cores to query embeddings, the database and the memory servers
+    wherever they share them. Threads started later inherit it."""
+    if nice <= 0:
+        return
+    for thread in os.listdir("/proc/self/task"):
+        os.setpriority(os.PRIO_PROCESS, int(thread), nice)
+
+
 class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
         params = {key: value["string_value"] for key, value in config["parameters"].items()}
+        _lower_cpu_priority(int(params.get("cpu_nice", "0")))
         model_dir = params["model_dir"]
         self.pooling = params["pooling"]
         if self.pooling not in ("cls", "mean"):
