@@ -207,6 +207,17 @@ class ErasureRecord:
     replies: int
 
 
+@dataclass(frozen=True, slots=True)
+class BatchRemoved:
+    """What one batch of an erasure removed; `finished`: nothing of its scope is left."""
+
+    memories: int = 0
+    sessions: int = 0
+    turns: int = 0
+    replies: int = 0
+    finished: bool = False
+
+
 # The request field a CommitPosition travels in (as an opaque consistency token).
 READ_AFTER_FIELD = "min_consistency_token"
 

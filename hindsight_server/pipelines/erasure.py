@@ -22,7 +22,7 @@ from hindsight_server.domain.errors import HindsightError, InvalidArgument
 from hindsight_server.domain.model import ErasureKind, ErasureRecord, ErasureScope
 from hindsight_server.domain.policy import Limits
 from hindsight_server.domain.validation import require_memory_id, validate_identifiers, validate_tenant
-from hindsight_server.store.erasure import ErasureStore
+from hindsight_server.pipelines.ports import ErasureLog
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ class ErasureSettings:
 class ErasurePipeline:
     def __init__(
         self,
-        store: ErasureStore,
+        store: ErasureLog,
         settings: ErasureSettings,
         clock: Clock,
         forget_caches: Callable[[str], None] = lambda _tenant: None,

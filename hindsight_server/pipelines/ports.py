@@ -15,8 +15,11 @@ from hindsight_server.domain.channels import ChannelRows
 from hindsight_server.domain.conflicts import Existing
 from hindsight_server.domain.conflicts import Resolution as ConflictResolution
 from hindsight_server.domain.model import (
+    BatchRemoved,
     EmbeddingState,
     Entities,
+    ErasureRecord,
+    ErasureScope,
     Memory,
     MemoryPatch,
     Scope,
@@ -174,3 +177,31 @@ class Reranker(Protocol):
 
 class RecallInference(QueryEmbedder, Reranker, Protocol):
     """What recall asks of the inference tier: the query's vectors, and rescoring the best candidates."""
+
+
+# The erasure, access tracking, item isolation, scope sizes, API key and recall audit pipelines.
+
+
+class ErasureLog(Protocol):
+    """What an erasure records and removes: its audit record (never content), and its scope's data one
+    batch (one transaction) at a time."""
+
+    async def begin(
+        self, scope: ErasureScope, reason: str, requested_by: str, request_id: str, now: datetime
+    ) -> ErasureRecord:
+        """A new record, running, its heartbeat at `now`."""
+
+    async def get(self, tenant_id: str, erasure_id: str) -> ErasureRecord:
+        """NotFound when the tenant has no such erasure."""
+
+    async def stale(self, heartbeat_before: datetime, limit: int) -> list[ErasureRecord]:
+        """Running erasures whose last batch is older than `heartbeat_before`, the oldest first."""
+
+    async def finished_since(self, after: datetime | None) -> tuple[datetime | None, list[str]]:
+        """When the latest erasure finished, and the tenants with one finished after `after` (none
+        without an `after`)."""
+
+    async def remove_batch(self, erasure: ErasureRecord, limit: int, now: datetime) -> BatchRemoved:
+        """Up to `limit` of the scope's memories with everything linked to them, or once none is left
+        its sessions and kept answers; moves the heartbeat on, adds to the counts, and marks the record
+        done with the batch that finishes."""

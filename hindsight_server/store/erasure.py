@@ -13,28 +13,18 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 
 import asyncpg
 
 from hindsight_server.domain.errors import NotFound
-from hindsight_server.domain.model import ErasureKind, ErasureRecord, ErasureScope
+from hindsight_server.domain.model import BatchRemoved, ErasureKind, ErasureRecord, ErasureScope
 from hindsight_server.store.audit import scrub_audit_of_memories, scrub_audit_of_subject
 from hindsight_server.store.errors import translate_errors
 from hindsight_server.store.feed import scrub_events, scrub_subject
 from hindsight_server.store.lifecycle import retried_on_conflict, uncount_documents
 
 SESSIONS_PER_BATCH = 200
-
-
-@dataclass(frozen=True, slots=True)
-class BatchRemoved:
-    memories: int = 0
-    sessions: int = 0
-    turns: int = 0
-    replies: int = 0
-    finished: bool = False
 
 
 class ErasureStore:
@@ -343,4 +333,4 @@ async def _remove_replies(connection: asyncpg.Connection, tenant_id: str, needle
     return removed
 
 
-__all__ = ["BatchRemoved", "ErasureStore"]
+__all__ = ["ErasureStore"]

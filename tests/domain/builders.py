@@ -41,6 +41,11 @@ def memory(**changes: Any) -> Memory:
     return replace(_BASE, **changes)
 
 
+def numbered(n: int, **fields: Any) -> Memory:
+    """Memory number `n`: its own id and content, as many as a test needs."""
+    return memory(**{"id": f"00000000-0000-7000-8000-{n:012d}", "content": f"fact number {n}"} | fields)
+
+
 def recall_query(text: str, now: datetime, policy: RecallPolicy | None = None, **fields: Any) -> RecallQuery:
     """A recall of tenant "acme" with the policy's defaults, keeping every hit over the relevance gate."""
     knobs = RecallKnobs(min_score=0.0).resolved(policy or RecallPolicy())

@@ -15,7 +15,7 @@ from hindsight_server.domain.policy import Limits, TtlPolicy, WritePolicy
 from hindsight_server.pipelines.item_isolation import ItemIsolation
 from hindsight_server.pipelines.lifecycle import LifecycleJobs, LifecycleSettings
 from hindsight_server.pipelines.write import WritePipeline, WriteSettings
-from tests.domain.builders import memory
+from tests.domain.builders import numbered
 from tests.support.fakes.lifecycle_store import InMemoryLifecycleStore, RecordedFailures
 
 NOW = datetime(2024, 5, 1, 12, tzinfo=UTC)
@@ -40,10 +40,6 @@ def jobs(*memories: Memory, **settings: Any) -> Jobs:
         store, writes, LifecycleSettings(batch_size=2, **settings), TtlPolicy(), isolation
     )
     return Jobs(lifecycle, store, failures)
-
-
-def numbered(n: int, **fields: Any) -> Memory:
-    return memory(**{"id": f"00000000-0000-7000-8000-{n:012d}", "content": f"fact number {n}"} | fields)
 
 
 async def test_expire_marks_every_memory_past_its_expiry_across_batches() -> None:
