@@ -15,13 +15,13 @@ from datetime import datetime
 
 from hindsight_server.domain.clock import Clock
 from hindsight_server.domain.errors import HindsightError
-from hindsight_server.store.writes import MemoryWrites
+from hindsight_server.pipelines.ports import AccessCounts
 
 log = logging.getLogger(__name__)
 
 
 class AccessTracker:
-    def __init__(self, store: MemoryWrites, clock: Clock, flush_interval_s: float = 1.0) -> None:
+    def __init__(self, store: AccessCounts, clock: Clock, flush_interval_s: float = 1.0) -> None:
         self._store = store
         self._clock = clock
         self._interval_s = flush_interval_s

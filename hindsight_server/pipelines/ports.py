@@ -205,3 +205,11 @@ class ErasureLog(Protocol):
         """Up to `limit` of the scope's memories with everything linked to them, or once none is left
         its sessions and kept answers; moves the heartbeat on, adds to the counts, and marks the record
         done with the batch that finishes."""
+
+
+class AccessCounts(Protocol):
+    """Where recall's accesses of memories are counted, for retention scoring."""
+
+    async def record_access(self, accesses: Sequence[tuple[str, str, int, datetime]]) -> None:
+        """Adds each (tenant, memory id, count, last access) to that memory's access count and moves its
+        last access on (never back), in one transaction; ids that name no memory are skipped."""

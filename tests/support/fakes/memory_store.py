@@ -1,8 +1,9 @@
-"""An in-memory store behind the pipelines' ports (WriteStore and RecallStore, pipelines/ports.py): a dict of
-memories per tenant and their vectors per space, with the store's rules where the pipelines depend on them
-(idempotency replays, peers that are live and alike, merges and supersedes as `decide` says, scope rules,
-all or nothing per call), cosine similarity for the vector channel, term overlap for the lexical one.
-The SQL itself is tested against the real PostgreSQL in tests/store; this is for the pipelines' logic."""
+"""An in-memory store behind the pipelines' ports (WriteStore, RecallStore and AccessCounts,
+pipelines/ports.py): a dict of memories per tenant and their vectors per space, with the store's rules
+where the pipelines depend on them (idempotency replays, peers that are live and alike, merges and
+supersedes as `decide` says, scope rules, access counts, all or nothing per call), cosine similarity for
+the vector channel, term overlap for the lexical one. The SQL itself is tested against the real
+PostgreSQL in tests/store; this is for the pipelines' logic."""
 
 from __future__ import annotations
 
@@ -277,6 +278,16 @@ class InMemoryMemoryStore:
     async def analyze_partition_of(self, tenant_id: str) -> None:
         self._answer()
         self.analyzed.append(tenant_id)
+
+    # AccessCounts
+
+    async def record_access(self, accesses: Sequence[tuple[str, str, int, datetime]]) -> None:
+        with self._transaction():
+            for tenant_id, memory_id, count, at in accesses:
+                memory = self.memories.get(tenant_id, {}).get(memory_id)
+                if memory is not None:  # as greatest() in SQL, a missing last access loses to any
+                    last = at if memory.last_accessed_at is None else max(memory.last_accessed_at, at)
+                    self.add(replace(memory, access_count=memory.access_count + count, last_accessed_at=last))
 
     # RecallStore
 
