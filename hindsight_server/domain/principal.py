@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 
 from hindsight_server.domain.errors import InvalidArgument, PermissionDenied
@@ -87,3 +88,17 @@ class Principal:
 
 # A call let in without a key: the embedded single-user mode.
 UNRESTRICTED = Principal(ALL_SCOPES)
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKeyRecord:
+    """An API key as stored: only the SHA-256 of its secret, never the secret."""
+
+    key_id: str
+    tenant_id: str
+    key_hash: bytes
+    label: str
+    created_at: datetime
+    revoked_at: datetime | None
+    scopes: frozenset[Scope]
+    agent_id: str  # "": bound to no agent

@@ -27,6 +27,8 @@ from hindsight_server.domain.model import (
     VectorSpace,
     WriteOutcome,
 )
+from hindsight_server.domain.principal import ApiKeyRecord
+from hindsight_server.domain.principal import Scope as KeyScope
 from hindsight_server.domain.retention import RetentionItem
 from hindsight_server.domain.vectors import DocumentEmbeddings, FloatVector, QueryVector, WriteVectors
 from hindsight_server.pipelines.scope_sizes import ScopeCounter
@@ -213,3 +215,28 @@ class AccessCounts(Protocol):
     async def record_access(self, accesses: Sequence[tuple[str, str, int, datetime]]) -> None:
         """Adds each (tenant, memory id, count, last access) to that memory's access count and moves its
         last access on (never back), in one transaction; ids that name no memory are skipped."""
+
+
+class ApiKeyTable(Protocol):
+    """Where API keys are kept, by key id: only the hash of each secret."""
+
+    async def add(
+        self,
+        key_id: str,
+        tenant_id: str,
+        key_hash: bytes,
+        label: str,
+        now: datetime,
+        *,
+        scopes: frozenset[KeyScope],
+        agent_id: str,
+    ) -> None: ...
+
+    async def find(self, key_id: str) -> ApiKeyRecord | None:
+        """The key, revoked or not; None when no key has the id."""
+
+    async def list(self, tenant_id: str = "") -> list[ApiKeyRecord]:
+        """The tenant's keys ("": every tenant's), by tenant, oldest first."""
+
+    async def revoke(self, key_id: str, now: datetime) -> bool:
+        """False when no active key has the id."""

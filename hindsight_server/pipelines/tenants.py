@@ -27,10 +27,10 @@ from typing import Generic, TypeVar
 from hindsight_server.domain.clock import Clock
 from hindsight_server.domain.errors import InvalidArgument, NotFound, ResourceExhausted, Unauthenticated
 from hindsight_server.domain.policy import Limits
-from hindsight_server.domain.principal import DEFAULT_SCOPES, Principal, Scope
+from hindsight_server.domain.principal import DEFAULT_SCOPES, ApiKeyRecord, Principal, Scope
 from hindsight_server.domain.ratelimit import RateLimiter
 from hindsight_server.domain.validation import validate_identifiers, validate_tenant
-from hindsight_server.store.tenants import ApiKeyRecord, ApiKeyStore
+from hindsight_server.pipelines.ports import ApiKeyTable
 
 __all__ = ["ApiKeys", "CreatedKey"]
 
@@ -89,7 +89,7 @@ def _hash(secret: str) -> bytes:
 class ApiKeys:
     def __init__(
         self,
-        store: ApiKeyStore,
+        store: ApiKeyTable,
         clock: Clock,
         limits: Limits,
         cache_s: float = 30.0,

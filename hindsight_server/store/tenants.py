@@ -2,29 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 
 import asyncpg
 
-from hindsight_server.domain.principal import Scope
+from hindsight_server.domain.principal import ApiKeyRecord, Scope
 from hindsight_server.store.errors import translate_errors
 
-__all__ = ["ApiKeyRecord", "ApiKeyStore"]
+__all__ = ["ApiKeyStore"]
 
 _COLUMNS = "key_id, tenant_id, key_hash, label, created_at, revoked_at, scopes, agent_id"
-
-
-@dataclass(frozen=True, slots=True)
-class ApiKeyRecord:
-    key_id: str
-    tenant_id: str
-    key_hash: bytes
-    label: str
-    created_at: datetime
-    revoked_at: datetime | None
-    scopes: frozenset[Scope]
-    agent_id: str  # "": bound to no agent
 
 
 def _record(row: asyncpg.Record) -> ApiKeyRecord:

@@ -13,11 +13,11 @@ import pytest
 from hindsight_server.config import Settings
 from hindsight_server.domain.clock import system_clock
 from hindsight_server.domain.errors import ResourceExhausted, Unauthenticated
-from hindsight_server.domain.principal import Scope
+from hindsight_server.domain.principal import ApiKeyRecord, Scope
 from hindsight_server.domain.ratelimit import RateLimiter
 from hindsight_server.pipelines.tenants import ApiKeys
 from hindsight_server.process.offline import open_api_keys
-from hindsight_server.store.tenants import ApiKeyRecord, ApiKeyStore
+from hindsight_server.store.tenants import ApiKeyStore
 
 
 class CountedStore(ApiKeyStore):
