@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from hindsight_server.domain.audit import AuditPage, AuditQuery, RecallServed, query_hash
 from hindsight_server.domain.clock import Clock
 from hindsight_server.domain.errors import HindsightError
-from hindsight_server.store.audit import AuditStore
+from hindsight_server.pipelines.ports import AuditLog
 from hindsight_server.telemetry.counters import count_audit_dropped
 
 __all__ = ["AuditSettings", "RecallAudit"]
@@ -45,7 +45,7 @@ class AuditSettings:
 
 
 class RecallAudit:
-    def __init__(self, store: AuditStore, settings: AuditSettings, clock: Clock) -> None:
+    def __init__(self, store: AuditLog, settings: AuditSettings, clock: Clock) -> None:
         self._store = store
         self._settings = settings
         self._clock = clock

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Protocol
 
+from hindsight_server.domain.audit import AuditPage, AuditQuery, RecallServed
 from hindsight_server.domain.bm25 import Bm25
 from hindsight_server.domain.channels import ChannelRows
 from hindsight_server.domain.conflicts import Existing
@@ -240,3 +241,17 @@ class ApiKeyTable(Protocol):
 
     async def revoke(self, key_id: str, now: datetime) -> bool:
         """False when no active key has the id."""
+
+
+class AuditLog(Protocol):
+    """Where the recall audit's entries are kept, each with its recall.served event."""
+
+    async def record(self, entries: Sequence[RecallServed]) -> None:
+        """The entries, in one transaction; those already recorded (a retried write that had committed)
+        are skipped, so none is recorded twice."""
+
+    async def page(self, query: AuditQuery) -> AuditPage:
+        """Up to page_size entries of the query, newest first (by time, then id), after its cursor."""
+
+    async def trim_batch(self, before: datetime, limit: int) -> int:
+        """Deletes up to `limit` entries recorded before `before` (any tenant); returns how many."""
