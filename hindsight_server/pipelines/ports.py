@@ -7,13 +7,14 @@ caches that use them."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import date, datetime
 from typing import Protocol
 
 from hindsight_server.domain.bm25 import Bm25
 from hindsight_server.domain.channels import ChannelRows
 from hindsight_server.domain.conflicts import Existing
 from hindsight_server.domain.conflicts import Resolution as ConflictResolution
+from hindsight_server.domain.feed import ChangeEvent, Cursor, FeedQuery
 from hindsight_server.domain.model import (
     EmbeddingState,
     Entities,
@@ -174,3 +175,34 @@ class Reranker(Protocol):
 
 class RecallInference(QueryEmbedder, Reranker, Protocol):
     """What recall asks of the inference tier: the query's vectors, and rescoring the best candidates."""
+
+
+# ------------------------------------------------------------------------------------------------------
+# The change feed, webhooks, the job runner, the embedding backfill and export/import (feed.py,
+# webhooks.py, jobs.py, backfill.py, portability.py).
+
+
+class FeedReader(Protocol):
+    """What reads a tenant's change feed in its resumable order (store/feed.py says why it misses none)."""
+
+    async def read(self, query: FeedQuery, after: Cursor, limit: int) -> tuple[list[ChangeEvent], Cursor]:
+        """Up to `limit` matching events after `after`, and the position to continue from."""
+
+    async def horizon(self) -> Cursor:
+        """Now: the position before every event not yet servable."""
+
+    async def trimmed(self, tenant_id: str) -> Cursor | None:
+        """The last position retention dropped for the tenant (None: none dropped)."""
+
+
+class FeedLog(FeedReader, Protocol):
+    """The feed, and what its retention job changes: daily partitions made ahead and dropped whole, the
+    default partition trimmed by age. A step whose lock is busy answers False or None."""
+
+    async def partitions(self) -> list[date]: ...
+
+    async def add_partition(self, day: date) -> bool: ...
+
+    async def drop_partition(self, day: date) -> int | None: ...
+
+    async def trim_default(self, before: datetime, limit: int) -> int: ...
