@@ -6,7 +6,7 @@ caches that use them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime
 from typing import Protocol
 
@@ -27,6 +27,15 @@ from hindsight_server.domain.model import (
 )
 from hindsight_server.domain.retention import RetentionItem
 from hindsight_server.domain.vectors import DocumentEmbeddings, FloatVector, QueryVector, WriteVectors
+from hindsight_server.domain.webhooks import (
+    DeliveryOutcome,
+    Endpoint,
+    EndpointFilters,
+    Failure,
+    Lease,
+    Secrets,
+    WebhookUrl,
+)
 from hindsight_server.pipelines.scope_sizes import ScopeCounter
 from hindsight_server.pipelines.statistics import PartitionAnalyzer
 
@@ -206,3 +215,66 @@ class FeedLog(FeedReader, Protocol):
     async def drop_partition(self, day: date) -> int | None: ...
 
     async def trim_default(self, before: datetime, limit: int) -> int: ...
+
+
+class WebhookEndpoints(Protocol):
+    """A tenant's webhook endpoints, as the Webhooks RPCs change them. None or False: no such endpoint."""
+
+    async def add(
+        self,
+        tenant_id: str,
+        url: str,
+        filters: EndpointFilters,
+        viewer: str | None,
+        secret: str,
+        cursor: Cursor,
+        now: datetime,
+        max_per_tenant: int,
+    ) -> Endpoint | None:
+        """A new endpoint delivering from `cursor`; None when the tenant has `max_per_tenant` already."""
+
+    async def endpoints(self, tenant_id: str) -> list[Endpoint]: ...
+
+    async def get(self, tenant_id: str, endpoint_id: str) -> Endpoint | None: ...
+
+    async def remove(self, tenant_id: str, endpoint_id: str) -> bool: ...
+
+    async def rotate(
+        self, tenant_id: str, endpoint_id: str, secret: str, previous_until: datetime
+    ) -> Endpoint | None: ...
+
+    async def replay(
+        self, tenant_id: str, endpoint_id: str, cursor: Cursor, now: datetime
+    ) -> Endpoint | None:
+        """Delivers again from `cursor` at once, with a clean retry state (a dead endpoint lives again)."""
+
+
+class WebhookLeases(Protocol):
+    """The leases under which one server at a time delivers an endpoint's events, timed by the store's
+    clock. Every change is fenced: it applies only while `holder` holds the lease and the cursor is still
+    the one it delivered from (None or False otherwise)."""
+
+    async def claim(self, holder: str, lease_s: float, now: datetime, limit: int) -> list[Lease]: ...
+
+    async def renew(
+        self, endpoint_id: str, holder: str, lease_s: float, cursor: Cursor
+    ) -> Secrets | None: ...
+
+    async def advance(
+        self, endpoint_id: str, holder: str, expected: Cursor, cursor: Cursor, delivered: int
+    ) -> bool: ...
+
+    async def failed(
+        self, endpoint_id: str, holder: str, cursor: Cursor, failure: Failure, error: str
+    ) -> None: ...
+
+    async def release(self, endpoint_id: str, holder: str, next_attempt_at: datetime) -> None: ...
+
+
+class WebhookPoster(Protocol):
+    """Where deliveries go over HTTP (outbound/webhook_http.py), to addresses the policy allows only."""
+
+    async def resolve(self, url: WebhookUrl, field: str = "url") -> str:
+        """The address to connect to; InvalidArgument naming `field` when it is refused or unknown."""
+
+    async def post(self, url: WebhookUrl, headers: Mapping[str, str], body: bytes) -> DeliveryOutcome: ...
