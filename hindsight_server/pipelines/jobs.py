@@ -18,7 +18,8 @@ from typing import Any
 
 from hindsight_server.domain.clock import Clock
 from hindsight_server.domain.errors import HindsightError, InvalidArgument, NotFound
-from hindsight_server.store.jobs import JobRun, JobStore
+from hindsight_server.domain.jobs import JobRun
+from hindsight_server.pipelines.ports import JobLedger
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ RAN_RECENTLY = "ran recently"
 
 
 class JobRunner:
-    def __init__(self, registry: JobRegistry, store: JobStore, clock: Clock, server: str) -> None:
+    def __init__(self, registry: JobRegistry, store: JobLedger, clock: Clock, server: str) -> None:
         self.registry = registry
         self._store = store
         self._clock = clock

@@ -7,6 +7,7 @@ caches that use them."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import date, datetime
 from typing import Protocol
 
@@ -15,6 +16,7 @@ from hindsight_server.domain.channels import ChannelRows
 from hindsight_server.domain.conflicts import Existing
 from hindsight_server.domain.conflicts import Resolution as ConflictResolution
 from hindsight_server.domain.feed import ChangeEvent, Cursor, FeedQuery
+from hindsight_server.domain.jobs import JobRun
 from hindsight_server.domain.model import (
     EmbeddingState,
     Entities,
@@ -278,3 +280,16 @@ class WebhookPoster(Protocol):
         """The address to connect to; InvalidArgument naming `field` when it is refused or unknown."""
 
     async def post(self, url: WebhookUrl, headers: Mapping[str, str], body: bytes) -> DeliveryOutcome: ...
+
+
+class JobLedger(Protocol):
+    """Who runs a job (one holder at a time, across servers) and when each job last ran."""
+
+    def exclusive(self, job: str) -> AbstractAsyncContextManager[bool]:
+        """Holds the job's lock for the block; yields False at once when another holder has it."""
+
+    async def started(self, job: str, at: datetime, server: str) -> None: ...
+
+    async def finished(self, job: str, at: datetime, processed: int) -> None: ...
+
+    async def last_runs(self) -> dict[str, JobRun]: ...
