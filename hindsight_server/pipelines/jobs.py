@@ -46,7 +46,8 @@ class JobRegistry:
         """Registers a job; its interval is `interval`, else the configured one, else an hour."""
         if not name or name in self._jobs:
             raise InvalidArgument("job", f"{name!r} is empty or already registered")
-        chosen = interval or self._intervals.get(name) or DEFAULT_INTERVAL
+        # `is not None`, not `or`: a zero interval is refused, not taken for one not given.
+        chosen = interval if interval is not None else self._intervals.get(name, DEFAULT_INTERVAL)
         if chosen <= timedelta(0):
             raise InvalidArgument("interval", f"job {name!r} needs a positive interval")
         self._jobs[name] = Job(name, run, chosen)

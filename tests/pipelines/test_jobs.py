@@ -83,6 +83,7 @@ def test_a_jobs_interval_is_the_one_given_else_configured_else_an_hour(
     [
         ("", None, "job: '' is empty or already registered"),
         ("expire", None, "job: 'expire' is empty or already registered"),
+        ("purge", timedelta(0), "interval: job 'purge' needs a positive interval"),
         ("purge", -HOUR, "interval: job 'purge' needs a positive interval"),
     ],
 )
