@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from typing import Protocol
 
 from hindsight_server.domain.bm25 import Bm25
@@ -28,7 +28,13 @@ from hindsight_server.domain.model import (
     WriteOutcome,
 )
 from hindsight_server.domain.retention import RetentionItem
-from hindsight_server.domain.vectors import DocumentEmbeddings, FloatVector, QueryVector, WriteVectors
+from hindsight_server.domain.vectors import (
+    DocumentEmbeddings,
+    FloatVector,
+    PendingEmbedding,
+    QueryVector,
+    WriteVectors,
+)
 from hindsight_server.domain.webhooks import (
     DeliveryOutcome,
     Endpoint,
@@ -293,3 +299,22 @@ class JobLedger(Protocol):
     async def finished(self, job: str, at: datetime, processed: int) -> None: ...
 
     async def last_runs(self) -> dict[str, JobRun]: ...
+
+
+class EmbeddingClaims(Protocol):
+    """The memories waiting for vectors, leased to the embedding workers while their vectors are computed."""
+
+    async def claim_pending_embeddings(
+        self, limit: int, lease: timedelta, *, english: bool, english_now: bool
+    ) -> list[PendingEmbedding]:
+        """Up to `limit` of the oldest pending memories not leased or backing off, leased for `lease`.
+        `english`: English vectors are computed at all; `english_now`: they can be right now."""
+
+    async def complete(
+        self,
+        rows: Sequence[PendingEmbedding],
+        vectors: Mapping[VectorSpace, Mapping[str, FloatVector]],
+        failed: Mapping[str, timedelta],
+    ) -> None:
+        """The vectors computed, where a memory still holds the content embedded; a failed one waits its
+        backoff and counts one more attempt."""
