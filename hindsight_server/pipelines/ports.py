@@ -6,7 +6,7 @@ caches that use them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import date, datetime, timedelta
 from typing import Protocol
@@ -27,6 +27,7 @@ from hindsight_server.domain.model import (
     VectorSpace,
     WriteOutcome,
 )
+from hindsight_server.domain.portability import ExportQuery, PortableMemory
 from hindsight_server.domain.retention import RetentionItem
 from hindsight_server.domain.vectors import (
     DocumentEmbeddings,
@@ -318,3 +319,26 @@ class EmbeddingClaims(Protocol):
     ) -> None:
         """The vectors computed, where a memory still holds the content embedded; a failed one waits its
         backoff and counts one more attempt."""
+
+
+class ExportPages(Protocol):
+    """One export's view of the tenant, as it was when the export began, whatever is written meanwhile."""
+
+    async def count(self) -> int:
+        """How many memories the query selects."""
+
+    def pages(self, page_size: int) -> AsyncIterator[list[PortableMemory]]:
+        """The selected memories in id order, `page_size` at a time."""
+
+
+class ExportSnapshots(Protocol):
+    def snapshot(self, query: ExportQuery) -> AbstractAsyncContextManager[ExportPages]: ...
+
+
+class ImportWrites(Protocol):
+    async def import_batch(
+        self, memories: Sequence[Memory], embeddings: WriteVectors, now: datetime
+    ) -> set[str]:
+        """Exported memories, ids and links final, in one transaction: each inserted unless one with its
+        id or idempotency key is here; then each version link set both ways where both ends are here
+        (InvalidArgument where they would close a loop). Returns the ids inserted."""
