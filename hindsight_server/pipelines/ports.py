@@ -14,6 +14,7 @@ from hindsight_server.domain.bm25 import Bm25
 from hindsight_server.domain.channels import ChannelRows
 from hindsight_server.domain.conflicts import Existing
 from hindsight_server.domain.conflicts import Resolution as ConflictResolution
+from hindsight_server.domain.conversation import Turn
 from hindsight_server.domain.model import (
     EmbeddingState,
     Entities,
@@ -25,6 +26,8 @@ from hindsight_server.domain.model import (
     WriteOutcome,
 )
 from hindsight_server.domain.retention import RetentionItem
+from hindsight_server.domain.session_summary import SessionSummary
+from hindsight_server.domain.sessions import AppendedTurn, IdleSession, SessionRecord, TurnInput
 from hindsight_server.domain.vectors import DocumentEmbeddings, FloatVector, QueryVector, WriteVectors
 from hindsight_server.pipelines.scope_sizes import ScopeCounter
 from hindsight_server.pipelines.statistics import PartitionAnalyzer
@@ -174,3 +177,54 @@ class Reranker(Protocol):
 
 class RecallInference(QueryEmbedder, Reranker, Protocol):
     """What recall asks of the inference tier: the query's vectors, and rescoring the best candidates."""
+
+
+# ------------------------------------------------ sessions, idempotent replies, reads (fakes-a's pipelines)
+
+
+class SessionReads(Protocol):
+    """What Summarize reads, on a replica when the server has one."""
+
+    async def get(self, tenant_id: str, session_id: str) -> SessionRecord:
+        """The session, or NotFound."""
+
+    async def turns(self, tenant_id: str, session_id: str, first: int, last: int | None = None) -> list[Turn]:
+        """The turns with first <= index (<= last), in order."""
+
+
+class SessionTurns(SessionReads, Protocol):
+    """What AppendTurn, EndSession and the consolidate job read and change, on the primary."""
+
+    async def append_turn(self, turn: TurnInput, now: datetime) -> AppendedTurn:
+        """Numbers and stores the turn, creating its session; a reused idempotency key appends nothing."""
+
+    async def link_turn_memory(self, tenant_id: str, session_id: str, index: int, memory_id: str) -> None: ...
+
+    async def save_summary(
+        self, tenant_id: str, session_id: str, summary: SessionSummary, memory_id: str, summarizer: str
+    ) -> None:
+        """Stores a refreshed summary unless one covering more turns is already there."""
+
+    async def mark_consolidated(
+        self, session_id: str, through_turn: int, episode: Memory, now: datetime
+    ) -> bool:
+        """Records that the turns up to `through_turn` are in the episode; False when a run already did."""
+
+    async def idle_sessions(self, idle_since: datetime, limit: int, now: datetime) -> list[IdleSession]:
+        """Sessions with turns in no episode yet and none since `idle_since`, the longest idle first,
+        those backing off from a failure left out."""
+
+    async def consolidated_turn_memories(
+        self, tenant_id: str, session_id: str, keep_last: int, consolidated_turn: int
+    ) -> list[str]:
+        """The working memories of turns both in an episode and older than the last `keep_last`."""
+
+
+class SummaryWriter(Protocol):
+    """Words a session summary the rules settled (the optional LLM); None: keep the rules' text."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def write(self, turns: Sequence[Turn], rules: SessionSummary) -> str | None: ...
+
