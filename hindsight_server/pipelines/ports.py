@@ -7,7 +7,7 @@ caches that use them."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from hindsight_server.domain.bm25 import Bm25
@@ -18,8 +18,10 @@ from hindsight_server.domain.conversation import Turn
 from hindsight_server.domain.model import (
     EmbeddingState,
     Entities,
+    ListQuery,
     Memory,
     MemoryPatch,
+    Page,
     Scope,
     Subject,
     VectorSpace,
@@ -228,3 +230,38 @@ class SummaryWriter(Protocol):
 
     async def write(self, turns: Sequence[Turn], rules: SessionSummary) -> str | None: ...
 
+
+class ReplyLedger(Protocol):
+    """The answers kept for requests that carried an idempotency key, per (tenant, method, key)."""
+
+    async def claim(
+        self,
+        tenant_id: str,
+        method: str,
+        key: str,
+        fingerprint: bytes,
+        now: datetime,
+        abandoned_after: timedelta,
+    ) -> tuple[bool, bytes | None, bytes]:
+        """(claimed, stored answer, stored fingerprint): claimed when this call is the first with the key
+        or the first one's claim was abandoned; else the first's answer (None while it runs)."""
+
+    async def complete(self, tenant_id: str, method: str, key: str, response: bytes) -> None: ...
+
+    async def release(self, tenant_id: str, method: str, key: str) -> None:
+        """Frees a key whose first call failed (one that has an answer stays)."""
+
+    async def forget_older_than(self, before: datetime, limit: int) -> int:
+        """Drops up to `limit` entries claimed before `before`; returns how many."""
+
+
+class MemoryReader(Protocol):
+    """What Get, History and List read, on a replica when the server has one."""
+
+    async def get(self, tenant_id: str, memory_id: str, agent_id: str = "") -> Memory:
+        """The memory as the agent may see it; another agent's private memory is NotFound."""
+
+    async def history(self, tenant_id: str, memory_id: str, agent_id: str = "") -> list[Memory]:
+        """The version chain through the memory, oldest first."""
+
+    async def page(self, query: ListQuery) -> Page: ...
