@@ -181,7 +181,7 @@ class RecallInference(QueryEmbedder, Reranker, Protocol):
     """What recall asks of the inference tier: the query's vectors, and rescoring the best candidates."""
 
 
-# ------------------------------------------------ sessions, idempotent replies, reads (fakes-a's pipelines)
+# ---------------------------------- pipelines/sessions.py, replies.py and read.py (activity.py needs none)
 
 
 class SessionReads(Protocol):
