@@ -15,13 +15,16 @@ from hindsight_server.domain.bm25 import Bm25
 from hindsight_server.domain.channels import ChannelRows
 from hindsight_server.domain.conflicts import Existing
 from hindsight_server.domain.conflicts import Resolution as ConflictResolution
+from hindsight_server.domain.conversation import Turn
 from hindsight_server.domain.feed import ChangeEvent, Cursor, FeedQuery
 from hindsight_server.domain.jobs import JobRun
 from hindsight_server.domain.model import (
     EmbeddingState,
     Entities,
+    ListQuery,
     Memory,
     MemoryPatch,
+    Page,
     Scope,
     Subject,
     VectorSpace,
@@ -29,6 +32,8 @@ from hindsight_server.domain.model import (
 )
 from hindsight_server.domain.portability import ExportQuery, PortableMemory
 from hindsight_server.domain.retention import RetentionItem
+from hindsight_server.domain.session_summary import SessionSummary
+from hindsight_server.domain.sessions import AppendedTurn, IdleSession, SessionRecord, TurnInput
 from hindsight_server.domain.vectors import (
     DocumentEmbeddings,
     FloatVector,
@@ -342,3 +347,89 @@ class ImportWrites(Protocol):
         """Exported memories, ids and links final, in one transaction: each inserted unless one with its
         id or idempotency key is here; then each version link set both ways where both ends are here
         (InvalidArgument where they would close a loop). Returns the ids inserted."""
+
+
+# ---------------------------------- pipelines/sessions.py, replies.py and read.py (activity.py needs none)
+
+
+class SessionReads(Protocol):
+    """What Summarize reads, on a replica when the server has one."""
+
+    async def get(self, tenant_id: str, session_id: str) -> SessionRecord:
+        """The session, or NotFound."""
+
+    async def turns(self, tenant_id: str, session_id: str, first: int, last: int | None = None) -> list[Turn]:
+        """The turns with first <= index (<= last), in order."""
+
+
+class SessionTurns(SessionReads, Protocol):
+    """What AppendTurn, EndSession and the consolidate job read and change, on the primary."""
+
+    async def append_turn(self, turn: TurnInput, now: datetime) -> AppendedTurn:
+        """Numbers and stores the turn, creating its session; a reused idempotency key appends nothing."""
+
+    async def link_turn_memory(self, tenant_id: str, session_id: str, index: int, memory_id: str) -> None: ...
+
+    async def save_summary(
+        self, tenant_id: str, session_id: str, summary: SessionSummary, memory_id: str, summarizer: str
+    ) -> None:
+        """Stores a refreshed summary unless one covering more turns is already there."""
+
+    async def mark_consolidated(
+        self, session_id: str, through_turn: int, episode: Memory, now: datetime
+    ) -> bool:
+        """Records that the turns up to `through_turn` are in the episode; False when a run already did."""
+
+    async def idle_sessions(self, idle_since: datetime, limit: int, now: datetime) -> list[IdleSession]:
+        """Sessions with turns in no episode yet and none since `idle_since`, the longest idle first,
+        those backing off from a failure left out."""
+
+    async def consolidated_turn_memories(
+        self, tenant_id: str, session_id: str, keep_last: int, consolidated_turn: int
+    ) -> list[str]:
+        """The working memories of turns both in an episode and older than the last `keep_last`."""
+
+
+class SummaryWriter(Protocol):
+    """Words a session summary the rules settled (the optional LLM); None: keep the rules' text."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def write(self, turns: Sequence[Turn], rules: SessionSummary) -> str | None: ...
+
+
+class ReplyLedger(Protocol):
+    """The answers kept for requests that carried an idempotency key, per (tenant, method, key)."""
+
+    async def claim(
+        self,
+        tenant_id: str,
+        method: str,
+        key: str,
+        fingerprint: bytes,
+        now: datetime,
+        abandoned_after: timedelta,
+    ) -> tuple[bool, bytes | None, bytes]:
+        """(claimed, stored answer, stored fingerprint): claimed when this call is the first with the key
+        or the first one's claim was abandoned; else the first's answer (None while it runs)."""
+
+    async def complete(self, tenant_id: str, method: str, key: str, response: bytes) -> None: ...
+
+    async def release(self, tenant_id: str, method: str, key: str) -> None:
+        """Frees a key whose first call failed (one that has an answer stays)."""
+
+    async def forget_older_than(self, before: datetime, limit: int) -> int:
+        """Drops up to `limit` entries claimed before `before`; returns how many."""
+
+
+class MemoryReader(Protocol):
+    """What Get, History and List read, on a replica when the server has one."""
+
+    async def get(self, tenant_id: str, memory_id: str, agent_id: str = "") -> Memory:
+        """The memory as the agent may see it; another agent's private memory is NotFound."""
+
+    async def history(self, tenant_id: str, memory_id: str, agent_id: str = "") -> list[Memory]:
+        """The version chain through the memory, oldest first."""
+
+    async def page(self, query: ListQuery) -> Page: ...

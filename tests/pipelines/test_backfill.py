@@ -17,7 +17,7 @@ from hindsight_server.domain.model import EmbeddingState, Memory, VectorSpace
 from hindsight_server.pipelines.backfill import BackfillSettings, EmbeddingBackfill
 from hindsight_server.pipelines.scope_sizes import ScopeSizes
 from tests.domain.builders import memory
-from tests.support.fakes.clock import SteppedClock
+from tests.support.fakes.clock import FakeClock
 from tests.support.fakes.embedding_queue import InMemoryEmbeddingQueue
 from tests.support.fakes.inference import FakeInferenceTier, hashed_vector
 
@@ -29,7 +29,7 @@ class Worker:
     backfill: EmbeddingBackfill
     queue: InMemoryEmbeddingQueue
     tier: FakeInferenceTier
-    clock: SteppedClock
+    clock: FakeClock
     sizes: ScopeSizes
 
     def state(self, memory_id: str) -> EmbeddingState:
@@ -40,7 +40,7 @@ class Worker:
 
 
 def worker(*memories: Memory, tier: FakeInferenceTier | None = None, **settings: Any) -> Worker:
-    clock = SteppedClock(NOW)
+    clock = FakeClock(NOW)
     queue = InMemoryEmbeddingQueue(clock=clock)
     for pending in memories:
         queue.add(pending)

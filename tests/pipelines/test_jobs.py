@@ -21,7 +21,7 @@ from hindsight_server.pipelines.jobs import (
     JobScheduler,
     due,
 )
-from tests.support.fakes.clock import SteppedClock
+from tests.support.fakes.clock import FakeClock
 from tests.support.fakes.job_ledger import InMemoryJobLedger
 
 NOW = datetime(2024, 5, 1, 12, tzinfo=UTC)
@@ -47,11 +47,11 @@ class Body:
 class Runner:
     runner: JobRunner
     ledger: InMemoryJobLedger
-    clock: SteppedClock
+    clock: FakeClock
 
 
 def runner(registry: JobRegistry) -> Runner:
-    ledger, clock = InMemoryJobLedger(), SteppedClock(NOW)
+    ledger, clock = InMemoryJobLedger(), FakeClock(NOW)
     return Runner(JobRunner(registry, ledger, clock, "server-a"), ledger, clock)
 
 

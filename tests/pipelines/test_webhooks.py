@@ -19,7 +19,7 @@ from hindsight_server.domain.feed import MAX_SEQ, START, Cursor, EventType, NewE
 from hindsight_server.domain.webhooks import Endpoint, EndpointState, RetryPolicy, format_secret, sign
 from hindsight_server.pipelines.feed import FeedPipeline, FeedSettings
 from hindsight_server.pipelines.webhooks import WebhookDispatcher, WebhookRegistry, WebhookSettings
-from tests.support.fakes.clock import SteppedClock
+from tests.support.fakes.clock import FakeClock
 from tests.support.fakes.feed_log import InMemoryFeedLog
 from tests.support.fakes.webhooks import FakeReceiver, InMemoryWebhookStore
 
@@ -35,7 +35,7 @@ class Hooks:
     store: InMemoryWebhookStore
     log: InMemoryFeedLog
     receiver: FakeReceiver
-    clock: SteppedClock
+    clock: FakeClock
     settings: WebhookSettings
 
     async def deliver_once(self) -> int:
@@ -52,7 +52,7 @@ class Hooks:
 
 
 def hooks(receiver: FakeReceiver | None = None, **settings: Any) -> Hooks:
-    clock, log, receiver = SteppedClock(NOW), InMemoryFeedLog(), receiver or FakeReceiver()
+    clock, log, receiver = FakeClock(NOW), InMemoryFeedLog(), receiver or FakeReceiver()
     store = InMemoryWebhookStore(clock)
     chosen = WebhookSettings(**settings)
     feed = FeedPipeline(log, FeedSettings())

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from hindsight_server.domain.model import Memory, Status, Subject, Tier
 from hindsight_server.domain.retention import RetentionItem
@@ -149,16 +149,28 @@ class InMemoryLifecycleStore(InMemoryMemoryStore):
 
 @dataclass
 class RecordedFailures:
-    """ItemFailures in a dict: how many times in a row each (job, tenant, item) failed."""
+    """ItemFailures in dicts: how many times in a row each (job, tenant, item) failed, and until when it
+    backs off (base * 2^(failures - 1) seconds, at most max, as store/job_failures.py)."""
 
     failures: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    retry_at: dict[tuple[str, str, str], datetime] = field(default_factory=dict)
 
     async def failed(
         self, job: str, tenant_id: str, item: str, error: str, now: datetime, backoff_s: tuple[float, float]
     ) -> int:
         key = (job, tenant_id, item)
         self.failures[key] = self.failures.get(key, 0) + 1
+        base_s, max_s = backoff_s
+        self.retry_at[key] = now + timedelta(
+            seconds=min(max_s, base_s * 2 ** min(self.failures[key] - 1, 30))
+        )
         return self.failures[key]
 
     async def cleared(self, job: str, tenant_id: str, item: str) -> None:
         self.failures.pop((job, tenant_id, item), None)
+        self.retry_at.pop((job, tenant_id, item), None)
+
+    def backing_off(self, job: str, tenant_id: str, item: str, now: datetime) -> bool:
+        """The item waits out a failure at `now` (store/job_failures.py BACKING_OFF)."""
+        retry_at = self.retry_at.get((job, tenant_id, item))
+        return retry_at is not None and retry_at > now
