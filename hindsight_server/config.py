@@ -78,15 +78,18 @@ class SecuritySettings(_Section):
     requests_per_s_per_tenant: float = Field(1000.0, ge=0)  # per server; 0: unlimited
     request_burst_per_tenant: float = Field(2000.0, ge=1)
 
-    def new_key_lookups(self) -> RateLimiter:
-        return RateLimiter(self.new_key_lookups_per_s, self.new_key_lookup_burst)
-
     # TLS for gRPC: both files set, the server listens with TLS only.
     tls_cert_file: str = ""
     tls_key_file: str = ""
     # mTLS: with a CA bundle (PEM) set, every client must also present a certificate that it signed; a
     # client without one is refused in the handshake, before any call (or key) reaches the server.
     tls_client_ca_file: str = ""
+    # How the stack's own parts (`hindsight up`: nginx, the MCP gateway, the console, the readiness
+    # probes) check the servers' certificate: the CA (PEM) that signed tls_cert_file (empty: that file
+    # itself, a self-signed certificate), and the name it carries when it does not cover the address they
+    # call (127.0.0.1). With tls_client_ca_file they present tls_cert_file and tls_key_file as their own.
+    tls_ca_file: str = ""
+    tls_server_name: str = ""
 
     @model_validator(mode="after")
     def _tls_pair(self) -> SecuritySettings:
@@ -95,6 +98,9 @@ class SecuritySettings(_Section):
         if self.tls_client_ca_file and not self.tls_cert_file:
             raise ValueError("tls_client_ca_file (client certificates) needs tls_cert_file and tls_key_file")
         return self
+
+    def new_key_lookups(self) -> RateLimiter:
+        return RateLimiter(self.new_key_lookups_per_s, self.new_key_lookup_burst)
 
 
 class AdmissionSettings(_Section):

@@ -2,6 +2,10 @@
 """Container health checks for the hindsight image (installed as /usr/local/bin/hindsight-healthcheck).
 
     hindsight-healthcheck grpc HOST:PORT [SERVICE]   the standard gRPC health service says SERVING
+    hindsight-healthcheck grpcs HOST:PORT [SERVICE]  the same over TLS: the CA in
+        HINDSIGHT_HEALTHCHECK_CA_FILE (empty: the system's), with mTLS the probe's certificate and key in
+        HINDSIGHT_HEALTHCHECK_CERT_FILE and HINDSIGHT_HEALTHCHECK_KEY_FILE (Kubernetes' gRPC probe
+        speaks no TLS)
     hindsight-healthcheck http URL                   GET URL answers 2xx
 
 Exit 0 when healthy, 1 otherwise (the reason on stderr), as Docker's HEALTHCHECK expects. The image has
@@ -11,20 +15,41 @@ memory server already depends on grpcio-health-checking, so the probe is this sh
 
 from __future__ import annotations
 
+import os
 import sys
 import urllib.error
 import urllib.request
 
-USAGE = "usage: hindsight-healthcheck grpc HOST:PORT [SERVICE] | http URL"
+USAGE = "usage: hindsight-healthcheck grpc|grpcs HOST:PORT [SERVICE] | http URL"
 TIMEOUT_S = 2.0
 
 
-def check_grpc(target: str, service: str) -> str:
+def _read(variable: str) -> bytes | None:
+    path = os.environ.get(variable, "")
+    if not path:
+        return None
+    with open(path, "rb") as file:
+        return file.read()
+
+
+def check_grpc(target: str, service: str, tls: bool = False) -> str:
     """'' when the service is SERVING, else why not."""
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    with grpc.insecure_channel(target) as channel:
+    if tls:
+        try:
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=_read("HINDSIGHT_HEALTHCHECK_CA_FILE"),
+                private_key=_read("HINDSIGHT_HEALTHCHECK_KEY_FILE"),
+                certificate_chain=_read("HINDSIGHT_HEALTHCHECK_CERT_FILE"),
+            )
+        except OSError as exc:
+            return f"{target}: cannot read a TLS file: {exc}"
+        channel = grpc.secure_channel(target, credentials)
+    else:
+        channel = grpc.insecure_channel(target)
+    with channel:
         try:
             reply = health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(service=service), timeout=TIMEOUT_S
@@ -50,8 +75,8 @@ def check_http(url: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) in (2, 3) and argv[0] == "grpc":
-        problem = check_grpc(argv[1], argv[2] if len(argv) == 3 else "")
+    if len(argv) in (2, 3) and argv[0] in ("grpc", "grpcs"):
+        problem = check_grpc(argv[1], argv[2] if len(argv) == 3 else "", tls=argv[0] == "grpcs")
     elif len(argv) == 2 and argv[0] == "http":
         problem = check_http(argv[1])
     else:

@@ -12,8 +12,8 @@ from hindsight_server.cli.local import add_database_options, on_database
 from hindsight_server.config import Settings
 
 if TYPE_CHECKING:  # the server's packages are imported only by the commands that need them
+    from hindsight_server.domain.jobs import JobRun
     from hindsight_server.pipelines.jobs import JobRunner
-    from hindsight_server.store.jobs import JobRun
 
 
 def _job_line(name: str, interval_s: float, run: JobRun | None) -> str:

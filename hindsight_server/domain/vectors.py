@@ -30,3 +30,17 @@ class QueryVector:
     vector: FloatVector
     truncated: bool
     cached: bool = False  # from the query-embedding cache
+
+
+@dataclass(frozen=True, slots=True)
+class PendingEmbedding:
+    """A memory waiting for its vectors, as the embedding worker claimed it."""
+
+    memory_id: str
+    tenant_id: str
+    subject: str
+    content: str
+    has_english: bool  # before this claim (a Chinese memory never gets one)
+    missing: frozenset[VectorSpace]  # the spaces whose vector this memory still lacks and can get
+    attempts: int = 0  # earlier embeddings of it that failed
+    digest: str = ""  # md5 of the content claimed: completion checks the row still holds it

@@ -30,11 +30,14 @@ from hindsight_server.domain.feed import ChangeEvent, Cursor, EventType, parse_e
 __all__ = [
     "SECRET_PREFIX",
     "AddressPolicy",
+    "DeliveryOutcome",
     "Endpoint",
     "EndpointFilters",
     "EndpointState",
     "Failure",
+    "Lease",
     "RetryPolicy",
+    "Secrets",
     "WebhookUrl",
     "after_failure",
     "event_body",
@@ -344,3 +347,33 @@ class Endpoint:
     created_at: datetime
     dead_at: datetime | None
     previous_secret_until: datetime | None  # a rotation's previous secret signs until then
+
+
+@dataclass(frozen=True, slots=True)
+class Secrets:
+    current: str
+    previous: str | None  # signs too while the database's now() is before previous_until
+    previous_until: datetime | None
+
+    def in_force(self, now: datetime) -> list[str]:
+        if self.previous and self.previous_until is not None and now < self.previous_until:
+            return [self.current, self.previous]
+        return [self.current]
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    endpoint: Endpoint
+    secrets: Secrets
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryOutcome:
+    """One attempt's answer."""
+
+    status: int  # the HTTP status; 0 when there was no answer
+    error: str  # why the attempt failed, for the endpoint's last_error; empty when it succeeded
+
+    @property
+    def delivered(self) -> bool:
+        return 200 <= self.status < 300

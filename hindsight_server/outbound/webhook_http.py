@@ -14,26 +14,15 @@ import asyncio
 import socket
 import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import httpx2
 
 from hindsight_server.domain.errors import InvalidArgument
-from hindsight_server.domain.webhooks import AddressPolicy, WebhookUrl
+from hindsight_server.domain.webhooks import AddressPolicy, DeliveryOutcome, WebhookUrl
 
-__all__ = ["Outcome", "WebhookSender"]
+__all__ = ["WebhookSender"]
 
 USER_AGENT = "hindsight-webhooks/1"
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    status: int  # the HTTP status; 0 when there was no answer
-    error: str  # why the attempt failed, for the endpoint's last_error; empty when it succeeded
-
-    @property
-    def delivered(self) -> bool:
-        return 200 <= self.status < 300
 
 
 class WebhookSender:
@@ -72,20 +61,22 @@ class WebhookSender:
         addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
         return self._policy.check(url.host, addresses, field)
 
-    async def post(self, url: WebhookUrl, headers: Mapping[str, str], body: bytes) -> Outcome:
+    async def post(self, url: WebhookUrl, headers: Mapping[str, str], body: bytes) -> DeliveryOutcome:
         """One attempt, within the timeout from resolution to the last byte read."""
         try:
             async with asyncio.timeout(self._timeout_s):
                 address = await self.resolve(url)
                 return await self._send(url, address, headers, body)
         except InvalidArgument as exc:  # the host moved to a refused address, or stopped resolving
-            return Outcome(0, exc.reason)
+            return DeliveryOutcome(0, exc.reason)
         except TimeoutError:
-            return Outcome(0, f"no answer within {self._timeout_s:g} s")
+            return DeliveryOutcome(0, f"no answer within {self._timeout_s:g} s")
         except httpx2.HTTPError as exc:
-            return Outcome(0, f"{type(exc).__name__}: {exc}"[:300])
+            return DeliveryOutcome(0, f"{type(exc).__name__}: {exc}"[:300])
 
-    async def _send(self, url: WebhookUrl, address: str, headers: Mapping[str, str], body: bytes) -> Outcome:
+    async def _send(
+        self, url: WebhookUrl, address: str, headers: Mapping[str, str], body: bytes
+    ) -> DeliveryOutcome:
         request_headers = {
             **headers,
             "host": url.host_header,
@@ -102,8 +93,8 @@ class WebhookSender:
                 if read >= self._max_response_bytes:
                     break  # the rest is not read: the connection closes with the response
             if 200 <= response.status_code < 300:
-                return Outcome(response.status_code, "")
-            return Outcome(response.status_code, f"answered HTTP {response.status_code}")
+                return DeliveryOutcome(response.status_code, "")
+            return DeliveryOutcome(response.status_code, f"answered HTTP {response.status_code}")
 
     async def close(self) -> None:
         await self._client.aclose()

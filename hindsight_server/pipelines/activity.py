@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 
 __all__ = ["WriteActivity"]
 
@@ -13,11 +14,12 @@ class WriteActivity:
     competes for the same inference tier and cores) waits between its chunks, up to a bound so a
     server that never stops writing still fills its backlog."""
 
-    def __init__(self) -> None:
+    def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self._monotonic = monotonic
         self._last = -math.inf
 
     def touch(self) -> None:
-        self._last = time.monotonic()
+        self._last = self._monotonic()
 
     def quiet_for(self, seconds: float) -> bool:
-        return time.monotonic() - self._last >= seconds
+        return self._monotonic() - self._last >= seconds

@@ -19,11 +19,10 @@ from datetime import timedelta
 
 from hindsight_server.domain.errors import InferenceUnavailable
 from hindsight_server.domain.model import VectorSpace
-from hindsight_server.domain.vectors import FloatVector
-from hindsight_server.inference.tier import InferenceTier
+from hindsight_server.domain.vectors import FloatVector, PendingEmbedding
 from hindsight_server.pipelines.activity import WriteActivity
+from hindsight_server.pipelines.ports import DocumentEmbedder, EmbeddingClaims
 from hindsight_server.pipelines.scope_sizes import ScopeSizes
-from hindsight_server.store.embeddings import EmbeddingQueue, PendingEmbedding
 from hindsight_server.telemetry.counters import count_failure
 
 log = logging.getLogger(__name__)
@@ -61,8 +60,8 @@ class BackfillSettings:
 class EmbeddingBackfill:
     def __init__(
         self,
-        store: EmbeddingQueue,
-        inference: InferenceTier,
+        store: EmbeddingClaims,
+        inference: DocumentEmbedder,
         settings: BackfillSettings,
         activity: WriteActivity | None = None,
         scope_sizes: ScopeSizes | None = None,
@@ -124,7 +123,7 @@ class EmbeddingBackfill:
 
     async def _embed(
         self,
-        inference: InferenceTier,
+        inference: DocumentEmbedder,
         rows: list[PendingEmbedding],
         space: VectorSpace,
         failed: dict[str, timedelta],

@@ -21,7 +21,7 @@ from datetime import time as clock_time
 
 from hindsight_server.domain.errors import OutOfRange, ResourceExhausted, Unavailable
 from hindsight_server.domain.feed import START, ChangeEvent, Cursor, FeedQuery, Heartbeat
-from hindsight_server.store.feed import FeedStore
+from hindsight_server.pipelines.ports import FeedLog
 
 __all__ = ["FeedPipeline", "FeedSettings"]
 
@@ -39,7 +39,7 @@ class FeedSettings:
 
 
 class FeedPipeline:
-    def __init__(self, store: FeedStore, settings: FeedSettings) -> None:
+    def __init__(self, store: FeedLog, settings: FeedSettings) -> None:
         self._store = store
         self._settings = settings
         self._streams: Counter[str] = Counter()

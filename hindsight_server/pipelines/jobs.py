@@ -18,7 +18,8 @@ from typing import Any
 
 from hindsight_server.domain.clock import Clock
 from hindsight_server.domain.errors import HindsightError, InvalidArgument, NotFound
-from hindsight_server.store.jobs import JobRun, JobStore
+from hindsight_server.domain.jobs import JobRun
+from hindsight_server.pipelines.ports import JobLedger
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,8 @@ class JobRegistry:
         """Registers a job; its interval is `interval`, else the configured one, else an hour."""
         if not name or name in self._jobs:
             raise InvalidArgument("job", f"{name!r} is empty or already registered")
-        chosen = interval or self._intervals.get(name) or DEFAULT_INTERVAL
+        # `is not None`, not `or`: a zero interval is refused, not taken for one not given.
+        chosen = interval if interval is not None else self._intervals.get(name, DEFAULT_INTERVAL)
         if chosen <= timedelta(0):
             raise InvalidArgument("interval", f"job {name!r} needs a positive interval")
         self._jobs[name] = Job(name, run, chosen)
@@ -87,7 +89,7 @@ RAN_RECENTLY = "ran recently"
 
 
 class JobRunner:
-    def __init__(self, registry: JobRegistry, store: JobStore, clock: Clock, server: str) -> None:
+    def __init__(self, registry: JobRegistry, store: JobLedger, clock: Clock, server: str) -> None:
         self.registry = registry
         self._store = store
         self._clock = clock

@@ -35,10 +35,9 @@ from hindsight_server.domain.validation import (
     validate_tenant,
     validate_window,
 )
+from hindsight_server.pipelines.ports import ExportSnapshots, ImportWrites
 from hindsight_server.pipelines.scope_sizes import ScopeSizes
 from hindsight_server.pipelines.statistics import StatisticsRefresh
-from hindsight_server.store.portability import PortabilityStore
-from hindsight_server.store.writes import MemoryWrites
 
 EXPORT_PAGE = 500
 
@@ -46,8 +45,8 @@ EXPORT_PAGE = 500
 class PortabilityPipeline:
     def __init__(
         self,
-        exports: PortabilityStore,
-        writes: MemoryWrites,
+        exports: ExportSnapshots,
+        writes: ImportWrites,
         models: Sequence[EmbeddingModel],
         limits: Limits,
         clock: Clock,

@@ -6,8 +6,9 @@ caches that use them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from datetime import datetime
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from datetime import date, datetime, timedelta
 from typing import Protocol
 
 from hindsight_server.domain.audit import AuditPage, AuditQuery, RecallServed
@@ -15,23 +16,46 @@ from hindsight_server.domain.bm25 import Bm25
 from hindsight_server.domain.channels import ChannelRows
 from hindsight_server.domain.conflicts import Existing
 from hindsight_server.domain.conflicts import Resolution as ConflictResolution
+from hindsight_server.domain.conversation import Turn
+from hindsight_server.domain.feed import ChangeEvent, Cursor, FeedQuery
+from hindsight_server.domain.jobs import JobRun
 from hindsight_server.domain.model import (
     BatchRemoved,
     EmbeddingState,
     Entities,
     ErasureRecord,
     ErasureScope,
+    ListQuery,
     Memory,
     MemoryPatch,
+    Page,
     Scope,
     Subject,
     VectorSpace,
     WriteOutcome,
 )
+from hindsight_server.domain.portability import ExportQuery, PortableMemory
 from hindsight_server.domain.principal import ApiKeyRecord
 from hindsight_server.domain.principal import Scope as KeyScope
 from hindsight_server.domain.retention import RetentionItem
-from hindsight_server.domain.vectors import DocumentEmbeddings, FloatVector, QueryVector, WriteVectors
+from hindsight_server.domain.session_summary import SessionSummary
+from hindsight_server.domain.sessions import AppendedTurn, IdleSession, SessionRecord, TurnInput
+from hindsight_server.domain.vectors import (
+    DocumentEmbeddings,
+    FloatVector,
+    PendingEmbedding,
+    QueryVector,
+    WriteVectors,
+)
+from hindsight_server.domain.webhooks import (
+    DeliveryOutcome,
+    Endpoint,
+    EndpointFilters,
+    Failure,
+    Lease,
+    Secrets,
+    WebhookUrl,
+)
 from hindsight_server.pipelines.scope_sizes import ScopeCounter
 from hindsight_server.pipelines.statistics import PartitionAnalyzer
 
@@ -182,7 +206,244 @@ class RecallInference(QueryEmbedder, Reranker, Protocol):
     """What recall asks of the inference tier: the query's vectors, and rescoring the best candidates."""
 
 
-# The erasure, access tracking, item isolation, scope sizes, API key and recall audit pipelines.
+# ------------------------------------------------------------------------------------------------------
+# The change feed, webhooks, the job runner, the embedding backfill and export/import (feed.py,
+# webhooks.py, jobs.py, backfill.py, portability.py).
+
+
+class FeedReader(Protocol):
+    """What reads a tenant's change feed in its resumable order (store/feed.py says why it misses none)."""
+
+    async def read(self, query: FeedQuery, after: Cursor, limit: int) -> tuple[list[ChangeEvent], Cursor]:
+        """Up to `limit` matching events after `after`, and the position to continue from."""
+
+    async def horizon(self) -> Cursor:
+        """Now: the position before every event not yet servable."""
+
+    async def trimmed(self, tenant_id: str) -> Cursor | None:
+        """The last position retention dropped for the tenant (None: none dropped)."""
+
+
+class FeedLog(FeedReader, Protocol):
+    """The feed, and what its retention job changes: daily partitions made ahead and dropped whole, the
+    default partition trimmed by age. A step whose lock is busy answers False or None."""
+
+    async def partitions(self) -> list[date]: ...
+
+    async def add_partition(self, day: date) -> bool: ...
+
+    async def drop_partition(self, day: date) -> int | None: ...
+
+    async def trim_default(self, before: datetime, limit: int) -> int: ...
+
+
+class WebhookEndpoints(Protocol):
+    """A tenant's webhook endpoints, as the Webhooks RPCs change them. None or False: no such endpoint."""
+
+    async def add(
+        self,
+        tenant_id: str,
+        url: str,
+        filters: EndpointFilters,
+        viewer: str | None,
+        secret: str,
+        cursor: Cursor,
+        now: datetime,
+        max_per_tenant: int,
+    ) -> Endpoint | None:
+        """A new endpoint delivering from `cursor`; None when the tenant has `max_per_tenant` already."""
+
+    async def endpoints(self, tenant_id: str) -> list[Endpoint]: ...
+
+    async def get(self, tenant_id: str, endpoint_id: str) -> Endpoint | None: ...
+
+    async def remove(self, tenant_id: str, endpoint_id: str) -> bool: ...
+
+    async def rotate(
+        self, tenant_id: str, endpoint_id: str, secret: str, previous_until: datetime
+    ) -> Endpoint | None: ...
+
+    async def replay(
+        self, tenant_id: str, endpoint_id: str, cursor: Cursor, now: datetime
+    ) -> Endpoint | None:
+        """Delivers again from `cursor` at once, with a clean retry state (a dead endpoint lives again)."""
+
+
+class WebhookLeases(Protocol):
+    """The leases under which one server at a time delivers an endpoint's events, timed by the store's
+    clock. Every change is fenced: it applies only while `holder` holds the lease and the cursor is still
+    the one it delivered from (None or False otherwise)."""
+
+    async def claim(self, holder: str, lease_s: float, now: datetime, limit: int) -> list[Lease]: ...
+
+    async def renew(
+        self, endpoint_id: str, holder: str, lease_s: float, cursor: Cursor
+    ) -> Secrets | None: ...
+
+    async def advance(
+        self, endpoint_id: str, holder: str, expected: Cursor, cursor: Cursor, delivered: int
+    ) -> bool: ...
+
+    async def failed(
+        self, endpoint_id: str, holder: str, cursor: Cursor, failure: Failure, error: str
+    ) -> None: ...
+
+    async def release(self, endpoint_id: str, holder: str, next_attempt_at: datetime) -> None: ...
+
+
+class WebhookPoster(Protocol):
+    """Where deliveries go over HTTP (outbound/webhook_http.py), to addresses the policy allows only."""
+
+    async def resolve(self, url: WebhookUrl, field: str = "url") -> str:
+        """The address to connect to; InvalidArgument naming `field` when it is refused or unknown."""
+
+    async def post(self, url: WebhookUrl, headers: Mapping[str, str], body: bytes) -> DeliveryOutcome: ...
+
+
+class JobLedger(Protocol):
+    """Who runs a job (one holder at a time, across servers) and when each job last ran."""
+
+    def exclusive(self, job: str) -> AbstractAsyncContextManager[bool]:
+        """Holds the job's lock for the block; yields False at once when another holder has it."""
+
+    async def started(self, job: str, at: datetime, server: str) -> None: ...
+
+    async def finished(self, job: str, at: datetime, processed: int) -> None: ...
+
+    async def last_runs(self) -> dict[str, JobRun]: ...
+
+
+class EmbeddingClaims(Protocol):
+    """The memories waiting for vectors, leased to the embedding workers while their vectors are computed."""
+
+    async def claim_pending_embeddings(
+        self, limit: int, lease: timedelta, *, english: bool, english_now: bool
+    ) -> list[PendingEmbedding]:
+        """Up to `limit` of the oldest pending memories not leased or backing off, leased for `lease`.
+        `english`: English vectors are computed at all; `english_now`: they can be right now."""
+
+    async def complete(
+        self,
+        rows: Sequence[PendingEmbedding],
+        vectors: Mapping[VectorSpace, Mapping[str, FloatVector]],
+        failed: Mapping[str, timedelta],
+    ) -> None:
+        """The vectors computed, where a memory still holds the content embedded; a failed one waits its
+        backoff and counts one more attempt."""
+
+
+class ExportPages(Protocol):
+    """One export's view of the tenant, as it was when the export began, whatever is written meanwhile."""
+
+    async def count(self) -> int:
+        """How many memories the query selects."""
+
+    def pages(self, page_size: int) -> AsyncIterator[list[PortableMemory]]:
+        """The selected memories in id order, `page_size` at a time."""
+
+
+class ExportSnapshots(Protocol):
+    def snapshot(self, query: ExportQuery) -> AbstractAsyncContextManager[ExportPages]: ...
+
+
+class ImportWrites(Protocol):
+    async def import_batch(
+        self, memories: Sequence[Memory], embeddings: WriteVectors, now: datetime
+    ) -> set[str]:
+        """Exported memories, ids and links final, in one transaction: each inserted unless one with its
+        id or idempotency key is here; then each version link set both ways where both ends are here
+        (InvalidArgument where they would close a loop). Returns the ids inserted."""
+
+
+# ---------------------------------- pipelines/sessions.py, replies.py and read.py (activity.py needs none)
+
+
+class SessionReads(Protocol):
+    """What Summarize reads, on a replica when the server has one."""
+
+    async def get(self, tenant_id: str, session_id: str) -> SessionRecord:
+        """The session, or NotFound."""
+
+    async def turns(self, tenant_id: str, session_id: str, first: int, last: int | None = None) -> list[Turn]:
+        """The turns with first <= index (<= last), in order."""
+
+
+class SessionTurns(SessionReads, Protocol):
+    """What AppendTurn, EndSession and the consolidate job read and change, on the primary."""
+
+    async def append_turn(self, turn: TurnInput, now: datetime) -> AppendedTurn:
+        """Numbers and stores the turn, creating its session; a reused idempotency key appends nothing."""
+
+    async def link_turn_memory(self, tenant_id: str, session_id: str, index: int, memory_id: str) -> None: ...
+
+    async def save_summary(
+        self, tenant_id: str, session_id: str, summary: SessionSummary, memory_id: str, summarizer: str
+    ) -> None:
+        """Stores a refreshed summary unless one covering more turns is already there."""
+
+    async def mark_consolidated(
+        self, session_id: str, through_turn: int, episode: Memory, now: datetime
+    ) -> bool:
+        """Records that the turns up to `through_turn` are in the episode; False when a run already did."""
+
+    async def idle_sessions(self, idle_since: datetime, limit: int, now: datetime) -> list[IdleSession]:
+        """Sessions with turns in no episode yet and none since `idle_since`, the longest idle first,
+        those backing off from a failure left out."""
+
+    async def consolidated_turn_memories(
+        self, tenant_id: str, session_id: str, keep_last: int, consolidated_turn: int
+    ) -> list[str]:
+        """The working memories of turns both in an episode and older than the last `keep_last`."""
+
+
+class SummaryWriter(Protocol):
+    """Words a session summary the rules settled (the optional LLM); None: keep the rules' text."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def write(self, turns: Sequence[Turn], rules: SessionSummary) -> str | None: ...
+
+
+class ReplyLedger(Protocol):
+    """The answers kept for requests that carried an idempotency key, per (tenant, method, key)."""
+
+    async def claim(
+        self,
+        tenant_id: str,
+        method: str,
+        key: str,
+        fingerprint: bytes,
+        now: datetime,
+        abandoned_after: timedelta,
+    ) -> tuple[bool, bytes | None, bytes]:
+        """(claimed, stored answer, stored fingerprint): claimed when this call is the first with the key
+        or the first one's claim was abandoned; else the first's answer (None while it runs)."""
+
+    async def complete(self, tenant_id: str, method: str, key: str, response: bytes) -> None: ...
+
+    async def release(self, tenant_id: str, method: str, key: str) -> None:
+        """Frees a key whose first call failed (one that has an answer stays)."""
+
+    async def forget_older_than(self, before: datetime, limit: int) -> int:
+        """Drops up to `limit` entries claimed before `before`; returns how many."""
+
+
+class MemoryReader(Protocol):
+    """What Get, History and List read, on a replica when the server has one."""
+
+    async def get(self, tenant_id: str, memory_id: str, agent_id: str = "") -> Memory:
+        """The memory as the agent may see it; another agent's private memory is NotFound."""
+
+    async def history(self, tenant_id: str, memory_id: str, agent_id: str = "") -> list[Memory]:
+        """The version chain through the memory, oldest first."""
+
+    async def page(self, query: ListQuery) -> Page: ...
+
+
+# ------------------------------------------------------------------------------------------------------
+# Erasure, access tracking, API keys and the recall audit (erasure.py, access.py, tenants.py, audit.py;
+# item_isolation.py takes ItemFailures above, scope_sizes.py its ScopeCounter).
 
 
 class ErasureLog(Protocol):

@@ -7,7 +7,7 @@ from typing import Protocol
 from hindsight_server.domain.model import CommitPosition, ListQuery, Memory, Page
 from hindsight_server.domain.policy import Limits
 from hindsight_server.domain.validation import validate_list, validate_tenant
-from hindsight_server.store.reads import MemoryReads
+from hindsight_server.pipelines.ports import MemoryReader
 from hindsight_server.store.routing import ReadRoute
 
 
@@ -18,7 +18,7 @@ class CommitPositions(Protocol):
 
 
 class ReadPipeline:
-    def __init__(self, reads: ReadRoute[MemoryReads], limits: Limits) -> None:
+    def __init__(self, reads: ReadRoute[MemoryReader], limits: Limits) -> None:
         self._reads = reads
         self._limits = limits
 

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 from hindsight_server.domain.clock import Clock
 from hindsight_server.domain.errors import Aborted, FailedPrecondition
-from hindsight_server.store.replies import ReplyStore
+from hindsight_server.pipelines.ports import ReplyLedger
 
 __all__ = ["IdempotentReplies", "ReplySettings"]
 
@@ -36,7 +36,7 @@ class ReplySettings:
 class IdempotentReplies:
     def __init__(
         self,
-        store: ReplyStore,
+        store: ReplyLedger,
         clock: Clock,
         settings: ReplySettings,
         monotonic: Callable[[], float] = time.monotonic,

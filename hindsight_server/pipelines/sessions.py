@@ -43,19 +43,13 @@ from hindsight_server.domain.model import (
 from hindsight_server.domain.policy import Limits, WritePolicy
 from hindsight_server.domain.remember import decide
 from hindsight_server.domain.session_summary import SessionSummary, refresh_decision, summarize
+from hindsight_server.domain.sessions import CONSOLIDATE_JOB, IdleSession, SessionRecord, TurnInput
 from hindsight_server.domain.validation import validate_draft, validate_tenant
-from hindsight_server.inference.summarizer import LlmSummarizer
 from hindsight_server.offload import run_pure
 from hindsight_server.pipelines.item_isolation import ItemIsolation, JobItem
+from hindsight_server.pipelines.ports import SessionReads, SessionTurns, SummaryWriter
 from hindsight_server.pipelines.write import WritePipeline
 from hindsight_server.store.routing import PrimaryOnly, ReadRoute
-from hindsight_server.store.sessions import (
-    CONSOLIDATE_JOB,
-    IdleSession,
-    SessionRecord,
-    SessionStore,
-    TurnInput,
-)
 
 __all__ = ["AppendResult", "SessionPipeline", "SessionSettings", "SessionView", "TurnRequest"]
 
@@ -106,14 +100,14 @@ class AppendResult:
 class SessionPipeline:
     def __init__(
         self,
-        sessions: SessionStore,
+        sessions: SessionTurns,
         writes: WritePipeline,
         settings: SessionSettings,
         clock: Clock,
-        summarizer: LlmSummarizer | None = None,
+        summarizer: SummaryWriter | None = None,
         *,
         isolation: ItemIsolation,
-        reads: ReadRoute[SessionStore] | None = None,
+        reads: ReadRoute[SessionReads] | None = None,
     ) -> None:
         self._sessions = sessions  # the primary's: every turn is written there
         self._reads = reads or PrimaryOnly(sessions)  # Summarize, which may read from a replica
@@ -158,7 +152,7 @@ class SessionPipeline:
         validate_tenant(tenant_id, self._settings.limits)
         _require_session_id(session_id)
 
-        async def view(sessions: SessionStore) -> SessionView:
+        async def view(sessions: SessionReads) -> SessionView:
             return await self._view(await sessions.get(tenant_id, session_id), sessions)
 
         return await self._reads.read(read_after, view)
@@ -348,7 +342,7 @@ class SessionPipeline:
         await self._writes.expire_now(session.tenant_id, expired)
         return outcome.memory
 
-    async def _view(self, session: SessionRecord, sessions: SessionStore | None = None) -> SessionView:
+    async def _view(self, session: SessionRecord, sessions: SessionReads | None = None) -> SessionView:
         first = max(1, session.turn_count - self._settings.keep_turns + 1)
         recent = await (sessions or self._sessions).turns(session.tenant_id, session.session_id, first)
         return SessionView(

@@ -32,6 +32,7 @@ from hindsight_server.domain.webhooks import (
     SECRET_BYTES,
     Endpoint,
     Failure,
+    Lease,
     RetryPolicy,
     after_failure,
     delivered_types,
@@ -41,10 +42,8 @@ from hindsight_server.domain.webhooks import (
     parse_url,
     signature_header,
 )
-from hindsight_server.outbound.webhook_http import WebhookSender
 from hindsight_server.pipelines.feed import FeedPipeline
-from hindsight_server.store.feed import FeedStore
-from hindsight_server.store.webhooks import Lease, WebhookStore
+from hindsight_server.pipelines.ports import FeedReader, WebhookEndpoints, WebhookLeases, WebhookPoster
 
 __all__ = ["WebhookDispatcher", "WebhookRegistry", "WebhookSettings"]
 
@@ -86,10 +85,10 @@ class WebhookRegistry:
 
     def __init__(
         self,
-        store: WebhookStore,
+        store: WebhookEndpoints,
         feed: FeedPipeline,
-        feed_store: FeedStore,
-        sender: WebhookSender,
+        feed_store: FeedReader,
+        sender: WebhookPoster,
         settings: WebhookSettings,
         clock: Clock,
         new_key: Callable[[int], bytes] = secrets.token_bytes,
@@ -174,9 +173,9 @@ class WebhookDispatcher:
 
     def __init__(
         self,
-        store: WebhookStore,
-        feed_store: FeedStore,
-        sender: WebhookSender,
+        store: WebhookLeases,
+        feed_store: FeedReader,
+        sender: WebhookPoster,
         settings: WebhookSettings,
         clock: Clock,
         holder: str,

@@ -28,6 +28,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from embedder.triton import TritonServer
+from hindsight.tls import ClientTls, open_channel
 from hindsight_server.config import StackSettings
 from hindsight_server.stack.launch import launched
 from hindsight_server.stack.preflight import describe, held_by, owner
@@ -92,6 +93,7 @@ class Child:
     # no processes of its own (in Python 3.11 process.wait() returns once every pipe to it is closed, and
     # a grandchild holds them as long as it lives).
     log_path: Path | None = None
+    tls: ClientTls | None = None  # how its gRPC health probe speaks to it; None: plaintext
     exits: deque[float] = field(default_factory=deque)  # when it exited (monotonic), within the window
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
     _relays: list[asyncio.Task[None]] = field(default_factory=list)
@@ -171,7 +173,7 @@ class Child:
             host, port = _host_port(self.address)
             await self._wait_until(lambda: _http_ok(host, port, self.http_health), timeout_s)
             return
-        async with grpc.aio.insecure_channel(self.address) as channel:
+        async with open_channel(self.address, self.tls) as channel:
             stub = health_pb2_grpc.HealthStub(channel)
             await self._wait_until(lambda: _serving(stub), timeout_s)
 

@@ -14,6 +14,10 @@ answered yet, which the shared client retries (mutating calls carry idempotency 
 handler runs), which it does not retry: the call may have committed; repeat it with the same key.
 `timeout` is not listed: a call that timed out was sent and may still be running.
 
+TLS (`NginxTls`, when the servers listen with TLS): nginx listens with the servers' certificate and calls
+them over TLS, checking theirs against the CA and the name it is given; with client certificates
+required (mTLS) it asks its own clients for one and presents the servers' certificate as its own.
+
 `python -m hindsight_server.stack.nginx install` installs nginx from the distribution's packages when it
 is missing (root only; what `make` runs).
 """
@@ -32,6 +36,7 @@ from pathlib import Path
 __all__ = [
     "NginxGateway",
     "NginxNotFound",
+    "NginxTls",
     "check_config",
     "find_nginx",
     "install_nginx",
@@ -62,6 +67,15 @@ def find_nginx(configured: str = "") -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class NginxTls:
+    cert_file: str  # the certificate and key nginx listens with (the servers')
+    key_file: str
+    trusted_ca_file: str  # what the servers' certificates are checked against
+    server_name: str  # the name they must carry
+    client_ca_file: str = ""  # mTLS: clients must present a certificate it signed; nginx presents cert_file
+
+
+@dataclass(frozen=True, slots=True)
 class NginxGateway:
     """Where the gateway listens, what it balances over, and its knobs."""
 
@@ -72,6 +86,7 @@ class NginxGateway:
     access_log: bool = False
     max_message_bytes: int = 8 * 1024 * 1024
     call_timeout_s: int = 300  # the longest call: a bulk WriteBatch with embeddings (the bench waits 120 s)
+    tls: NginxTls | None = None  # None: plaintext on both sides
 
     @property
     def config_path(self) -> Path:
@@ -116,6 +131,9 @@ def render_config(gateway: NginxGateway) -> str:
         if gateway.access_log
         else "    access_log off;"
     )
+    tls = gateway.tls
+    listen_tls, upstream_tls = ("", "") if tls is None else _tls_directives(tls)
+    scheme = "grpc" if tls is None else "grpcs"
     return f"""# Rendered by `hindsight up` ({__name__}); rewritten on every start, do not edit.
 {user}daemon off;            # the supervisor holds the master process
 master_process on;
@@ -150,7 +168,7 @@ http {{
     }}
 
     server {{
-        listen {_listen_address(gateway.listen)} http2;
+        listen {_listen_address(gateway.listen)}{"" if tls is None else " ssl"} http2;{listen_tls}
         # Clients keep their channel open for long: no forced reconnects after N calls or idle seconds.
         keepalive_requests 1000000;
         keepalive_timeout 600s;
@@ -159,7 +177,7 @@ http {{
         client_body_timeout 60s;
 
         location / {{
-            grpc_pass grpc://hindsight_memory;
+            grpc_pass {scheme}://hindsight_memory;{upstream_tls}
             # Only connection errors, never `timeout` or `non_idempotent`: see {__name__}.
             grpc_next_upstream error;
             grpc_next_upstream_tries {len(gateway.upstreams) + 1};
@@ -171,6 +189,28 @@ http {{
     }}
 }}
 """
+
+
+def _tls_directives(tls: NginxTls) -> tuple[str, str]:
+    """The server block's TLS lines and the location's (towards the servers), each line after a newline."""
+    listen = [
+        f"ssl_certificate {tls.cert_file};",
+        f"ssl_certificate_key {tls.key_file};",
+        "ssl_protocols TLSv1.2 TLSv1.3;",
+    ]
+    upstream = [
+        "grpc_ssl_verify on;",
+        f"grpc_ssl_trusted_certificate {tls.trusted_ca_file};",
+        f"grpc_ssl_name {tls.server_name};",
+        "grpc_ssl_server_name on;",
+        "grpc_ssl_protocols TLSv1.2 TLSv1.3;",
+    ]
+    if tls.client_ca_file:
+        listen += [f"ssl_client_certificate {tls.client_ca_file};", "ssl_verify_client on;"]
+        upstream += [f"grpc_ssl_certificate {tls.cert_file};", f"grpc_ssl_certificate_key {tls.key_file};"]
+    return "".join(f"\n        {line}" for line in listen), "".join(
+        f"\n            {line}" for line in upstream
+    )
 
 
 def write_config(gateway: NginxGateway) -> Path:

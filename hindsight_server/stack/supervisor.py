@@ -35,12 +35,14 @@ from console.config import ConsoleConfigError, ConsoleSettings, load_console_set
 from embedder.repository import EncoderModelOptions
 from embedder.triton import TritonServer
 from gateway_mcp.config import HEALTH_PATH, GatewaySettings, is_loopback, load_gateway_settings
+from hindsight.tls import ClientTls
 from hindsight_server.config import Settings
 from hindsight_server.stack.children import Child, ChildFailed, ReplicaChild, RestartPolicy, TritonChild
 from hindsight_server.stack.inference import embedded_triton
 from hindsight_server.stack.nginx import (
     NginxGateway,
     NginxNotFound,
+    NginxTls,
     check_config,
     find_nginx,
     write_config,
@@ -61,6 +63,9 @@ from hindsight_server.store.dsn import without_credentials
 log = logging.getLogger(__name__)
 
 READY_BANNER = "hindsight is up"
+# The name the stack's own parts check in the servers' certificate by default: they call them on
+# loopback addresses, which a certificate names as localhost (security.tls_server_name otherwise).
+_LOOPBACK_NAME = "localhost"
 
 # `hindsight up`'s exit statuses (README): 0 stopped by Ctrl-C / SIGTERM; 1 refused or failed to start;
 # 3 a port or the data directory in use, nothing started; 4 a child kept failing, the stack stopped.
@@ -132,7 +137,9 @@ class Stack:
                 address=f"{host}:{port}",
                 argv=[sys.executable, "-m", "hindsight_server", "serve", "--port", str(port)],
                 env=env,
+                url=f"{self._scheme}://{host}:{port}",
                 ports=(port,),
+                tls=self.client_tls,
             )
             for index, port in enumerate(self._server_ports())
         ]
@@ -150,11 +157,12 @@ class Stack:
             workers=stack.gateway_workers,
             access_log=stack.gateway_access_log,
             max_message_bytes=server.max_message_bytes,
+            tls=self._nginx_tls(),
         )
         write_config(gateway)
         check_config(gateway, binary)
         balance = f"least_conn over {len(servers)} memory server{'s' if len(servers) > 1 else ''}"
-        url = f"grpc://{self.address} ({balance}; config {gateway.config_path})"
+        url = f"{self._scheme}://{self.address} ({balance}; config {gateway.config_path})"
         return [
             Child(
                 "gateway (nginx)",
@@ -168,6 +176,7 @@ class Stack:
                 # Its output in its error log, not through pipes: its workers would hold them open after
                 # the master died, and asyncio's wait() returns only once every pipe is closed.
                 log_path=gateway.error_log,
+                tls=self.client_tls,
             )
         ]
 
@@ -188,7 +197,7 @@ class Stack:
                 "mcp gateway",
                 address,
                 argv,
-                dict(os.environ),
+                self._env_calling_the_servers("HINDSIGHT_MCP__"),
                 url=gateway.url,
                 http_health=HEALTH_PATH,
                 ports=(gateway.port,),
@@ -210,12 +219,59 @@ class Stack:
                 "web console",
                 f"{host}:{console.port}",
                 argv,
-                dict(os.environ),
+                self._env_calling_the_servers("HINDSIGHT_CONSOLE__"),
                 url=console.url,
                 http_health=CONSOLE_HEALTH_PATH,
                 ports=(console.port,),
             )
         ]
+
+    @property
+    def client_tls(self) -> ClientTls | None:
+        """How the stack's own parts call the servers and nginx: TLS where the servers listen with it."""
+        security = self.settings.security
+        if not security.tls_cert_file:
+            return None
+        mutual = bool(security.tls_client_ca_file)
+        return ClientTls(
+            ca_file=security.tls_ca_file or security.tls_cert_file,
+            cert_file=security.tls_cert_file if mutual else "",
+            key_file=security.tls_key_file if mutual else "",
+            server_name=security.tls_server_name or _LOOPBACK_NAME,
+        )
+
+    @property
+    def _scheme(self) -> str:
+        return "grpc" if self.client_tls is None else "grpcs"
+
+    def _nginx_tls(self) -> NginxTls | None:
+        tls, security = self.client_tls, self.settings.security
+        if tls is None:
+            return None
+        return NginxTls(
+            security.tls_cert_file,
+            security.tls_key_file,
+            tls.ca_file,
+            tls.server_name,
+            security.tls_client_ca_file,
+        )
+
+    def _env_calling_the_servers(self, prefix: str) -> dict[str, str]:
+        """The environment of a part that calls the servers (the MCP gateway, the console): TLS to them
+        as the stack speaks it, unless its own TARGETS_* variables say otherwise."""
+        env = dict(os.environ)
+        tls = self.client_tls
+        if tls is None or any(name.startswith(f"{prefix}TARGETS_") for name in env):
+            return env
+        env[f"{prefix}TARGETS_TLS"] = "true"
+        for suffix, value in (
+            ("CA_FILE", tls.ca_file),
+            ("CERT_FILE", tls.cert_file),
+            ("KEY_FILE", tls.key_file),
+            ("SERVER_NAME", tls.server_name),
+        ):
+            env[f"{prefix}TARGETS_{suffix}"] = value
+        return env
 
     def _console_configuration(self) -> ConsoleSettings | None:
         """The console's settings (None: not started), or Refused: a bad HINDSIGHT_CONSOLE__* value, or

@@ -11,30 +11,17 @@ take the rows batched with it down again.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 
 from pgvector import Vector
 
 from hindsight_server.domain.language import ENGLISH
 from hindsight_server.domain.model import VectorSpace
-from hindsight_server.domain.vectors import FloatVector
+from hindsight_server.domain.vectors import FloatVector, PendingEmbedding
 from hindsight_server.store.errors import translate_errors
 from hindsight_server.store.sql import OnPool
 
-__all__ = ["EmbeddingQueue", "PendingEmbedding"]
-
-
-@dataclass(frozen=True, slots=True)
-class PendingEmbedding:
-    memory_id: str
-    tenant_id: str
-    subject: str
-    content: str
-    has_english: bool  # before this claim (a Chinese memory never gets one)
-    missing: frozenset[VectorSpace]  # the spaces whose vector this memory still lacks and can get
-    attempts: int = 0  # earlier embeddings of it that failed
-    digest: str = ""  # md5 of the content claimed: completion checks the row still holds it
+__all__ = ["EmbeddingQueue"]
 
 
 class EmbeddingQueue(OnPool):

@@ -4,21 +4,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from datetime import datetime
 
 import asyncpg
 
+from hindsight_server.domain.jobs import JobRun
 from hindsight_server.store.errors import CONNECTION_FAILURES, translate_errors
-
-
-@dataclass(frozen=True, slots=True)
-class JobRun:
-    job: str
-    started_at: datetime
-    finished_at: datetime | None  # None: running, or killed before it finished
-    processed: int
-    server: str
 
 
 def _lock_name(job: str) -> str:
@@ -90,4 +81,4 @@ class JobStore:
         }
 
 
-__all__ = ["JobRun", "JobStore"]
+__all__ = ["JobStore"]

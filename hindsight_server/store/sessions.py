@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -17,58 +16,19 @@ import asyncpg
 
 from hindsight_server.domain.conversation import Role, Turn, session_subject_mismatch
 from hindsight_server.domain.errors import FailedPrecondition, NotFound
-from hindsight_server.domain.model import Entities, Memory
+from hindsight_server.domain.model import Memory
 from hindsight_server.domain.session_summary import SessionSummary
+from hindsight_server.domain.sessions import (
+    CONSOLIDATE_JOB,
+    AppendedTurn,
+    IdleSession,
+    SessionRecord,
+    TurnInput,
+)
 from hindsight_server.store.errors import translate_errors
 from hindsight_server.store.job_failures import BACKING_OFF
 
-__all__ = ["CONSOLIDATE_JOB", "AppendedTurn", "IdleSession", "SessionRecord", "SessionStore", "TurnInput"]
-
-CONSOLIDATE_JOB = "consolidate"  # the job that folds idle sessions into episodes
-
-
-@dataclass(frozen=True, slots=True)
-class SessionRecord:
-    tenant_id: str
-    session_id: str
-    subject: str
-    agent_id: str
-    turn_count: int
-    created_at: datetime
-    last_turn_at: datetime
-    summary: SessionSummary | None
-    summary_memory_id: str | None  # the working memory that carries the summary's text
-    consolidated_turn: int  # turns up to this index are in an episode
-    summarizer: str = "rules"  # who wrote the summary's text: "rules" or "llm"
-
-
-@dataclass(frozen=True, slots=True)
-class TurnInput:
-    tenant_id: str
-    session_id: str
-    subject: str
-    agent_id: str
-    role: Role
-    text: str
-    entities: Entities
-    occurred_at: datetime
-    idempotency_key: str
-    subject_fixed: bool = False  # only a session of `subject`, or a new one (expected_subject)
-
-
-@dataclass(frozen=True, slots=True)
-class IdleSession:
-    tenant_id: str
-    session_id: str
-    failures: int  # how many runs in a row failed on it (0: none)
-
-
-@dataclass(frozen=True, slots=True)
-class AppendedTurn:
-    turn: Turn
-    session: SessionRecord  # as it is after the append
-    replayed: bool  # the idempotency key was used before: nothing was appended
-
+__all__ = ["SessionStore"]
 
 _SESSION_COLUMNS = (
     "tenant_id, session_id, subject, agent_id, turn_count, created_at, last_turn_at, summary, "

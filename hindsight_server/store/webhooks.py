@@ -9,17 +9,16 @@ a Replay that moved the cursor, makes its late writes no-ops instead of moving t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 
 import asyncpg
 
 from hindsight_server.domain.feed import Cursor, EventType
-from hindsight_server.domain.webhooks import Endpoint, EndpointFilters, EndpointState, Failure
+from hindsight_server.domain.webhooks import Endpoint, EndpointFilters, EndpointState, Failure, Lease, Secrets
 from hindsight_server.store.errors import translate_errors
 from hindsight_server.store.sql import OnPool
 
-__all__ = ["Lease", "Secrets", "WebhookStore"]
+__all__ = ["WebhookStore"]
 
 _NAMES = (
     "id, tenant_id, url, event_types, subjects, viewer, state, cursor_seq, attempts, failing_since, "
@@ -35,24 +34,6 @@ def _columns(alias: str = "") -> str:
 
 
 _COLUMNS = _columns()
-
-
-@dataclass(frozen=True, slots=True)
-class Secrets:
-    current: str
-    previous: str | None  # signs too while the database's now() is before previous_until
-    previous_until: datetime | None
-
-    def in_force(self, now: datetime) -> list[str]:
-        if self.previous and self.previous_until is not None and now < self.previous_until:
-            return [self.current, self.previous]
-        return [self.current]
-
-
-@dataclass(frozen=True, slots=True)
-class Lease:
-    endpoint: Endpoint
-    secrets: Secrets
 
 
 def _endpoint(row: asyncpg.Record) -> Endpoint:

@@ -1,29 +1,33 @@
 """The image's health check script (deploy/compose/healthcheck.py, installed as hindsight-healthcheck):
-exit 0 only when the gRPC health service says SERVING for the asked service, or the URL answers 2xx."""
+exit 0 only when the gRPC health service says SERVING for the asked service (over TLS with `grpcs`), or
+the URL answers 2xx."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import grpc
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from tests.deploy.conftest import COMPOSE_DIR
+from tests.support.certs import self_signed
 from tests.support.processes import free_port
 
 SCRIPT = COMPOSE_DIR / "healthcheck.py"
 SERVICE = "hindsight.v1.MemoryService"
 
 
-def healthcheck(*args: str) -> subprocess.CompletedProcess[str]:
+def healthcheck(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=30, check=False
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=30, check=False, env=env
     )
 
 
@@ -95,3 +99,25 @@ def test_usage_is_unhealthy_not_reserved_status() -> None:
     result = healthcheck("tcp", "127.0.0.1:1")
     assert result.returncode == 1
     assert "usage" in result.stderr
+
+
+def test_grpcs_checks_over_tls_with_the_configured_ca(tmp_path: Path) -> None:
+    cert, key = self_signed(tmp_path)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
+    credentials = grpc.ssl_server_credentials([(key.read_bytes(), cert.read_bytes())])
+    port = server.add_secure_port("127.0.0.1:0", credentials)
+    server.start()
+    try:
+        servicer.set(SERVICE, health_pb2.HealthCheckResponse.SERVING)
+        with_ca = {**os.environ, "HINDSIGHT_HEALTHCHECK_CA_FILE": str(cert)}
+        assert healthcheck("grpcs", f"localhost:{port}", SERVICE, env=with_ca).returncode == 0
+        # The system's roots do not know a self-signed certificate; plaintext gets no answer from TLS.
+        assert healthcheck("grpcs", f"localhost:{port}", SERVICE).returncode == 1
+        assert healthcheck("grpc", f"localhost:{port}", SERVICE).returncode == 1
+        missing = {**os.environ, "HINDSIGHT_HEALTHCHECK_CA_FILE": str(tmp_path / "absent.crt")}
+        unreadable = healthcheck("grpcs", f"localhost:{port}", SERVICE, env=missing)
+        assert unreadable.returncode == 1 and "cannot read a TLS file" in unreadable.stderr
+    finally:
+        server.stop(grace=None)

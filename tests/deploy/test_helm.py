@@ -1407,3 +1407,88 @@ def test_metrics_clients_reach_the_metrics_port_only() -> None:
     # Without metricsClients the policy is as before: the servers (and tritonClients) only.
     default = one(render(None), "NetworkPolicy", f"{RELEASE}-hindsight-triton")["spec"]["ingress"]
     assert len(default) == 1
+
+
+TLS_VALUES: dict[str, Any] = {
+    "tls": {
+        "enabled": True,
+        "clientAuth": True,
+        "certManager": {"enabled": True, "issuerRef": {"name": "internal-ca", "kind": "ClusterIssuer"}},
+    },
+    "secrets": {"mcpApiKeys": {"default": "hs_example_key"}},
+}
+TLS_DIR = "/etc/hindsight-tls"
+
+
+def _env(item: dict[str, Any]) -> dict[str, str]:
+    return {each["name"]: each["value"] for each in item["env"] if "value" in each}
+
+
+@pytest.mark.usefixtures("kubernetes_schemas")
+def test_tls_from_cert_manager_reaches_the_servers_their_clients_and_the_probes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import kubernetes_validate
+
+    documents = render(TLS_VALUES)
+    certificate = one(documents, "Certificate", f"{FULLNAME}-tls")
+    spec = certificate["spec"]
+    assert spec["secretName"] == f"{FULLNAME}-tls"
+    headless = f"{FULLNAME}-headless.{NAMESPACE}.svc.cluster.local"  # what the gateway and console resolve
+    assert {headless, f"{FULLNAME}.{NAMESPACE}.svc.cluster.local", "localhost"} <= set(spec["dnsNames"])
+    assert spec["usages"] == ["server auth", "client auth"]
+    assert spec["issuerRef"] == {"name": "internal-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}
+
+    server = container(documents, "server")
+    env = _env(server)
+    assert env["HINDSIGHT_SECURITY__TLS_CERT_FILE"] == f"{TLS_DIR}/tls.crt"
+    assert env["HINDSIGHT_SECURITY__TLS_CLIENT_CA_FILE"] == f"{TLS_DIR}/ca.crt"
+    assert env["HINDSIGHT_HEALTHCHECK_CERT_FILE"] == f"{TLS_DIR}/tls.crt"  # mTLS: the probe needs one
+    for probe in ("startupProbe", "readinessProbe"):  # Kubernetes' own gRPC probe speaks no TLS
+        assert server[probe]["exec"]["command"] == [
+            "hindsight-healthcheck", "grpcs", "localhost:50051", "hindsight.v1.MemoryService"
+        ]  # fmt: skip
+        assert "grpc" not in server[probe]
+    for name in ("server", "mcp", "console"):
+        deployment = one(documents, "Deployment", f"{FULLNAME}-{name}")
+        pod = deployment["spec"]["template"]["spec"]
+        volume = next(v for v in pod["volumes"] if v["name"] == "tls")
+        assert volume["secret"]["secretName"] == f"{FULLNAME}-tls"
+        mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "tls")
+        assert (mount["mountPath"], mount["readOnly"]) == (TLS_DIR, True)
+        for version in SCHEMA_VERSIONS:
+            kubernetes_validate.validate(deployment, version, strict=True)
+
+    for key in [k for k in os.environ if k.startswith("HINDSIGHT_MCP")]:
+        monkeypatch.delenv(key)
+    for name, value in _env(container(documents, "mcp")).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("HINDSIGHT_MCP__TOKENS", json.dumps({hash_token("t"): "default"}))
+    gateway_tls = GatewaySettings().targets_client_tls
+    assert gateway_tls is not None
+    assert (gateway_tls.ca_file, gateway_tls.cert_file) == (f"{TLS_DIR}/ca.crt", f"{TLS_DIR}/tls.crt")
+    console_tls = console_settings(documents, monkeypatch).targets_client_tls
+    assert console_tls is not None and console_tls.key_file == f"{TLS_DIR}/tls.key"
+
+
+def test_tls_with_a_secret_of_its_own_and_off_by_default() -> None:
+    own = render({"tls": {"enabled": True, "secretName": "servers-tls"}})
+    assert "Certificate" not in kinds(own)
+    server = container(own, "server")
+    assert "HINDSIGHT_SECURITY__TLS_CLIENT_CA_FILE" not in _env(server)  # no mTLS unless asked
+    pod = one(own, "Deployment", f"{FULLNAME}-server")["spec"]["template"]["spec"]
+    assert next(v for v in pod["volumes"] if v["name"] == "tls")["secret"]["secretName"] == "servers-tls"
+    plain = render(None)
+    assert "Certificate" not in kinds(plain)
+    assert not [k for k in _env(container(plain, "mcp")) if "TARGETS_TLS" in k]
+    assert "HINDSIGHT_SECURITY__TLS_CERT_FILE" not in _env(container(plain, "server"))
+
+
+def test_lint_strict_with_tls() -> None:
+    report = lint(TLS_VALUES)
+    assert report["errors"] == []
+    assert [m for m in report["messages"] if m["severity"] >= 2] == []
+
+
+def test_cert_manager_needs_an_issuer() -> None:
+    assert_rejected({"tls": {"enabled": True, "certManager": {"enabled": True}}}, "/tls/certManager")

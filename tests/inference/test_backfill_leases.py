@@ -17,11 +17,11 @@ from embedder.errors import InferenceError
 from embedder.triton import TritonServer
 from hindsight_server.domain.model import EmbeddingState, Kind, MemoryDraft, MemoryPatch, Tier, VectorSpace
 from hindsight_server.domain.policy import Limits, TtlPolicy, WritePolicy
+from hindsight_server.domain.vectors import PendingEmbedding
 from hindsight_server.inference.tier import InferenceTier
 from hindsight_server.pipelines.backfill import BackfillSettings, EmbeddingBackfill
 from hindsight_server.pipelines.write import WritePipeline, WriteSettings
 from hindsight_server.process.running import RunningServer
-from hindsight_server.store.embeddings import PendingEmbedding
 from hindsight_server.store.memories import MemoryStore
 from tests.support.eventually import eventually
 

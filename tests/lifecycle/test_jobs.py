@@ -11,6 +11,7 @@ import pytest
 
 from hindsight.client import HindsightClient
 from hindsight.v1 import memory_pb2 as pb
+from hindsight_server.domain.jobs import JobRun
 from hindsight_server.domain.policy import Limits, TtlPolicy, WritePolicy
 from hindsight_server.pipelines.item_isolation import ItemIsolation
 from hindsight_server.pipelines.jobs import (
@@ -25,7 +26,7 @@ from hindsight_server.pipelines.lifecycle import LifecycleJobs, LifecycleSetting
 from hindsight_server.pipelines.write import WritePipeline, WriteSettings
 from hindsight_server.process.running import RunningServer
 from hindsight_server.store.job_failures import JobItemFailures
-from hindsight_server.store.jobs import JobRun, JobStore
+from hindsight_server.store.jobs import JobStore
 from hindsight_server.store.lifecycle import LifecycleStore
 from hindsight_server.store.memories import MemoryStore
 from hindsight_server.store.pool import create_pool

@@ -54,12 +54,8 @@ async def test_a_failing_item_is_recorded_by_its_class_and_the_job_gets_none(
         result = await runner.run(item(), fails_with(ValueError("the user's phone is 555-0100")), NOW)
 
     assert result is None
-    recorded = failures.failures[KEY]
-    assert (recorded.failures, recorded.error, recorded.retry_at) == (
-        1,
-        "ValueError",
-        NOW + timedelta(seconds=60),
-    )
+    assert (failures.failures[KEY], failures.errors[KEY]) == (1, "ValueError")
+    assert failures.retry_at[KEY] == NOW + timedelta(seconds=60)
     assert "ValueError" in caplog.text and "1 in a row" in caplog.text
     assert "555-0100" not in caplog.text  # the exception's text may quote content: never logged
 
@@ -81,20 +77,22 @@ async def test_the_backoff_doubles_with_each_failure_in_a_row_up_to_its_bound(
     runner, recorded = isolation()
     for attempt in range(failures):
         await runner.run(item(attempt), fails_with(KeyError("slot")), NOW)
-    assert recorded.failures[KEY].failures == failures
-    assert recorded.failures[KEY].retry_at == NOW + timedelta(seconds=waits_s)
+    assert recorded.failures[KEY] == failures
+    assert recorded.retry_at[KEY] == NOW + timedelta(seconds=waits_s)
+    assert recorded.backing_off(*KEY, NOW + timedelta(seconds=waits_s - 1))
+    assert not recorded.backing_off(*KEY, NOW + timedelta(seconds=waits_s))
 
 
 async def test_an_item_that_goes_through_after_failing_is_forgotten() -> None:
     runner, failures = isolation()
     await runner.run(item(), fails_with(RuntimeError()), NOW)
     await runner.run(item(), fails_with(RuntimeError()), NOW)
-    assert failures.failures[KEY].failures == 2
+    assert failures.failures[KEY] == 2
 
     assert await runner.run(item(failures=2), done, NOW) == "consolidated"
-    assert KEY not in failures.failures
+    assert KEY not in failures.failures and not failures.backing_off(*KEY, NOW)
     await runner.run(item(), fails_with(RuntimeError()), NOW)
-    assert failures.failures[KEY].failures == 1  # counting starts again
+    assert failures.failures[KEY] == 1  # counting starts again
 
 
 async def test_other_items_keep_their_own_counts() -> None:
@@ -103,8 +101,8 @@ async def test_other_items_keep_their_own_counts() -> None:
     other = JobItem("consolidate", "globex", "session-1")
     await runner.run(other, fails_with(RuntimeError()), NOW)
     await runner.run(other, fails_with(RuntimeError()), NOW)
-    assert failures.failures[KEY].failures == 1
-    assert failures.failures[("consolidate", "globex", "session-1")].failures == 2
+    assert failures.failures[KEY] == 1
+    assert failures.failures[("consolidate", "globex", "session-1")] == 2
 
 
 @pytest.mark.parametrize(
@@ -125,4 +123,4 @@ async def test_a_database_away_or_a_cancel_ends_the_run_and_is_no_items_fault(er
 async def test_a_domain_error_of_the_item_is_its_own_failure() -> None:
     runner, failures = isolation()
     assert await runner.run(item(), fails_with(HindsightError("bad turn")), NOW) is None
-    assert failures.failures[KEY].error == "HindsightError"
+    assert failures.errors[KEY] == "HindsightError"

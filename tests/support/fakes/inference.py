@@ -1,7 +1,8 @@
 """An in-process inference tier behind the pipelines' ports (DocumentEmbedder and RecallInference,
 pipelines/ports.py): deterministic hashed bag-of-words embeddings, so texts that share words are near and
 the same text always gets the same vector, and a reranker that scores by the query's words a passage
-holds. Either can be taken down, as a sick Triton is: its calls then raise InferenceUnavailable."""
+holds. Either can be taken down, as a sick Triton is: its calls then raise InferenceUnavailable; a model
+can be made to err on given texts."""
 
 from __future__ import annotations
 
@@ -34,9 +35,11 @@ def hashed_vector(text: str, space: VectorSpace = VectorSpace.MULTILINGUAL) -> F
 @dataclass
 class FakeInferenceTier:
     up: bool = True  # the multilingual model answers
-    english: bool = False  # an English model is configured (and answers while the tier is up)
+    english: bool = False  # an English model is configured (and answers while the tier and english_up are)
+    english_up: bool = True
     reranks: bool = False  # a cross-encoder is served
     max_terms: int = 512  # a longer text is embedded truncated
+    fails_on: frozenset[str] = frozenset()  # texts the model errs on: a call holding one fails whole
     embedded: list[tuple[VectorSpace, tuple[str, ...]]] = field(default_factory=list)  # documents, in order
 
     @property
@@ -48,7 +51,7 @@ class FakeInferenceTier:
         return self.english
 
     def serves(self, space: VectorSpace) -> bool:
-        return self.up and (space is VectorSpace.MULTILINGUAL or self.english)
+        return self.up and (space is VectorSpace.MULTILINGUAL or (self.english and self.english_up))
 
     @property
     def can_rerank(self) -> bool:
@@ -63,6 +66,9 @@ class FakeInferenceTier:
     ) -> DocumentEmbeddings:
         self._model(space)
         self.embedded.append((space, tuple(texts)))
+        bad = next((text for text in texts if text in self.fails_on), None)
+        if bad is not None:
+            raise RuntimeError(f"the {space.value} model failed on {bad[:32]!r}")
         vectors = np.stack([hashed_vector(text, space) for text in texts])
         return DocumentEmbeddings(vectors, [self._truncates(text) for text in texts])
 

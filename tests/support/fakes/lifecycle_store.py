@@ -1,6 +1,6 @@
 """The lifecycle jobs' side of the in-memory store (LifecycleBatches and ItemFailures, pipelines/ports.py):
 the batches of store/lifecycle.py over the same memories the write path stores, and a record of failing
-job items with their backoff. It holds no session turns, so there are none to purge."""
+job items. It holds no session turns, so there are none to purge."""
 
 from __future__ import annotations
 
@@ -147,30 +147,34 @@ class InMemoryLifecycleStore(InMemoryMemoryStore):
         return sorted(mine, key=lambda m: (m.created_at, m.id))
 
 
-@dataclass(frozen=True, slots=True)
-class ItemFailure:
-    failures: int  # in a row
-    error: str  # the exception's class
-    failed_at: datetime
-    retry_at: datetime  # the job leaves the item alone until then
-
-
 @dataclass
 class RecordedFailures:
-    """ItemFailures in a dict: each (job, tenant, item)'s failures in a row and its backoff, which
-    store/job_failures.py grows as base * 2^(failures - 1), at most max (the first failure waits the base)."""
+    """ItemFailures in dicts: how many times in a row each (job, tenant, item) failed, the class of its
+    last error, and until when it backs off (base * 2^(failures - 1) seconds, at most max, as
+    store/job_failures.py)."""
 
-    failures: dict[tuple[str, str, str], ItemFailure] = field(default_factory=dict)
+    failures: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    errors: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    retry_at: dict[tuple[str, str, str], datetime] = field(default_factory=dict)
 
     async def failed(
         self, job: str, tenant_id: str, item: str, error: str, now: datetime, backoff_s: tuple[float, float]
     ) -> int:
-        key, (base_s, max_s) = (job, tenant_id, item), backoff_s
-        before = self.failures.get(key)
-        wait_s = base_s if before is None else min(max_s, base_s * 2 ** min(before.failures, 30))
-        failures = 1 if before is None else before.failures + 1
-        self.failures[key] = ItemFailure(failures, error, now, now + timedelta(seconds=wait_s))
-        return failures
+        key = (job, tenant_id, item)
+        self.failures[key] = self.failures.get(key, 0) + 1
+        self.errors[key] = error
+        base_s, max_s = backoff_s
+        self.retry_at[key] = now + timedelta(
+            seconds=min(max_s, base_s * 2 ** min(self.failures[key] - 1, 30))
+        )
+        return self.failures[key]
 
     async def cleared(self, job: str, tenant_id: str, item: str) -> None:
         self.failures.pop((job, tenant_id, item), None)
+        self.errors.pop((job, tenant_id, item), None)
+        self.retry_at.pop((job, tenant_id, item), None)
+
+    def backing_off(self, job: str, tenant_id: str, item: str, now: datetime) -> bool:
+        """The item waits out a failure at `now` (store/job_failures.py BACKING_OFF)."""
+        retry_at = self.retry_at.get((job, tenant_id, item))
+        return retry_at is not None and retry_at > now

@@ -196,3 +196,63 @@ write). A CloudNativePG Cluster's URIs are put together by Kubernetes ($(VAR) ex
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/* The TLS secret (tls.enabled): the one named, or the one cert-manager writes. */}}
+{{- define "hindsight.tlsSecretName" -}}
+{{- .Values.tls.secretName | default (printf "%s-tls" (include "hindsight.fullname" .)) }}
+{{- end }}
+
+{{- define "hindsight.tlsDir" -}}/etc/hindsight-tls{{- end }}
+
+{{/*
+How a client of the servers (the MCP gateway, the console: PREFIX its settings' prefix) speaks TLS to
+them. Include with (dict "ctx" $ "prefix" "HINDSIGHT_MCP__").
+*/}}
+{{- define "hindsight.targetsTlsEnv" -}}
+{{- if .ctx.Values.tls.enabled }}
+- name: {{ .prefix }}TARGETS_TLS
+  value: "true"
+- name: {{ .prefix }}TARGETS_CA_FILE
+  value: {{ include "hindsight.tlsDir" . }}/ca.crt
+{{- if .ctx.Values.tls.clientAuth }}
+- name: {{ .prefix }}TARGETS_CERT_FILE
+  value: {{ include "hindsight.tlsDir" . }}/tls.crt
+- name: {{ .prefix }}TARGETS_KEY_FILE
+  value: {{ include "hindsight.tlsDir" . }}/tls.key
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The TLS secret as a pod volume, and its mount (tls.enabled). Include with the root context. */}}
+{{- define "hindsight.tlsVolume" -}}
+{{- if .Values.tls.enabled }}
+- name: tls
+  secret:
+    secretName: {{ include "hindsight.tlsSecretName" . }}
+    defaultMode: 0440
+{{- end }}
+{{- end }}
+
+{{- define "hindsight.tlsMount" -}}
+{{- if .Values.tls.enabled }}
+- name: tls
+  mountPath: {{ include "hindsight.tlsDir" . }}
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{/*
+A server probe: the gRPC health service of SERVICE on the server's port, natively when it is plaintext,
+else through the image's healthcheck over TLS (Kubernetes' gRPC probe speaks no TLS). Include with
+(dict "ctx" $ "service" NAME).
+*/}}
+{{- define "hindsight.serverHealthProbe" -}}
+{{- if .ctx.Values.tls.enabled }}
+exec:
+  command: ["hindsight-healthcheck", "grpcs", "localhost:{{ .ctx.Values.server.port }}", {{ .service | quote }}]
+{{- else }}
+grpc:
+  port: {{ .ctx.Values.server.port }}
+  service: {{ .service | quote }}
+{{- end }}
+{{- end }}

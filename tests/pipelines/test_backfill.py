@@ -1,0 +1,172 @@
+"""The embedding worker on the in-memory queue and inference tier (tests/support/fakes): what a round
+embeds and in which calls, which memories become ready, English vectors only for English text and only
+while that model answers, a failing chunk's backoff without holding the rest back, a row that failed
+before embedded alone, and the scope sizes told. The SQL behind the queue runs in
+tests/inference/test_backfill_leases.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+
+from hindsight_server.domain.model import EmbeddingState, Memory, VectorSpace
+from hindsight_server.pipelines.backfill import BackfillSettings, EmbeddingBackfill
+from hindsight_server.pipelines.scope_sizes import ScopeSizes
+from tests.domain.builders import memory
+from tests.support.fakes.clock import FakeClock
+from tests.support.fakes.embedding_queue import InMemoryEmbeddingQueue
+from tests.support.fakes.inference import FakeInferenceTier, hashed_vector
+
+NOW = datetime(2024, 5, 1, 12, tzinfo=UTC)
+
+
+@dataclass
+class Worker:
+    backfill: EmbeddingBackfill
+    queue: InMemoryEmbeddingQueue
+    tier: FakeInferenceTier
+    clock: FakeClock
+    sizes: ScopeSizes
+
+    def state(self, memory_id: str) -> EmbeddingState:
+        return self.queue.get("acme", memory_id).embedding_state
+
+    def has(self, space: VectorSpace, memory_id: str) -> bool:
+        return memory_id in self.queue.vectors.get(space, {})
+
+
+def worker(*memories: Memory, tier: FakeInferenceTier | None = None, **settings: Any) -> Worker:
+    clock = FakeClock(NOW)
+    queue = InMemoryEmbeddingQueue(clock=clock)
+    for pending in memories:
+        queue.add(pending)
+    tier = tier or FakeInferenceTier()
+    sizes = ScopeSizes(queue)
+    backfill = EmbeddingBackfill(queue, tier, BackfillSettings(**settings), scope_sizes=sizes)
+    return Worker(backfill, queue, tier, clock, sizes)
+
+
+def pending(n: int, content: str = "", **fields: Any) -> Memory:
+    return memory(
+        **{
+            "id": f"00000000-0000-7000-8000-{n:012d}",
+            "content": content or f"The user visited museum number {n}",
+            "embedding_state": EmbeddingState.PENDING,
+            "created_at": NOW - timedelta(minutes=100 - n),
+        }
+        | fields
+    )
+
+
+async def test_a_round_embeds_the_oldest_pending_memories_in_chunks_and_makes_them_ready() -> None:
+    w = worker(
+        *(pending(n) for n in range(5)), pending(9, embedding_state=EmbeddingState.READY), batch=4, chunk=3
+    )
+    assert await w.backfill.run_once() == 4
+    assert [len(texts) for _, texts in w.tier.embedded] == [3, 1]
+    assert [w.state(pending(n).id) for n in range(5)] == [EmbeddingState.READY] * 4 + [EmbeddingState.PENDING]
+    np.testing.assert_array_equal(
+        w.queue.vectors[VectorSpace.MULTILINGUAL][pending(0).id], hashed_vector(pending(0).content)
+    )
+    assert not w.has(VectorSpace.MULTILINGUAL, pending(9).id)  # not pending: not the worker's
+    assert await w.backfill.run_once() == 1
+    assert await w.backfill.run_once() == 0
+
+
+async def test_a_round_waits_while_the_tier_is_down_and_claims_nothing() -> None:
+    w = worker(pending(1), tier=FakeInferenceTier(up=False))
+    assert await w.backfill.run_once() == 0
+    assert w.queue.retry_at == {} and w.tier.embedded == []
+    w.tier.up = True
+    assert await w.backfill.run_once() == 1 and w.state(pending(1).id) is EmbeddingState.READY
+
+
+@pytest.mark.parametrize(
+    ("content", "english_vector"),
+    [("The user prefers window seats", True), ("用户偏好靠窗座位", False)],
+)
+async def test_english_text_gets_the_english_models_vector_too(content: str, english_vector: bool) -> None:
+    w = worker(pending(1, content), tier=FakeInferenceTier(english=True))
+    await w.backfill.run_once()
+    assert w.state(pending(1).id) is EmbeddingState.READY
+    assert w.has(VectorSpace.MULTILINGUAL, pending(1).id)
+    assert w.has(VectorSpace.ENGLISH, pending(1).id) is english_vector
+
+
+async def test_while_the_english_model_is_away_english_memories_wait_for_it_once_multilingual() -> None:
+    english, chinese = pending(1, "The user prefers window seats"), pending(2, "用户偏好靠窗座位")
+    w = worker(english, chinese, tier=FakeInferenceTier(english=True, english_up=False))
+    assert await w.backfill.run_once() == 2
+    assert w.state(english.id) is EmbeddingState.PENDING and w.has(VectorSpace.MULTILINGUAL, english.id)
+    assert w.state(chinese.id) is EmbeddingState.READY
+    assert await w.backfill.run_once() == 0  # lacking only the English vector: left until it answers
+    w.tier.english_up = True
+    assert await w.backfill.run_once() == 1
+    assert w.state(english.id) is EmbeddingState.READY and w.has(VectorSpace.ENGLISH, english.id)
+    assert [space for space, _ in w.tier.embedded] == [VectorSpace.MULTILINGUAL, VectorSpace.ENGLISH]
+
+
+async def test_a_failing_chunk_backs_off_and_its_bad_row_is_retried_alone() -> None:
+    bad = pending(1, "a text the model cannot take")
+    w = worker(
+        pending(0),
+        bad,
+        pending(2),
+        pending(3),
+        tier=FakeInferenceTier(fails_on=frozenset({bad.content})),
+        chunk=2,
+        retry_s=10.0,
+    )
+    assert await w.backfill.run_once() == 4
+    assert [w.state(pending(n).id) for n in range(4)] == [
+        EmbeddingState.PENDING,
+        EmbeddingState.PENDING,
+        EmbeddingState.READY,
+        EmbeddingState.READY,
+    ]
+    assert w.queue.attempts == {pending(0).id: 1, bad.id: 1}
+    assert w.queue.retry_at[bad.id] == NOW + timedelta(seconds=10)
+    assert await w.backfill.run_once() == 0  # backing off
+    w.clock.advance(timedelta(seconds=10))
+    assert await w.backfill.run_once() == 2
+    assert w.tier.embedded[-2:] == [
+        (VectorSpace.MULTILINGUAL, (pending(0).content,)),
+        (VectorSpace.MULTILINGUAL, (bad.content,)),
+    ]  # each alone: the bad one fails only itself
+    assert w.state(pending(0).id) is EmbeddingState.READY and w.state(bad.id) is EmbeddingState.PENDING
+    assert w.queue.attempts == {bad.id: 2}
+    assert w.queue.retry_at[bad.id] == w.clock() + timedelta(seconds=20)  # doubled
+
+
+@pytest.mark.parametrize(
+    ("attempts", "seconds"), [(0, 10.0), (1, 20.0), (3, 80.0), (9, 3_600.0), (500, 3_600.0)]
+)
+def test_the_backoff_doubles_with_each_failure_up_to_its_cap(attempts: int, seconds: float) -> None:
+    assert BackfillSettings(retry_s=10.0, max_retry_s=3_600.0).backoff(attempts) == timedelta(seconds=seconds)
+
+
+def test_a_lease_outlasts_a_round_at_every_deadline() -> None:
+    settings = BackfillSettings(batch=256, chunk=32, timeout_s=10.0, max_give_way_s=2.0)
+    assert settings.lease == timedelta(seconds=2 * 16 * 12.0)
+    assert BackfillSettings(batch=1, chunk=32, timeout_s=1.0).lease == timedelta(seconds=60)
+
+
+async def test_the_scope_sizes_are_told_what_a_round_embedded() -> None:
+    w = worker(
+        pending(1, "The user prefers window seats"),
+        pending(2, "用户偏好靠窗座位", subject="user-8"),
+        tier=FakeInferenceTier(english=True, english_up=False),
+    )
+    before = await w.sizes.of("acme", "user-7"), await w.sizes.of("acme", "user-8")  # counted: none yet
+    await w.backfill.run_once()
+    after = await w.sizes.of("acme", "user-7"), await w.sizes.of("acme", "user-8")  # noted, not recounted
+    assert [
+        (a.rows - b.rows, a.without_english - b.without_english) for a, b in zip(after, before, strict=True)
+    ] == [
+        (1, 1),  # embedded, its English vector still to come
+        (1, 1),  # a Chinese memory never gets one
+    ]

@@ -1,0 +1,104 @@
+"""The embedding queue over the in-memory store (EmbeddingClaims, pipelines/ports.py), with the rules of
+store/embeddings.py: pending memories leased oldest first and not offered again while leased or backing
+off, the vectors each lacks, vectors kept only where the memory still holds the content embedded, ready
+once it has every one, and a failure's backoff counted in its attempts."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+
+from hindsight_server.domain.clock import Clock
+from hindsight_server.domain.language import ENGLISH, language
+from hindsight_server.domain.model import EmbeddingState, Memory, VectorSpace
+from hindsight_server.domain.vectors import FloatVector, PendingEmbedding
+from tests.support.fakes.memory_store import InMemoryMemoryStore
+
+
+def digest(content: str) -> str:
+    return hashlib.md5(content.encode()).hexdigest()
+
+
+@dataclass
+class InMemoryEmbeddingQueue(InMemoryMemoryStore):
+    clock: Clock | None = None  # the database's now(), which times the leases and backoffs
+    retry_at: dict[str, datetime] = field(default_factory=dict)  # leased or backing off until, by id
+    attempts: dict[str, int] = field(default_factory=dict)  # failed embeddings, by id
+
+    def _now(self) -> datetime:
+        assert self.clock is not None, "the queue needs a clock"
+        return self.clock()
+
+    def _lacks(self, memory: Memory, space: VectorSpace) -> bool:
+        return memory.id not in self.vectors.get(space, {})
+
+    def _needs_english(self, memory: Memory, english: bool) -> bool:
+        return english and language(memory.content) == ENGLISH and self._lacks(memory, VectorSpace.ENGLISH)
+
+    async def claim_pending_embeddings(
+        self, limit: int, lease: timedelta, *, english: bool, english_now: bool
+    ) -> list[PendingEmbedding]:
+        self._answer()
+        now = self._now()
+        due = sorted(
+            (
+                m
+                for by_id in self.memories.values()
+                for m in by_id.values()
+                if m.embedding_state is EmbeddingState.PENDING
+                and (m.id not in self.retry_at or self.retry_at[m.id] <= now)
+                and (
+                    english_now
+                    or self._lacks(m, VectorSpace.MULTILINGUAL)
+                    or not self._needs_english(m, english)
+                )
+            ),
+            key=lambda m: (m.created_at, m.id),
+        )[:limit]
+        claimed = []
+        for memory in due:
+            self.retry_at[memory.id] = now + lease
+            missing = {VectorSpace.MULTILINGUAL} if self._lacks(memory, VectorSpace.MULTILINGUAL) else set()
+            if self._needs_english(memory, english):
+                missing.add(VectorSpace.ENGLISH)
+            claimed.append(
+                PendingEmbedding(
+                    memory.id,
+                    memory.tenant_id,
+                    memory.subject,
+                    memory.content,
+                    not self._lacks(memory, VectorSpace.ENGLISH),
+                    frozenset(missing),
+                    self.attempts.get(memory.id, 0),
+                    digest(memory.content),
+                )
+            )
+        return claimed
+
+    async def complete(
+        self,
+        rows: Sequence[PendingEmbedding],
+        vectors: Mapping[VectorSpace, Mapping[str, FloatVector]],
+        failed: Mapping[str, timedelta],
+    ) -> None:
+        self._answer()
+        now = self._now()
+        for row in rows:
+            memory = self.memories.get(row.tenant_id, {}).get(row.memory_id)
+            if memory is None or memory.embedding_state is not EmbeddingState.PENDING:
+                continue
+            if digest(memory.content) != row.digest:  # updated since the claim: its new text waits
+                continue
+            for space, by_id in vectors.items():
+                if row.memory_id in by_id:
+                    self.vectors.setdefault(space, {})[row.memory_id] = by_id[row.memory_id]
+            if all(row.memory_id in vectors.get(space, {}) for space in row.missing):
+                self.add(replace(memory, embedding_state=EmbeddingState.READY))
+            if row.memory_id in failed:
+                self.retry_at[row.memory_id] = now + failed[row.memory_id]
+                self.attempts[row.memory_id] = self.attempts.get(row.memory_id, 0) + 1
+            else:
+                self.retry_at.pop(row.memory_id, None)
+                self.attempts.pop(row.memory_id, None)
