@@ -21,6 +21,7 @@ from hindsight_server.pipelines.audit import AuditSettings, RecallAudit
 from tests.domain.builders import numbered
 from tests.support.eventually import eventually
 from tests.support.fakes.audit_log import InMemoryAuditLog
+from tests.support.fakes.clock import FakeClock
 
 NOW = datetime(2024, 5, 1, 12, tzinfo=UTC)
 KEY = b"server-side key"
@@ -35,19 +36,11 @@ SETTINGS = AuditSettings(
 UNAVAILABLE = Unavailable("the database is unavailable; retry later")
 
 
-@dataclass
-class Clock:
-    now: datetime = NOW
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 def audit(
     store: InMemoryAuditLog | None = None, **settings: Any
-) -> tuple[RecallAudit, InMemoryAuditLog, Clock]:
+) -> tuple[RecallAudit, InMemoryAuditLog, FakeClock]:
     store = InMemoryAuditLog() if store is None else store
-    clock = Clock()
+    clock = FakeClock(NOW)
     return RecallAudit(store, replace(SETTINGS, **settings), clock), store, clock
 
 

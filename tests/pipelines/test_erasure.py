@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -21,20 +20,11 @@ from hindsight_server.domain.model import ErasureKind, ErasureScope, Tier
 from hindsight_server.domain.policy import Limits
 from hindsight_server.pipelines.erasure import ErasurePipeline, ErasureSettings
 from tests.domain.builders import numbered
+from tests.support.fakes.clock import FakeClock
 from tests.support.fakes.erasure_store import InMemoryErasureStore
 
 NOW = datetime(2024, 5, 1, 12, tzinfo=UTC)
 STALE_AFTER = timedelta(minutes=5)
-
-
-@dataclass
-class TickingClock:
-    """A second later at every reading: each batch's heartbeat is later than the last."""
-
-    readings: itertools.count[int] = field(default_factory=itertools.count)
-
-    def __call__(self) -> datetime:
-        return NOW + timedelta(seconds=next(self.readings))
 
 
 @dataclass
@@ -46,7 +36,8 @@ class Server:
 def server(store: InMemoryErasureStore, *, batch_size: int = 2, limits: Limits | None = None) -> Server:
     forgotten: list[str] = []
     settings = ErasureSettings(limits or Limits(), batch_size, STALE_AFTER)
-    return Server(ErasurePipeline(store, settings, TickingClock(), forgotten.append), forgotten)
+    clock = FakeClock(NOW, step=timedelta(seconds=1))  # each batch's heartbeat later than the last
+    return Server(ErasurePipeline(store, settings, clock, forgotten.append), forgotten)
 
 
 def subject(name: str, tenant_id: str = "acme") -> ErasureScope:

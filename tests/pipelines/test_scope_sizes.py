@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import numpy as np
 import pytest
@@ -18,19 +19,11 @@ from hindsight_server.domain.search_plan import ScopeSize
 from hindsight_server.pipelines import scope_sizes
 from hindsight_server.pipelines.scope_sizes import TTL_S, ScopeSizes
 from tests.domain.builders import numbered
+from tests.support.fakes.clock import FakeClock
 from tests.support.fakes.memory_store import InMemoryMemoryStore
 
+NOW = datetime(2024, 5, 1, 12, tzinfo=UTC)
 VECTOR = np.ones(4, dtype=np.float32)
-
-
-@dataclass
-class Seconds:
-    """A monotonic clock the test moves."""
-
-    now: float = 1_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def store_of(
@@ -45,9 +38,9 @@ def store_of(
     return store
 
 
-def sizes_over(store: InMemoryMemoryStore) -> tuple[ScopeSizes, Seconds]:
-    clock = Seconds()
-    return ScopeSizes(store, clock=clock), clock
+def sizes_over(store: InMemoryMemoryStore) -> tuple[ScopeSizes, FakeClock]:
+    clock = FakeClock(NOW)
+    return ScopeSizes(store, clock=clock.monotonic), clock
 
 
 async def settle() -> None:
@@ -64,11 +57,11 @@ async def test_a_scope_is_counted_once_and_its_count_served_until_it_is_ttl_old(
 
     assert await sizes.of("acme", "") == ScopeSize(rows=3, without_english=2, table_rows=5)
     store.add(numbered(6), {VectorSpace.MULTILINGUAL: VECTOR})
-    clock.now += TTL_S - 1
+    clock.seconds += TTL_S - 1
     assert (await sizes.of("acme", "")).rows == 3  # the count it holds
     assert store.counted == [("acme", "")]
 
-    clock.now += 1
+    clock.seconds += 1
     assert (await sizes.of("acme", "")).rows == 3  # TTL_S old: served, and recounted behind it
     await settle()
     assert (await sizes.of("acme", "")).rows == 4
@@ -97,7 +90,7 @@ class HeldCounter:
 async def test_concurrent_first_recalls_share_one_count_that_a_cancelled_one_does_not_stop() -> None:
     store = store_of(1, 2)
     held = HeldCounter(store)
-    sizes = ScopeSizes(held, clock=Seconds())
+    sizes = ScopeSizes(held, clock=FakeClock(NOW).monotonic)
     waiting = [asyncio.create_task(sizes.of("acme", "")) for _ in range(3)]
     await settle()
     waiting[0].cancel()
@@ -125,7 +118,7 @@ async def test_a_failed_recount_keeps_the_last_count() -> None:
     await sizes.of("acme", "")
     store.add(numbered(2), {VectorSpace.MULTILINGUAL: VECTOR})
     store.failing = Unavailable("the database is unavailable; retry later")
-    clock.now += TTL_S
+    clock.seconds += TTL_S
     assert (await sizes.of("acme", "")).rows == 1
     await settle()
     store.failing = None

@@ -18,6 +18,7 @@ from hindsight_server.domain.principal import DEFAULT_SCOPES, Scope
 from hindsight_server.domain.ratelimit import RateLimiter
 from hindsight_server.pipelines.tenants import ApiKeys
 from tests.support.fakes.api_keys import InMemoryApiKeys
+from tests.support.fakes.clock import FakeClock
 
 NOW = datetime(2024, 5, 1, 12, tzinfo=UTC)
 CACHED = 300.0  # seconds a checked key is trusted: longer than any test
@@ -178,10 +179,10 @@ async def test_lookups_of_ids_never_seen_are_bounded_and_keys_seen_before_never_
 
 
 async def test_keys_are_listed_per_tenant_by_tenant_then_age() -> None:
-    clock = [NOW]
-    keys = ApiKeys(InMemoryApiKeys(), lambda: clock[0], Limits())
+    clock = FakeClock(NOW)
+    keys = ApiKeys(InMemoryApiKeys(), clock, Limits())
     for tenant_id, label, hours in (("globex", "g", 0), ("acme", "second", 2), ("acme", "first", 1)):
-        clock[0] = NOW + timedelta(hours=hours)
+        clock.now = NOW + timedelta(hours=hours)
         await keys.create(tenant_id, label)
 
     assert [k.label for k in await keys.list("acme")] == ["first", "second"]

@@ -13,9 +13,13 @@ class FakeClock:
     seconds: float = 0.0  # the monotonic clock's reading
     # How far each monotonic reading moves it: the work a loop does between two readings.
     monotonic_step_s: float = 0.0
+    # How far each wall-clock reading moves it: each batch of a long call sees a later time.
+    step: timedelta = timedelta(0)
 
     def __call__(self) -> datetime:
-        return self.now
+        now = self.now
+        self.now += self.step
+        return now
 
     def monotonic(self) -> float:
         self.seconds += self.monotonic_step_s
