@@ -1,8 +1,11 @@
-"""What the write, recall and lifecycle pipelines call on their adapters, stated here where the pipelines
-own it, in domain types only: the store (store/ in production) and the inference tier (inference/tier.py).
-The adapters satisfy these structurally; the pipelines' tests pass in-memory fakes (tests/support/fakes).
-The scope sizes (ScopeCounter) and the planner statistics (PartitionAnalyzer) have theirs beside the
-caches that use them."""
+"""What every pipeline calls on its adapters, stated here where the pipelines own it, in domain types
+only: the stores (store/ in production), the inference tier (inference/tier.py), the LLM summarizer and
+the webhook sender (outbound/). The adapters satisfy these structurally (mypy checks it where
+process/builders.py hands them over); the pipelines' unit tests pass in-memory fakes
+(tests/support/fakes) instead. The scope sizes (ScopeCounter) and the planner statistics
+(PartitionAnalyzer) have theirs beside the caches that use them; read routing (ReadRoute) beside the
+replicas, in store/routing.py. A section per group of pipelines, in the order write, recall, lifecycle,
+then the rest."""
 
 from __future__ import annotations
 
