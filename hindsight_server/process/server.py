@@ -20,6 +20,7 @@ from hindsight_server.domain.errors import HindsightError
 from hindsight_server.domain.ratelimit import RateLimiter
 from hindsight_server.inference.summarizer import LlmSummarizer
 from hindsight_server.inference.tier import InferenceTier
+from hindsight_server.offload import start_workers
 from hindsight_server.pipelines.access import AccessTracker
 from hindsight_server.pipelines.activity import WriteActivity
 from hindsight_server.pipelines.audit import RecallAudit
@@ -107,6 +108,7 @@ class _Pipelines:
 
 async def start_server(settings: Settings, *, clock: Clock = system_clock) -> RunningServer:
     traced = tracing_enabled()  # an SDK is installed: add the spans that cost more than no-op calls
+    start_workers()  # its interpreter starts while the backends open
     backends = await _open_backends(settings, traced)
     pipelines = _build_pipelines(settings, backends, clock)
     server, health = _build_grpc_server(
