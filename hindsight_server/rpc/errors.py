@@ -6,6 +6,7 @@ request id and the caller gets INTERNAL with that id, never the exception text o
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import contextlib
 import inspect
@@ -138,6 +139,34 @@ def _pushback(retry_after_s: float) -> tuple[str, str]:
     return PUSHBACK_HEADER, delay_ms
 
 
+class Pacer:
+    """Answers a refusal to retry soon (RESOURCE_EXHAUSTED with a delay of at most `cap_s`: a busy
+    server's share or a tenant's calls in flight) after that delay: a client that resends at once (the
+    worst neighbour) then sends no faster than the delay allows, costing the server a parked call
+    instead of a refusal every millisecond. The RetryInfo still counts from the answer, so a client
+    that honours it waits the delay twice (50 ms more for a busy server's refusal). Longer delays (a
+    rate limit, the export slots) are answered at once: the caller decides how to wait. At most `limit`
+    answers wait at once; past it, refusals are answered at once."""
+
+    def __init__(self, cap_s: float = 0.25, limit: int = 512) -> None:
+        self._cap_s = cap_s
+        self._limit = limit
+        self._waiting = 0
+
+    async def pace(self, error: ResourceExhausted) -> None:
+        hold_s = error.retry_after_s
+        if not 0 < hold_s <= self._cap_s or self._waiting >= self._limit:
+            return
+        self._waiting += 1
+        try:
+            await asyncio.sleep(hold_s)
+        finally:
+            self._waiting -= 1
+
+
+_PACER = Pacer()
+
+
 Behavior = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]
 StreamBehavior = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], AsyncIterator[Any]]
 
@@ -183,6 +212,8 @@ async def _mapped_errors(request: Any, context: grpc.aio.ServicerContext[Any, An
             raise request.error
         yield
     except HindsightError as error:
+        if isinstance(error, ResourceExhausted):
+            await _PACER.pace(error)
         status = rpc_status.to_status(rich_status(error, status_for(error)))
         trailers = [(REQUEST_ID_HEADER, current_request_id())]
         if isinstance(error, RetryLater):

@@ -5,6 +5,7 @@ shared client's own retries bring a shed call back when there is room."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 
 import grpc
@@ -15,10 +16,11 @@ from hindsight.client import HindsightClient
 from hindsight.v1 import memory_pb2 as pb
 from hindsight.v1 import memory_pb2_grpc as pb_grpc
 from hindsight_server.config import Settings
+from hindsight_server.domain.errors import ResourceExhausted
 from hindsight_server.process.running import RunningServer
 from hindsight_server.process.server import start_server
 from hindsight_server.rpc.auth import AUTHORIZATION_HEADER
-from hindsight_server.rpc.errors import PUSHBACK_HEADER
+from hindsight_server.rpc.errors import PUSHBACK_HEADER, Pacer
 from tests.support.processes import create_key
 from tests.support.rich_errors import detail
 
@@ -130,3 +132,17 @@ async def test_a_tenant_refused_whatever_it_asks_is_refused_before_its_request_i
             assert await code(b"\x0a\xff", owner) == grpc.StatusCode.INVALID_ARGUMENT  # no tenant to read
     finally:
         await running.stop()
+
+
+async def test_a_refusal_to_retry_soon_is_answered_after_its_delay_and_a_long_one_at_once() -> None:
+    pacer = Pacer(cap_s=0.25, limit=1)
+    started = time.perf_counter()
+    await pacer.pace(ResourceExhausted("busy", retry_after_s=0.05))
+    assert time.perf_counter() - started >= 0.05
+    started = time.perf_counter()
+    await pacer.pace(ResourceExhausted("over its rate", retry_after_s=30))  # the caller's to wait
+    held = asyncio.create_task(pacer.pace(ResourceExhausted("busy", retry_after_s=0.2)))
+    await asyncio.sleep(0)
+    await pacer.pace(ResourceExhausted("busy", retry_after_s=0.2))  # past the limit: at once
+    assert time.perf_counter() - started < 0.1
+    await held
