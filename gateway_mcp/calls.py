@@ -146,7 +146,7 @@ def _own_sessions_only(session_id: str) -> Iterator[None]:
 
 
 async def summarize(client: HindsightClient, caller: Caller, args: SummarizeArguments) -> Outcome:
-    summary = await client.summarize(caller.tenant, args.session_id)
+    summary = await client.summarize(caller.tenant, args.session_id, agent_id=caller.agent_id)
     if caller.subject is not None and summary.subject != caller.subject:
         raise _not_this_subjects_session(args.session_id)
     return summary_result(summary)
@@ -179,6 +179,7 @@ async def end_session(client: HindsightClient, caller: Caller, args: EndSessionA
             reason=args.reason,
             idempotency_key=args.idempotency_key or f"mcp:{uuid.uuid4()}",
             expected_subject=caller.subject or "",
+            agent_id=caller.agent_id,
         )
     return end_session_result(args.session_id, response)
 

@@ -340,7 +340,7 @@ def cmd_session_append(args: argparse.Namespace) -> int:
 
 def cmd_session_summarize(args: argparse.Namespace) -> int:
     async def call(client: HindsightClient) -> None:
-        summary = await client.summarize(args.tenant, args.session)
+        summary = await client.summarize(args.tenant, args.session, agent_id=args.agent)
         if args.json:
             print_json(typed_dict(summary))
             return
@@ -356,7 +356,11 @@ def cmd_session_summarize(args: argparse.Namespace) -> int:
 def cmd_session_end(args: argparse.Namespace) -> int:
     async def call(client: HindsightClient) -> None:
         response = await client.end_session(
-            args.tenant, args.session, reason=args.reason, idempotency_key=args.idempotency_key
+            args.tenant,
+            args.session,
+            reason=args.reason,
+            idempotency_key=args.idempotency_key,
+            agent_id=args.agent,
         )
         consolidated = response.HasField("episode")
         if args.json:
@@ -620,11 +624,13 @@ def _add_session_commands(commands: Any) -> None:
         "the session's goal, settled parameters, open items, turns",
     )
     summarize.add_argument("session", help="the session's id")
+    _agent(summarize, "only a session of this agent (or of none)")
 
     end = client_command(
         actions, "end", cmd_session_end, "consolidate the session now into one episodic memory"
     )
     end.add_argument("session", help="the session's id")
+    _agent(end, "only a session of this agent (or of none)")
     end.add_argument(
         "--reason",
         default="session_end",

@@ -7,10 +7,19 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from hindsight_server.domain.conversation import Role, Turn
+from hindsight_server.domain.errors import NotFound
 from hindsight_server.domain.model import Entities
 from hindsight_server.domain.session_summary import SessionSummary
 
-__all__ = ["CONSOLIDATE_JOB", "AppendedTurn", "IdleSession", "SessionRecord", "TurnInput"]
+__all__ = [
+    "CONSOLIDATE_JOB",
+    "AppendedTurn",
+    "IdleSession",
+    "SessionRecord",
+    "TurnInput",
+    "open_to_agent",
+    "require_open_to_agent",
+]
 
 CONSOLIDATE_JOB = "consolidate"  # the job that folds idle sessions into episodes
 
@@ -56,3 +65,19 @@ class AppendedTurn:
     turn: Turn
     session: SessionRecord  # as it is after the append
     replayed: bool  # the idempotency key was used before: nothing was appended
+
+
+def open_to_agent(session_agent: str, agent_id: str) -> bool:
+    """Whether a call naming `agent_id` may read or extend a session started by `session_agent`: an
+    agent's session is its own (its turns become memories of that agent, private ones included); a
+    session of no agent is anyone's, and a call naming no agent (a tenant-wide key) reaches every
+    session."""
+    return not agent_id or session_agent in ("", agent_id)
+
+
+def require_open_to_agent(session: SessionRecord, agent_id: str) -> SessionRecord:
+    """The session, or NotFound as for a session that does not exist: another agent's session ids
+    are not told apart from unknown ones."""
+    if not open_to_agent(session.agent_id, agent_id):
+        raise NotFound("session", session.session_id)
+    return session

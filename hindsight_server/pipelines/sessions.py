@@ -43,7 +43,13 @@ from hindsight_server.domain.model import (
 from hindsight_server.domain.policy import Limits, WritePolicy
 from hindsight_server.domain.remember import decide
 from hindsight_server.domain.session_summary import SessionSummary, refresh_decision, summarize
-from hindsight_server.domain.sessions import CONSOLIDATE_JOB, IdleSession, SessionRecord, TurnInput
+from hindsight_server.domain.sessions import (
+    CONSOLIDATE_JOB,
+    IdleSession,
+    SessionRecord,
+    TurnInput,
+    require_open_to_agent,
+)
 from hindsight_server.domain.validation import validate_draft, validate_tenant
 from hindsight_server.offload import run_pure
 from hindsight_server.pipelines.item_isolation import ItemIsolation, JobItem
@@ -147,24 +153,32 @@ class SessionPipeline:
         return AppendResult(turn, view, refreshed, remembered, episode)
 
     async def summarize(
-        self, tenant_id: str, session_id: str, read_after: CommitPosition | None = None
+        self,
+        tenant_id: str,
+        session_id: str,
+        read_after: CommitPosition | None = None,
+        agent_id: str = "",
     ) -> SessionView:
+        """The session's summary and working window; with `agent_id`, only a session of that agent or
+        of none (another agent's: NotFound)."""
         validate_tenant(tenant_id, self._settings.limits)
         _require_session_id(session_id)
 
         async def view(sessions: SessionReads) -> SessionView:
-            return await self._view(await sessions.get(tenant_id, session_id), sessions)
+            session = require_open_to_agent(await sessions.get(tenant_id, session_id), agent_id)
+            return await self._view(session, sessions)
 
         return await self._reads.read(read_after, view)
 
     async def end_session(
-        self, tenant_id: str, session_id: str, reason: str, expected_subject: str = ""
+        self, tenant_id: str, session_id: str, reason: str, expected_subject: str = "", agent_id: str = ""
     ) -> Memory | None:
         """Consolidates what the session said since its last episode (nothing new: None); with
-        `expected_subject`, only a session of that subject."""
+        `expected_subject`, only a session of that subject; with `agent_id`, only one of that agent or
+        of none."""
         validate_tenant(tenant_id, self._settings.limits)
         _require_session_id(session_id)
-        session = await self._sessions.get(tenant_id, session_id)
+        session = require_open_to_agent(await self._sessions.get(tenant_id, session_id), agent_id)
         if expected_subject and session.subject != expected_subject:
             raise session_subject_mismatch(session_id, expected_subject)
         if session.turn_count <= session.consolidated_turn:

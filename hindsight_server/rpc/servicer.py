@@ -116,22 +116,29 @@ class MemoryServicer(pb_grpc.MemoryServiceServicer):
     async def Summarize(
         self, request: pb.SummarizeRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.SessionSummary:
-        validate_identifiers(self._deps.limits, session_id=request.session_id)
+        validate_identifiers(self._deps.limits, session_id=request.session_id, agent_id=request.agent_id)
         view = await self._deps.sessions.summarize(
             request.tenant_id,
             request.session_id,
             convert.read_after_from_proto(request.min_consistency_token),
+            request.agent_id,
         )
         return convert.session_view_to_proto(view)
 
     async def EndSession(
         self, request: pb.EndSessionRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.EndSessionResponse:
-        validate_identifiers(self._deps.limits, session_id=request.session_id, reason=request.reason)
+        validate_identifiers(
+            self._deps.limits, session_id=request.session_id, reason=request.reason, agent_id=request.agent_id
+        )
 
         async def run() -> Message:
             episode = await self._deps.sessions.end_session(
-                request.tenant_id, request.session_id, request.reason, request.expected_subject
+                request.tenant_id,
+                request.session_id,
+                request.reason,
+                request.expected_subject,
+                request.agent_id,
             )
             response = pb.EndSessionResponse()
             if episode is not None:

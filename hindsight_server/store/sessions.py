@@ -24,6 +24,7 @@ from hindsight_server.domain.sessions import (
     IdleSession,
     SessionRecord,
     TurnInput,
+    require_open_to_agent,
 )
 from hindsight_server.store.errors import translate_errors
 from hindsight_server.store.job_failures import BACKING_OFF
@@ -60,7 +61,9 @@ class SessionStore:
                             message,
                             cause="IDEMPOTENCY_KEY_REUSED",
                         )
-                    session = await _session(connection, turn.tenant_id, turn.session_id)
+                    session = require_open_to_agent(
+                        await _session(connection, turn.tenant_id, turn.session_id), turn.agent_id
+                    )
                     if turn.subject_fixed and session.subject != turn.subject:
                         raise session_subject_mismatch(turn.session_id, turn.subject)
                     return AppendedTurn(_turn(replay), session, replayed=True)
@@ -74,7 +77,8 @@ class SessionStore:
                         last_turn_at = greatest(s.last_turn_at, EXCLUDED.last_turn_at),
                         subject = CASE WHEN s.subject = '' THEN EXCLUDED.subject ELSE s.subject END,
                         agent_id = CASE WHEN s.agent_id = '' THEN EXCLUDED.agent_id ELSE s.agent_id END
-                    WHERE NOT $7 OR s.subject = EXCLUDED.subject
+                    WHERE (NOT $7 OR s.subject = EXCLUDED.subject)
+                      AND ($4 = '' OR s.agent_id IN ('', $4))
                     RETURNING {_SESSION_COLUMNS}""",
                 turn.tenant_id,
                 turn.session_id,
@@ -84,7 +88,9 @@ class SessionStore:
                 turn.occurred_at,
                 turn.subject_fixed,
             )
-            if row is None:  # the session is there, and another subject's (or of none)
+            if row is None:  # the session is there, and another agent's or another subject's
+                existing = await _session(connection, turn.tenant_id, turn.session_id)
+                require_open_to_agent(existing, turn.agent_id)
                 raise session_subject_mismatch(turn.session_id, turn.subject)
             session = _record(row)
             await connection.execute(

@@ -497,10 +497,14 @@ class HindsightClient:
         return response
 
     async def summarize(
-        self, tenant_id: str, session_id: str, *, timeout_s: float | None = None
+        self, tenant_id: str, session_id: str, *, agent_id: str = "", timeout_s: float | None = None
     ) -> pb.SessionSummary:
+        """`agent_id`: only a session of that agent or of none (NOT_FOUND otherwise)."""
         request = pb.SummarizeRequest(
-            tenant_id=tenant_id, session_id=session_id, min_consistency_token=self._read_after(tenant_id)
+            tenant_id=tenant_id,
+            session_id=session_id,
+            min_consistency_token=self._read_after(tenant_id),
+            agent_id=agent_id,
         )
         response: pb.SessionSummary = await self._read(self._stub.Summarize, request, timeout_s)
         return response
@@ -513,15 +517,18 @@ class HindsightClient:
         reason: str = "",
         idempotency_key: str = "",
         expected_subject: str = "",
+        agent_id: str = "",
         timeout_s: float | None = None,
     ) -> pb.EndSessionResponse:
-        """`expected_subject`: only a session of that subject (FAILED_PRECONDITION otherwise)."""
+        """`expected_subject`: only a session of that subject (FAILED_PRECONDITION otherwise);
+        `agent_id`: only one of that agent or of none (NOT_FOUND otherwise)."""
         request = pb.EndSessionRequest(
             tenant_id=tenant_id,
             session_id=session_id,
             reason=reason,
             idempotency_key=idempotency_key or new_idempotency_key(),
             expected_subject=expected_subject,
+            agent_id=agent_id,
         )
         response: pb.EndSessionResponse = await self._mutate(self._stub.EndSession, request, timeout_s)
         return response

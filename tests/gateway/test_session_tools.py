@@ -306,3 +306,26 @@ async def test_an_agent_settles_its_own_private_pending_memory_and_no_other_agen
     assert b_again.startswith("not found: ")
     assert confirmed["memory"]["status"] == "active" and rejected["memory"]["status"] == "deleted"
     assert (await client.get(tenant, kept, agent_id="agent-a")).status == pb.STATUS_ACTIVE
+
+
+async def test_an_agents_session_is_out_of_another_agents_reach(memory_target: str, tenant: str) -> None:
+    tokens = {"a": f"token-{uuid.uuid4().hex}", "b": f"token-{uuid.uuid4().hex}"}
+    bindings = {
+        hash_token(token): TokenBinding(tenant=tenant, agent_id=f"agent-{name}")
+        for name, token in tokens.items()
+    }
+    settings = load_gateway_settings(port=0, targets=[memory_target], tokens=bindings)
+    session_id = _session_id()
+    turn = {"session_id": session_id, "role": "user", "text": "my passport number is X123"}
+    async with http_gateway(settings) as url:
+        async with http_session(url, tokens["a"]) as session:
+            await _content(session, "memory_append_turn", turn)
+        async with http_session(url, tokens["b"]) as session:
+            summarized = await _error(session, "memory_summarize", {"session_id": session_id})
+            appended = await _error(session, "memory_append_turn", {**turn, "text": "my seat is 3A"})
+            ended = await _error(session, "memory_end_session", {"session_id": session_id})
+        async with http_session(url, tokens["a"]) as session:
+            summary = await _content(session, "memory_summarize", {"session_id": session_id})
+    for refusal in (summarized, appended, ended):
+        assert refusal.startswith("not found: ") and "X123" not in refusal, refusal
+    assert summary["turn_count"] == 1

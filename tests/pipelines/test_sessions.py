@@ -154,6 +154,25 @@ async def test_a_session_confined_to_a_subject_refuses_another_subjects_session(
     assert joined.view.subject == "user-7" and joined.view.turn_count == 2
 
 
+async def test_an_agents_session_is_not_found_by_another_agent_and_one_of_no_agent_is_anyones() -> None:
+    s = sessions()
+    await s.say("my passport number is X123", agent_id="travel", idempotency_key="k")
+    for refused in (
+        s.say("and my seat is 3A", agent_id="calendar"),
+        s.say("my passport number is X123", agent_id="calendar", idempotency_key="k"),  # its replay
+        s.pipeline.summarize("acme", "s1", agent_id="calendar"),
+        s.pipeline.end_session("acme", "s1", "done", agent_id="calendar"),
+    ):
+        with pytest.raises(NotFound, match="session 's1'"):
+            await refused
+    assert s.store.sessions[("acme", "s1")].turn_count == 1
+    assert (await s.pipeline.summarize("acme", "s1", agent_id="travel")).turn_count == 1
+    assert (await s.pipeline.summarize("acme", "s1")).turn_count == 1  # a call naming no agent
+    await s.say("hello", session_id="lobby")
+    await s.say("book a room", session_id="lobby", agent_id="calendar")
+    assert s.store.sessions[("acme", "lobby")].agent_id == "calendar"
+
+
 @pytest.mark.parametrize(
     ("fields", "message"),
     [

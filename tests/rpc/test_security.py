@@ -256,6 +256,42 @@ async def test_a_key_bound_to_an_agent_never_sees_another_agents_private_memorie
         assert len(await _exported(tenant_wide, tenant)) == 2
 
 
+async def test_a_key_bound_to_an_agent_reaches_its_own_sessions_only(
+    keyed_server: RunningServer, postgres_dsn: str, tenant: str
+) -> None:
+    target = f"127.0.0.1:{keyed_server.port}"
+    travel = await create_key(postgres_dsn, tenant, "--scopes", "read,write", "--agent", "travel")
+    calendar = await create_key(postgres_dsn, tenant, "--scopes", "read,write", "--agent", "calendar")
+    service = await create_key(postgres_dsn, tenant, "--scopes", "read,write")
+    async with HindsightClient(target, api_key=travel["api_key"]) as own:
+        await own.append_turn(tenant, "trip", "my passport number is X123", subject="u1")
+        assert (await own.summarize(tenant, "trip")).turn_count == 1
+    not_found = grpc.StatusCode.NOT_FOUND
+    async with HindsightClient(target, api_key=calendar["api_key"]) as other:
+        # Another agent's session reads as one that does not exist, whatever the call.
+        missing = await _code(other.summarize(tenant, "no-such-session"))
+        assert missing == not_found
+        assert await _code(other.summarize(tenant, "trip")) == not_found
+        assert await _code(other.append_turn(tenant, "trip", "and my seat is 3A", subject="u1")) == not_found
+        assert await _code(other.end_session(tenant, "trip")) == not_found
+        named = other.summarize(tenant, "trip", agent_id="travel")
+        assert await _reason(named) == ("PERMISSION_DENIED", "AGENT_MISMATCH")
+        # A session of no agent is anyone's, and becomes the first agent's to speak in it.
+        async with HindsightClient(target, api_key=service["api_key"]) as tenant_wide:
+            await tenant_wide.append_turn(tenant, "lobby", "hello", subject="u1")
+        await other.append_turn(tenant, "lobby", "book a room on Friday", subject="u1")
+    async with HindsightClient(target, api_key=travel["api_key"]) as own:
+        assert await _code(own.append_turn(tenant, "lobby", "hi", subject="u1")) == not_found
+        assert (await own.summarize(tenant, "trip")).turn_count == 1  # nothing of calendar's was added
+        ended = await own.end_session(tenant, "trip")
+        assert ended.episode.agent_id == "travel"
+    async with HindsightClient(target, api_key=service["api_key"]) as tenant_wide:
+        # A key bound to no agent reaches every session, and narrows itself by naming an agent.
+        assert (await tenant_wide.summarize(tenant, "trip")).turn_count == 1
+        assert await _code(tenant_wide.summarize(tenant, "trip", agent_id="calendar")) == not_found
+        assert (await tenant_wide.summarize(tenant, "lobby", agent_id="calendar")).turn_count == 2
+
+
 async def test_the_cli_sends_the_key(keyed_server: RunningServer, postgres_dsn: str, tenant: str) -> None:
     key = await create_key(postgres_dsn, tenant)
     common = ["--target", f"127.0.0.1:{keyed_server.port}", "--tenant", tenant]

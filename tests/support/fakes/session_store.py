@@ -1,9 +1,9 @@
 """An in-memory session store behind the session pipeline's ports (SessionTurns, pipelines/ports.py): the
 sessions and their numbered turns per (tenant, session), with store/sessions.py's rules where the pipeline
 depends on them (a reused idempotency key appends nothing, a session fixed to a subject refuses another,
-a summary covering fewer turns never replaces one covering more, a range consolidated once, idle sessions
-backing off from a failure left out). The SQL itself is tested against PostgreSQL in tests/rpc and
-tests/lifecycle; this is for the pipeline's logic."""
+another agent's session is not found, a summary covering fewer turns never replaces one covering more, a
+range consolidated once, idle sessions backing off from a failure left out). The SQL itself is tested
+against PostgreSQL in tests/rpc and tests/lifecycle; this is for the pipeline's logic."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from hindsight_server.domain.sessions import (
     IdleSession,
     SessionRecord,
     TurnInput,
+    require_open_to_agent,
 )
 from tests.support.fakes.lifecycle_store import RecordedFailures
 
@@ -76,7 +77,7 @@ class InMemorySessionStore:
                     f"idempotency_key {name!r} was used for another turn; use a new key",
                     cause="IDEMPOTENCY_KEY_REUSED",
                 )
-            session = self.sessions[key]
+            session = require_open_to_agent(self.sessions[key], turn.agent_id)
             if turn.subject_fixed and session.subject != turn.subject:
                 raise session_subject_mismatch(turn.session_id, turn.subject)
             return AppendedTurn(replay.turn, session, replayed=True)
@@ -102,6 +103,7 @@ class InMemorySessionStore:
                 summary_memory_id=None,
                 consolidated_turn=0,
             )
+        require_open_to_agent(existing, turn.agent_id)
         if turn.subject_fixed and existing.subject != turn.subject:
             raise session_subject_mismatch(turn.session_id, turn.subject)
         return replace(
