@@ -18,7 +18,7 @@ from embedder.repository import (
     RerankModelOptions,
     build_repository,
 )
-from embedder.triton import TritonOptions, TritonPorts, TritonServer, TritonStartError
+from embedder.triton import TritonOptions, TritonPorts, TritonServer, TritonStartError, TritonTls
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -61,8 +61,26 @@ def _parser() -> argparse.ArgumentParser:
         default=RepositoryOptions.bulk_nice,
         help="CPU niceness of the document models on CPU (0-19; their query twins stay at 0)",
     )
+    serve.add_argument("--grpc-tls-cert", type=Path, help="serve gRPC with TLS: the certificate (PEM)")
+    serve.add_argument("--grpc-tls-key", type=Path, help="the certificate's key (PEM)")
+    serve.add_argument(
+        "--grpc-tls-client-ca", type=Path, help="mTLS: clients must present a certificate this CA signed"
+    )
     serve.add_argument("--ready-timeout", type=float, default=60.0)
     return parser
+
+
+def _grpc_tls(parser: argparse.ArgumentParser, args: argparse.Namespace) -> TritonTls | None:
+    if args.grpc_tls_cert is None and args.grpc_tls_key is None:
+        if args.grpc_tls_client_ca is not None:
+            parser.error("--grpc-tls-client-ca needs --grpc-tls-cert and --grpc-tls-key")
+        return None
+    if args.grpc_tls_cert is None or args.grpc_tls_key is None:
+        parser.error("--grpc-tls-cert and --grpc-tls-key go together")
+    for path in (args.grpc_tls_cert, args.grpc_tls_key, args.grpc_tls_client_ca):
+        if path is not None and not path.is_file():
+            parser.error(f"{path}: no such file")
+    return TritonTls(args.grpc_tls_cert, args.grpc_tls_key, args.grpc_tls_client_ca)
 
 
 def _stop_on_sigterm(signum: int, frame: FrameType | None) -> NoReturn:
@@ -91,7 +109,15 @@ def serve(args: argparse.Namespace, work_dir: Path) -> int:
     models = build_repository(work_dir / "models", options)
     ports = TritonPorts(http=args.http_port, grpc=args.grpc_port, metrics=args.metrics_port)
     server = TritonServer(
-        TritonOptions(work_dir / "models", tuple(models), ports, args.address, work_dir, args.ready_timeout)
+        TritonOptions(
+            work_dir / "models",
+            tuple(models),
+            ports,
+            args.address,
+            work_dir,
+            args.ready_timeout,
+            grpc_tls=args.grpc_tls,
+        )
     )
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started with SIGINT ignored
@@ -105,7 +131,9 @@ def serve(args: argparse.Namespace, work_dir: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    args.grpc_tls = _grpc_tls(parser, args)
     try:
         if args.work_dir is not None:
             args.work_dir.mkdir(parents=True, exist_ok=True)

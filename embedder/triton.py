@@ -61,6 +61,27 @@ class TritonPorts:
 
 
 @dataclass(frozen=True)
+class TritonTls:
+    """tritonserver's gRPC endpoint with TLS: its certificate and key (PEM); with `client_ca_file`,
+    every client must present a certificate that CA signed (mTLS). The HTTP and metrics endpoints stay
+    plaintext (readiness and Prometheus): keep them on loopback or a trusted network."""
+
+    cert_file: Path
+    key_file: Path
+    client_ca_file: Path | None = None
+
+    def flags(self) -> list[str]:
+        flags = [
+            "--grpc-use-ssl=true",
+            f"--grpc-server-cert={self.cert_file.resolve()}",
+            f"--grpc-server-key={self.key_file.resolve()}",
+        ]
+        if self.client_ca_file is not None:
+            flags += [f"--grpc-root-cert={self.client_ca_file.resolve()}", "--grpc-use-ssl-mutual=true"]
+        return flags
+
+
+@dataclass(frozen=True)
 class TritonOptions:
     model_repository: Path
     models: tuple[str, ...] = ("embed",)  # start() returns once all of these are READY
@@ -69,6 +90,7 @@ class TritonOptions:
     work_dir: Path | None = None  # backends/ and tritonserver.log; default: beside the repository
     ready_timeout_s: float = 60.0
     stop_timeout_s: float = 10.0
+    grpc_tls: TritonTls | None = None  # None: plaintext gRPC
 
 
 @dataclass(frozen=True)
@@ -158,6 +180,8 @@ class TritonServer:
             "--allow-gpu-metrics=false",
             f"--exit-timeout-secs={max(1, int(self.options.stop_timeout_s) - 1)}",
         ]
+        if self.options.grpc_tls is not None:
+            command += self.options.grpc_tls.flags()
         env = dict(os.environ)
         env["LD_LIBRARY_PATH"] = _join_paths([str(distribution.libs_dir)], env.get("LD_LIBRARY_PATH"))
         env[STUB_PYTHONPATH] = os.pathsep.join(site.getsitepackages())
