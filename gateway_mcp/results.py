@@ -287,7 +287,23 @@ _NO_WORKING_MEMORY = "(the session has no working memory yet)"
 
 
 def summary_result(summary: pb.SessionSummary) -> tuple[str, SummaryResult]:
-    return summary.text or _NO_WORKING_MEMORY, _summary(summary)
+    """The summary's text; before the session has one (its first turns), the turns it holds, so an agent
+    reading the text alone does not take a session with turns for an empty one."""
+    if summary.text:
+        text = summary.text
+    elif summary.recent_turns:
+        turns = "\n".join(
+            f"{turn.index}. {_name(pb.Role, turn.role, 'ROLE_')}: {_shown(turn.text)}"
+            for turn in summary.recent_turns
+        )
+        text = f"(no summary yet) {_turns(summary.turn_count)}; the latest:\n{turns}"
+    else:
+        text = _NO_WORKING_MEMORY
+    return text, _summary(summary)
+
+
+def _turns(count: int) -> str:
+    return "1 turn" if count == 1 else f"{count} turns"
 
 
 # ------------------------------------------------------------------------------------- memories, briefly

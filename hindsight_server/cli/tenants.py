@@ -62,6 +62,12 @@ def cmd_tenants(args: argparse.Namespace) -> int:
                 ]
                 if args.json:
                     print_json(rows)
+                elif not records:
+                    whose = f"tenant {args.tenant!r} has" if args.tenant else "no tenant has"
+                    print(
+                        f"{whose} no API keys yet (make one: hindsight tenants create TENANT)",
+                        file=sys.stderr,
+                    )
                 for record in [] if args.json else records:
                     state = f"revoked {record.revoked_at.isoformat()}" if record.revoked_at else "active"
                     access = ",".join(sorted(record.scopes))

@@ -325,7 +325,9 @@ async def test_an_agents_session_is_out_of_another_agents_reach(memory_target: s
             appended = await _error(session, "memory_append_turn", {**turn, "text": "my seat is 3A"})
             ended = await _error(session, "memory_end_session", {"session_id": session_id})
         async with http_session(url, tokens["a"]) as session:
-            summary = await _content(session, "memory_summarize", {"session_id": session_id})
+            summary = await _ok(session, "memory_summarize", {"session_id": session_id})
     for refusal in (summarized, appended, ended):
         assert refusal.startswith("not found: ") and "X123" not in refusal, refusal
-    assert summary["turn_count"] == 1
+    assert summary.structured_content is not None and summary.structured_content["turn_count"] == 1
+    # No summary text after one such turn: the text shows the turn rather than an empty session.
+    assert _text(summary) == "(no summary yet) 1 turn; the latest:\n1. user: my passport number is X123"

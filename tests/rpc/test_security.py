@@ -179,6 +179,9 @@ async def test_a_key_does_only_what_its_scopes_allow(
         porter["key_id"]: ["erase", "export"],
         admin["key_id"]: ["admin"],
     }
+    nobody = await run_cli(["tenants", "list", "--tenant", f"{tenant}-none", "--dsn", postgres_dsn])
+    assert nobody.code == 0 and not nobody.stdout
+    assert f"tenant '{tenant}-none' has no API keys yet" in nobody.stderr
     typo = await run_cli(["tenants", "create", tenant, "--dsn", postgres_dsn, "--scopes", "read,root"])
     assert typo.code != 0 and "--scopes: unknown scope root" in typo.stderr
 
