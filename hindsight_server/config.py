@@ -208,6 +208,11 @@ class InferenceSettings(_Section):
     # one per model), so they never queue behind the batches of writes and the background worker; while
     # a twin is not deployed or not ready, the model itself answers. Empty: queries use the model itself.
     query_model_suffix: str = "_query"
+    # Queries longer than this (characters) embed on the model itself, where bulk work queues at a lower
+    # priority, not on its twin: the encoder's work grows with the text (a 4 KB query ~25x a short
+    # one), and a long query ahead of them in the twin's one queue held every short query behind it
+    # (BENCHMARKS.md, "One tenant cannot slow another"). 0: every query on the twin.
+    query_twin_max_chars: int = Field(512, ge=0)
     # Writes of at most this many memories embed English inline; bigger batches (imports) leave it to the
     # background worker, so bulk ingestion is not held to the English model's slower pace.
     english_inline_max_batch: int = Field(16, ge=0)

@@ -12,7 +12,9 @@ what the request asks for: items, bytes, results. A tenant is admitted while
   calls cost, while others are calling;
 - and, while other tenants are calling, the cost in flight has reached its limit within the share window
   and the server's recent rate of admitted cost is past `server_cost_per_s` (what it sustains), this
-  tenant's own recent rate is within what the others leave of it, each counted at most at an equal share.
+  tenant's own recent rate is within what the others leave of it, each counted at most at an equal share;
+  a call dearer than half a window of that share leaves the rest of its cost as a debt, paid at the share
+  before the tenant's next call (so a stream of huge batches gets its share, not one each few windows).
   The calls in flight bound a moment; this bounds the work over time, which the in-flight rules cannot:
   one stream of megabyte batches has one call in flight, and their embeddings go on after each answer.
 Otherwise the call is refused at once with a retry delay (RESOURCE_EXHAUSTED + RetryInfo): work is shed
@@ -49,8 +51,10 @@ class CallShape:
 
 
 # Units per call, then per item and per KiB of request. Measured on these servers' CPU profiles: a
-# recall of top 10 is ~1 unit; writing one memory (analysis, peers, conflict rules, insert) about the
-# same; its text costs in proportion to its size (the lexical analysis and the rules read every char).
+# recall of top 10 is ~1 unit (~15-20 ms of the stack's CPU); writing one memory (analysis, peers,
+# conflict rules, insert) about the same; text costs in proportion to its size, because the encoders'
+# work grows with it: a recall's 4 KB query is ~190 ms of Triton CPU (both models; a short one ~8 ms),
+# a KiB of written text ~6 ms of analysis and embedding (BENCHMARKS.md, "what a call costs").
 _BASE = {
     "Recall": 1.0,
     "Write": 1.0,
@@ -64,7 +68,15 @@ _BASE = {
 }
 # An audit page reads an entry and its id arrays a result, like a List page's memories.
 _PER_ITEM = {"Recall": 0.02, "List": 0.005, "AuditRecalls": 0.005, "WriteBatch": 0.5, "Import": 0.5}
-_PER_KIB = 0.05
+_PER_KIB = {
+    "Recall": 2.5,
+    "Write": 0.35,
+    "WriteBatch": 0.35,
+    "Import": 0.35,
+    "AppendTurn": 0.35,
+    "Update": 0.35,
+}
+_PER_KIB_OTHER = 0.05  # reading the request, for calls whose text is not analysed or embedded
 
 
 def call_cost(shape: CallShape, max_items: int = 1_000) -> float:
@@ -72,7 +84,7 @@ def call_cost(shape: CallShape, max_items: int = 1_000) -> float:
     validation refuses such a request before it does that work, and must be the one to say why."""
     cost = _BASE.get(shape.method, 1.0)
     cost += _PER_ITEM.get(shape.method, 0.0) * min(max(shape.items, 0), max_items)
-    cost += _PER_KIB * shape.request_bytes / _KIB
+    cost += _PER_KIB.get(shape.method, _PER_KIB_OTHER) * shape.request_bytes / _KIB
     return max(cost, LEAST_COST)
 
 
@@ -120,6 +132,9 @@ class _Tenant:
     in_flight: int = 0
     cost_in_flight: float = 0.0
     recent_cost: float = 0.0  # admitted cost, decayed over the share window as of `at`
+    # Until when its share is spent by the part of dear calls the rate did not count at admission (see
+    # `_charge_excess`); -inf: no debt.
+    debt_until: float = float("-inf")
 
 
 @dataclass
@@ -151,6 +166,7 @@ class Admission:
             state.tokens -= min(cost, self.policy.burst)
         state.recent_cost += cost
         self._recent_cost += cost
+        self._charge_excess(tenant, state, cost, now)
         state.in_flight += 1
         state.cost_in_flight += weight
         self._busy.add(tenant)
@@ -202,8 +218,7 @@ class Admission:
         # Alone, a tenant may load the server past what it sustains: only its own calls wait for it. And
         # a rate alone is no proof of a busy server (cheap calls cost less than their units say): the
         # cost in flight must have filled it within the window too.
-        busy = not policy.max_cost_in_flight or now - self._full_at <= policy.share_window_s
-        if allowed is not None and busy and self._server_rate(now) > policy.server_cost_per_s:
+        if allowed is not None and self._busy_now(now) and self._server_rate(now) > policy.server_cost_per_s:
             window = policy.share_window_s
             # A call dearer than half a window's share counts as that much here, or it would never get
             # in beside another tenant; its whole cost still counts in the rate after it.
@@ -215,7 +230,37 @@ class Admission:
                     max(BUSY_RETRY_S, window * log(rate / allowed)),  # until its rate decays to the share
                     "work_share",
                 )
+        if allowed is not None and state.debt_until > now:
+            return Refusal(
+                f"tenant {tenant!r} has had its share of this server for the next "
+                f"{state.debt_until - now:.1f} s (its last calls were dear), while other tenants call",
+                state.debt_until - now,
+                "work_share",
+            )
         return None
+
+    def _busy_now(self, now: float) -> bool:
+        """Whether the cost in flight filled the server within the share window (always, unlimited)."""
+        return not self.policy.max_cost_in_flight or now - self._full_at <= self.policy.share_window_s
+
+    def _charge_excess(self, tenant: str, state: _Tenant, cost: float, now: float) -> None:
+        """A call dearer than half a window's share is admitted counting as that much, and the rate,
+        which forgets within a few windows, soon lets the next one in, though its work (an hour-long
+        batch's embeddings) goes on long after: beside other tenants, the rest of its cost is a debt
+        paid at the tenant's share, before which it is refused. Owed only while the server is past what
+        it sustains; alone, a tenant owes nothing."""
+        policy = self.policy
+        if not policy.server_cost_per_s:
+            return
+        allowed = self._work_share(tenant, now)
+        if allowed is None or allowed <= 0:
+            state.debt_until = float("-inf")
+            return
+        if not self._busy_now(now) or self._server_rate(now) <= policy.server_cost_per_s:
+            return  # work-conserving: a server under what it sustains holds no one back
+        excess = cost - allowed * policy.share_window_s / 2
+        if excess > 0:
+            state.debt_until = max(state.debt_until, now) + excess / allowed
 
     def _work_share(self, tenant: str, now: float) -> float | None:
         """The cost a second `tenant` may use of what the server sustains: all of it less what the other

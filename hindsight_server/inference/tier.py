@@ -33,6 +33,7 @@ class InferenceTier:
         expected_dimensions: Mapping[VectorSpace, int],
         reranker: TritonReranker | None = None,
         query_embedders: Mapping[VectorSpace, TritonEmbedder] | None = None,
+        twin_max_chars: int = 0,
     ) -> None:
         if VectorSpace.MULTILINGUAL not in embedders:
             raise ValueError("the inference tier needs the multilingual embedder")
@@ -44,6 +45,7 @@ class InferenceTier:
             space: twin for space, twin in (query_embedders or {}).items() if space in embedders
         }
         self._twins_ready: set[VectorSpace] = set()
+        self._twin_max_chars = twin_max_chars  # longer queries go to the model itself; 0: no limit
         self._expected = dict(expected_dimensions)
         self._available = False
         self._english_available = False
@@ -152,7 +154,7 @@ class InferenceTier:
         tenant_id: str = "",
     ) -> QueryVector:
         model = self._model(space)
-        twin = self._query_twins.get(space) if space in self._twins_ready else None
+        twin = self._query_twins.get(space) if space in self._twins_ready and self._fits_twin(text) else None
         try:
             result = await (twin or model).embed_query(text, timeout_s=timeout_s, tenant_id=tenant_id)
         except InferenceError as exc:
@@ -164,6 +166,9 @@ class InferenceTier:
                 self._twins_ready.discard(space)
             raise InferenceUnavailable(f"inference tier: {exc}") from exc
         return QueryVector(result.vector, result.truncated, result.cached)
+
+    def _fits_twin(self, text: str) -> bool:
+        return not self._twin_max_chars or len(text) <= self._twin_max_chars
 
     async def rerank(self, query: str, passages: Sequence[str], timeout_s: float) -> list[float]:
         """Cross-encoder logits, one per passage; InferenceUnavailable when it cannot answer in time."""

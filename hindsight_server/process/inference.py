@@ -57,6 +57,7 @@ async def connect_inference(settings: Settings) -> InferenceTier | None:
             else None
         ),
         query_embedders=query_embedders,
+        twin_max_chars=config.query_twin_max_chars,
     )
     try:
         await tier.refresh()

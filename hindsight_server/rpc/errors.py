@@ -140,13 +140,12 @@ def _pushback(retry_after_s: float) -> tuple[str, str]:
 
 
 class Pacer:
-    """Answers a refusal to retry soon (RESOURCE_EXHAUSTED with a delay of at most `cap_s`: a busy
-    server's share or a tenant's calls in flight) after that delay: a client that resends at once (the
-    worst neighbour) then sends no faster than the delay allows, costing the server a parked call
-    instead of a refusal every millisecond. The RetryInfo still counts from the answer, so a client
-    that honours it waits the delay twice (50 ms more for a busy server's refusal). Longer delays (a
-    rate limit, the export slots) are answered at once: the caller decides how to wait. At most `limit`
-    answers wait at once; past it, refusals are answered at once."""
+    """Answers a refusal (RESOURCE_EXHAUSTED with a retry delay) after that delay, or after `cap_s` when
+    it is longer: a client that resends at once (the worst neighbour) then sends no faster than that,
+    costing the server a parked call instead of a refusal every few milliseconds, each read, weighed
+    and answered on the cores its neighbours need. The RetryInfo still counts from the answer, so a
+    client that honours it waits the hold more (50 ms for a busy server's refusal, at most `cap_s`). At
+    most `limit` answers wait at once; past it, refusals are answered at once."""
 
     def __init__(self, cap_s: float = 0.25, limit: int = 512) -> None:
         self._cap_s = cap_s
@@ -154,8 +153,8 @@ class Pacer:
         self._waiting = 0
 
     async def pace(self, error: ResourceExhausted) -> None:
-        hold_s = error.retry_after_s
-        if not 0 < hold_s <= self._cap_s or self._waiting >= self._limit:
+        hold_s = min(error.retry_after_s, self._cap_s)
+        if hold_s <= 0 or self._waiting >= self._limit:
             return
         self._waiting += 1
         try:

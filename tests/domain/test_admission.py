@@ -15,9 +15,11 @@ from hindsight_server.domain.errors import InvalidArgument
     ("shape", "cost"),
     [
         (CallShape("Get"), 1.0),
-        (CallShape("Recall", items=10, request_bytes=100), 1.0 + 0.2 + 0.05 * 100 / 1024),
-        (CallShape("Recall", items=100, request_bytes=4096), 1.0 + 2.0 + 0.2),
-        (CallShape("WriteBatch", items=1000, request_bytes=8 * 1024 * 1024), 1.0 + 500 + 0.05 * 8192),
+        (CallShape("Recall", items=10, request_bytes=100), 1.0 + 0.2 + 2.5 * 100 / 1024),
+        # A long query is embedded at length: ~12x a short recall's work.
+        (CallShape("Recall", items=100, request_bytes=4096), 1.0 + 2.0 + 10.0),
+        (CallShape("WriteBatch", items=1000, request_bytes=8 * 1024 * 1024), 1.0 + 500 + 0.35 * 8192),
+        (CallShape("List", items=100, request_bytes=1024), 1.0 + 0.5 + 0.05),
         (CallShape("Export"), 20.0),
         (CallShape("Unknown", items=-5), 1.0),
     ],
@@ -216,3 +218,29 @@ def test_refusals_count_in_the_rate_of_a_client_that_does_not_wait() -> None:
 def test_work_share_needs_a_window_to_average_over() -> None:
     with pytest.raises(InvalidArgument, match="share_window_s"):
         AdmissionPolicy(server_cost_per_s=100, share_window_s=0)
+
+
+def test_a_dear_call_beside_other_tenants_leaves_a_debt_paid_at_its_share() -> None:
+    """The rate forgets a 600-unit batch within a few windows; its work does not end that soon. Beside a
+    quiet tenant the part not counted at admission is owed at the share (99/s: (600 - 49.5) / 99 s)."""
+    admission = Admission(_policy(max_cost_in_flight=0, server_cost_per_s=100, share_window_s=1))
+    assert admission.admit("bulk", 600, now=0.0) is None  # alone: owes nothing
+    admission.release("bulk", 600, now=0.0)
+    assert admission.admit("bulk", 600, now=10.0) is None
+    admission.release("bulk", 600, now=10.0)
+    admission.admit("quiet", 1, now=20.0)
+    admission.release("quiet", 1, now=20.0)
+    assert admission.admit("bulk", 600, now=20.0) is None  # its first beside another: let in
+    admission.release("bulk", 600, now=20.0)
+    owed_s = (600 - 99 / 2) / 99
+    for later in (3.0, owed_s - 0.01):
+        admission.admit("quiet", 1, now=20.0 + later)  # still calling
+        admission.release("quiet", 1, now=20.0 + later)
+        refused = admission.admit("bulk", 1, now=20.0 + later)  # even a cheap call waits
+        assert refused is not None and refused.limit == "work_share"
+        assert refused.retry_after_s == pytest.approx(owed_s - later)
+    admission.admit("quiet", 1, now=20.0 + owed_s)
+    admission.release("quiet", 1, now=20.0 + owed_s)
+    assert admission.admit("bulk", 600, now=20.0 + owed_s + 0.01) is None
+    # The quiet one away a whole window: the debt no longer holds the tenant back.
+    assert admission.admit("bulk", 600, now=20.0 + owed_s + 2.0) is None

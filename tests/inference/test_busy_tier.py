@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from embedder.client import TritonEmbedder
+from embedder.client import CallRecord, TritonEmbedder
 from embedder.triton import TritonServer
 from hindsight_server.domain.errors import InferenceUnavailable
 from hindsight_server.domain.model import VectorSpace
@@ -82,3 +82,29 @@ async def test_without_a_twin_deployed_the_model_itself_answers_queries(triton_s
         assert query.vector.shape == (512,)
     finally:
         await tier.close()
+
+
+async def test_a_long_query_embeds_on_the_model_not_the_twin_short_ones_wait_on(
+    triton_server: TritonServer,
+) -> None:
+    """The encoder's work grows with the text: a 4 KB query on the twin held each short query behind it."""
+    calls: list[CallRecord] = []
+    url = triton_server.grpc_url
+    tier = InferenceTier(
+        {VectorSpace.MULTILINGUAL: TritonEmbedder(url, model="embed", cache_size=0, on_call=calls.append)},
+        {VectorSpace.MULTILINGUAL: 512},
+        query_embedders={
+            VectorSpace.MULTILINGUAL: TritonEmbedder(
+                url, model="embed_query", cache_size=0, on_call=calls.append
+            )
+        },
+        twin_max_chars=64,
+    )
+    try:
+        assert await tier.refresh()
+        calls.clear()
+        await tier.embed_query("the budget meeting", timeout_s=10)
+        await tier.embed_query("the budget meeting " * 20, timeout_s=10)
+    finally:
+        await tier.close()
+    assert [call.model for call in calls if call.operation == "infer"] == ["embed_query", "embed"]
