@@ -96,6 +96,11 @@ class ResourceExhausted(RetryLater):
     cause = "RATE_LIMITED"
 
 
+class Shed(ResourceExhausted):
+    """Refused by admission control (a tenant's share or rate): the transport answers it after a short
+    hold, so a client that resends at once cannot make the server refuse it every few milliseconds."""
+
+
 class Unavailable(RetryLater):
     """A dependency (database, inference tier) cannot be reached; safe to retry."""
 

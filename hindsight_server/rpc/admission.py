@@ -22,7 +22,7 @@ from typing import Any
 import grpc
 
 from hindsight_server.domain.admission import LEAST_COST, Admission, CallShape, Refusal, call_cost
-from hindsight_server.domain.errors import ResourceExhausted
+from hindsight_server.domain.errors import ResourceExhausted, Shed
 from hindsight_server.rpc.auth import AUTHORIZATION_HEADER
 from hindsight_server.rpc.errors import Behavior, StreamBehavior, stream_items
 from hindsight_server.rpc.interceptors import UnaryInterceptor
@@ -141,7 +141,7 @@ def _authorization(details: grpc.HandlerCallDetails) -> str:
     return str(dict(details.invocation_metadata or ()).get(AUTHORIZATION_HEADER, ""))
 
 
-def _shed(method: str, refused: Refusal) -> ResourceExhausted:
+def _shed(method: str, refused: Refusal) -> Shed:
     count_shed(method, refused.limit)
     wait_s = refused.retry_after_s
-    return ResourceExhausted(f"{refused.reason}; retry in {wait_s:.2f} s", retry_after_s=wait_s)
+    return Shed(f"{refused.reason}; retry in {wait_s:.2f} s", retry_after_s=wait_s)

@@ -18,7 +18,7 @@ import grpc
 from google.protobuf.message import Message
 
 from hindsight.v1 import memory_pb2 as pb
-from hindsight_server.domain.errors import PermissionDenied, ResourceExhausted, Unauthenticated
+from hindsight_server.domain.errors import PermissionDenied, Shed, Unauthenticated
 from hindsight_server.domain.principal import UNRESTRICTED, Principal, Scope
 from hindsight_server.domain.ratelimit import RateLimiter
 from hindsight_server.pipelines.tenants import ApiKeys
@@ -140,7 +140,7 @@ class AuthInterceptor(UnaryInterceptor):
         bind_principal(principal)
         if not self._limiter.allow(tenant, time.monotonic()):
             wait_s = self._limiter.wait_s(tenant)
-            raise ResourceExhausted(
+            raise Shed(
                 f"tenant {tenant!r} is over its request rate; retry in {wait_s:.2f} s",
                 retry_after_s=wait_s,
             )

@@ -32,6 +32,7 @@ from hindsight_server.domain.errors import (
     PermissionDenied,
     ResourceExhausted,
     RetryLater,
+    Shed,
     Unauthenticated,
     Unavailable,
 )
@@ -140,10 +141,11 @@ def _pushback(retry_after_s: float) -> tuple[str, str]:
 
 
 class Pacer:
-    """Answers a refusal (RESOURCE_EXHAUSTED with a retry delay) after that delay, or after `cap_s` when
-    it is longer: a client that resends at once (the worst neighbour) then sends no faster than that,
-    costing the server a parked call instead of a refusal every few milliseconds, each read, weighed
-    and answered on the cores its neighbours need. The RetryInfo still counts from the answer, so a
+    """Answers an admission refusal (`Shed`: RESOURCE_EXHAUSTED with a retry delay) after that delay, or
+    after `cap_s` when it is longer (other refusals, an export slot's, are answered at once): a client
+    that resends at once (the worst neighbour) then sends no faster than that, costing the server a
+    parked call instead of a refusal every few milliseconds, each read, weighed and answered on the
+    cores its neighbours need. The RetryInfo still counts from the answer, so a
     client that honours it waits the hold more (50 ms for a busy server's refusal, at most `cap_s`). At
     most `limit` answers wait at once; past it, refusals are answered at once."""
 
@@ -152,7 +154,7 @@ class Pacer:
         self._limit = limit
         self._waiting = 0
 
-    async def pace(self, error: ResourceExhausted) -> None:
+    async def pace(self, error: Shed) -> None:
         hold_s = min(error.retry_after_s, self._cap_s)
         if hold_s <= 0 or self._waiting >= self._limit:
             return
@@ -211,7 +213,7 @@ async def _mapped_errors(request: Any, context: grpc.aio.ServicerContext[Any, An
             raise request.error
         yield
     except HindsightError as error:
-        if isinstance(error, ResourceExhausted):
+        if isinstance(error, Shed):
             await _PACER.pace(error)
         status = rpc_status.to_status(rich_status(error, status_for(error)))
         trailers = [(REQUEST_ID_HEADER, current_request_id())]

@@ -16,7 +16,7 @@ from hindsight.client import HindsightClient
 from hindsight.v1 import memory_pb2 as pb
 from hindsight.v1 import memory_pb2_grpc as pb_grpc
 from hindsight_server.config import Settings
-from hindsight_server.domain.errors import ResourceExhausted
+from hindsight_server.domain.errors import Shed
 from hindsight_server.process.running import RunningServer
 from hindsight_server.process.server import start_server
 from hindsight_server.rpc.auth import AUTHORIZATION_HEADER
@@ -137,14 +137,14 @@ async def test_a_tenant_refused_whatever_it_asks_is_refused_before_its_request_i
 async def test_a_refusal_is_answered_after_its_delay_at_most_the_cap() -> None:
     pacer = Pacer(cap_s=0.1, limit=1)
     started = time.perf_counter()
-    await pacer.pace(ResourceExhausted("busy", retry_after_s=0.05))
+    await pacer.pace(Shed("busy", retry_after_s=0.05))
     assert time.perf_counter() - started >= 0.05
     started = time.perf_counter()
-    await pacer.pace(ResourceExhausted("over its rate", retry_after_s=30))  # held the cap, not 30 s
+    await pacer.pace(Shed("over its rate", retry_after_s=30))  # held the cap, not 30 s
     assert 0.1 <= time.perf_counter() - started < 1
     started = time.perf_counter()
-    held = asyncio.create_task(pacer.pace(ResourceExhausted("busy", retry_after_s=0.1)))
+    held = asyncio.create_task(pacer.pace(Shed("busy", retry_after_s=0.1)))
     await asyncio.sleep(0)
-    await pacer.pace(ResourceExhausted("busy", retry_after_s=0.1))  # past the limit: at once
+    await pacer.pace(Shed("busy", retry_after_s=0.1))  # past the limit: at once
     assert time.perf_counter() - started < 0.05
     await held
