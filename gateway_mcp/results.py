@@ -296,14 +296,10 @@ def summary_result(summary: pb.SessionSummary) -> tuple[str, SummaryResult]:
             f"{turn.index}. {_name(pb.Role, turn.role, 'ROLE_')}: {_shown(turn.text)}"
             for turn in summary.recent_turns
         )
-        text = f"(no summary yet) {_turns(summary.turn_count)}; the latest:\n{turns}"
+        text = f"(no summary yet) {_counted(summary.turn_count, 'turn', 'turns')}; the latest:\n{turns}"
     else:
         text = _NO_WORKING_MEMORY
     return text, _summary(summary)
-
-
-def _turns(count: int) -> str:
-    return "1 turn" if count == 1 else f"{count} turns"
 
 
 # ------------------------------------------------------------------------------------- memories, briefly
@@ -316,8 +312,12 @@ def _shown(content: str) -> str:
     return content if len(content) <= _SHOWN_CHARS else content[: _SHOWN_CHARS - 1] + "…"
 
 
+def _counted(count: int, one: str, many: str) -> str:
+    return f"{count} {one if count == 1 else many}"
+
+
 def _memories(count: int) -> str:
-    return "1 memory" if count == 1 else f"{count} memories"
+    return _counted(count, "memory", "memories")
 
 
 class MemoryBrief(BaseModel):
@@ -522,7 +522,7 @@ def history_result(response: pb.HistoryResponse) -> tuple[str, HistoryResult]:
     current = next((v.id for v in reversed(versions) if v.status == "active"), "")
     result = HistoryResult(versions=versions, current_id=current)
     count = len(versions)
-    lines = [f"{count} version{'' if count == 1 else 's'}, oldest first:"]
+    lines = [f"{_counted(count, 'version', 'versions')}, oldest first:"]
     for place, v in enumerate(versions, 1):
         day = f"{v.created_at:%Y-%m-%d %H:%M}, " if v.created_at is not None else ""
         now = " (believed now)" if v.id == current else ""

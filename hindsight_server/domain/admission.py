@@ -156,7 +156,7 @@ class Admission:
 
     def admit(self, tenant: str, cost: float, now: float) -> Refusal | None:
         """None: admitted (release it later with the same cost); else why not and when to retry."""
-        refused = self.refusal(tenant, cost, now)
+        refused, allowed = self._refusal(tenant, cost, now)
         if refused is not None:
             self.charge_refusal(tenant)
             return refused
@@ -166,7 +166,7 @@ class Admission:
             state.tokens -= min(cost, self.policy.burst)
         state.recent_cost += cost
         self._recent_cost += cost
-        self._charge_excess(tenant, state, cost, now)
+        self._charge_excess(state, cost, allowed, now)
         state.in_flight += 1
         state.cost_in_flight += weight
         self._busy.add(tenant)
@@ -184,6 +184,11 @@ class Admission:
     def refusal(self, tenant: str, cost: float, now: float) -> Refusal | None:
         """Why a call of this cost would be refused now (None: it would be admitted); takes nothing.
         At LEAST_COST: whether the tenant is refused whatever it asks, before reading what it asks."""
+        return self._refusal(tenant, cost, now)[0]
+
+    def _refusal(self, tenant: str, cost: float, now: float) -> tuple[Refusal | None, float | None]:
+        """The refusal, and for an admitted call the tenant's work share (`_work_share`; None: no other
+        tenant, or no limit), which admission charges its debt against without counting it again."""
         policy = self.policy
         state = self._touch(tenant, now)
         if policy.max_calls_per_tenant and state.in_flight >= policy.max_calls_per_tenant:
@@ -191,7 +196,7 @@ class Admission:
                 f"tenant {tenant!r} has {state.in_flight} calls in flight on this server, its limit",
                 BUSY_RETRY_S,
                 "tenant_calls",
-            )
+            ), None
         # A tenant with nothing in flight always gets in (a quiet tenant, or one dear call alone).
         weight = self._weight(cost)
         full = policy.max_cost_in_flight and self._cost_in_flight + weight > policy.max_cost_in_flight
@@ -203,7 +208,7 @@ class Admission:
                 f"({state.in_flight} calls, {state.cost_in_flight:.1f} cost units in flight)",
                 BUSY_RETRY_S,
                 "share",
-            )
+            ), None
         if policy.cost_per_s:
             needed = min(cost, policy.burst)
             if state.tokens < needed:
@@ -213,7 +218,7 @@ class Admission:
                     f"(this call costs {cost:.1f})",
                     wait_s,
                     "rate",
-                )
+                ), None
         allowed = self._work_share(tenant, now) if policy.server_cost_per_s else None
         # Alone, a tenant may load the server past what it sustains: only its own calls wait for it. And
         # a rate alone is no proof of a busy server (cheap calls cost less than their units say): the
@@ -229,33 +234,30 @@ class Admission:
                     f"of it ({state.recent_cost / window:.0f} of {allowed:.0f} cost units a second)",
                     max(BUSY_RETRY_S, window * log(rate / allowed)),  # until its rate decays to the share
                     "work_share",
-                )
+                ), None
         if allowed is not None and state.debt_until > now:
             return Refusal(
                 f"tenant {tenant!r} has had its share of this server for the next "
                 f"{state.debt_until - now:.1f} s (its last calls were dear), while other tenants call",
                 state.debt_until - now,
                 "work_share",
-            )
-        return None
+            ), None
+        return None, allowed
 
     def _busy_now(self, now: float) -> bool:
         """Whether the cost in flight filled the server within the share window (always, unlimited)."""
         return not self.policy.max_cost_in_flight or now - self._full_at <= self.policy.share_window_s
 
-    def _charge_excess(self, tenant: str, state: _Tenant, cost: float, now: float) -> None:
+    def _charge_excess(self, state: _Tenant, cost: float, allowed: float | None, now: float) -> None:
         """A call dearer than half a window's share is admitted counting as that much, and the rate,
         which forgets within a few windows, soon lets the next one in, though its work (an hour-long
         batch's embeddings) goes on long after: beside other tenants, the rest of its cost is a debt
-        paid at the tenant's share, before which it is refused. Owed only while the server is past what
-        it sustains; alone, a tenant owes nothing."""
-        policy = self.policy
-        if not policy.server_cost_per_s:
-            return
-        allowed = self._work_share(tenant, now)
+        paid at the tenant's share (`allowed`, as its admission found it), before which it is refused.
+        Owed only while the server is past what it sustains; alone, a tenant owes nothing."""
         if allowed is None or allowed <= 0:
             state.debt_until = float("-inf")
             return
+        policy = self.policy
         if not self._busy_now(now) or self._server_rate(now) <= policy.server_cost_per_s:
             return  # work-conserving: a server under what it sustains holds no one back
         excess = cost - allowed * policy.share_window_s / 2

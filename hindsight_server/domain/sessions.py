@@ -17,7 +17,6 @@ __all__ = [
     "IdleSession",
     "SessionRecord",
     "TurnInput",
-    "open_to_agent",
     "require_open_to_agent",
 ]
 
@@ -67,17 +66,12 @@ class AppendedTurn:
     replayed: bool  # the idempotency key was used before: nothing was appended
 
 
-def open_to_agent(session_agent: str, agent_id: str) -> bool:
-    """Whether a call naming `agent_id` may read or extend a session started by `session_agent`: an
-    agent's session is its own (its turns become memories of that agent, private ones included); a
-    session of no agent is anyone's, and a call naming no agent (a tenant-wide key) reaches every
-    session."""
-    return not agent_id or session_agent in ("", agent_id)
-
-
 def require_open_to_agent(session: SessionRecord, agent_id: str) -> SessionRecord:
-    """The session, or NotFound as for a session that does not exist: another agent's session ids
-    are not told apart from unknown ones."""
-    if not open_to_agent(session.agent_id, agent_id):
+    """The session, if a call naming `agent_id` may read or extend it: an agent's session is its own
+    (its turns become memories of that agent, private ones included); a session of no agent is
+    anyone's, and a call naming no agent (a tenant-wide key) reaches every session. Otherwise NotFound,
+    as for a session that does not exist: another agent's session ids are not told apart from unknown
+    ones. (store/sessions.py applies the same rule in the statement that appends a turn.)"""
+    if agent_id and session.agent_id not in ("", agent_id):
         raise NotFound("session", session.session_id)
     return session
