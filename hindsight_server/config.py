@@ -141,6 +141,10 @@ class DatabaseSettings(_Section):
     dsn: str = ""
     pool_min: int = Field(2, ge=1)
     pool_max: int = Field(10, ge=1)
+    # Beside the pool, the connections of the statements with pinned plans (store/pool.py, PINNED_PLANS:
+    # a recall's HNSW search and its context look-up, ~1 ms each): a server holds up to pool_max +
+    # pinned_pool_max connections to its database (and to each replica).
+    pinned_pool_max: int = Field(4, ge=1)
     # A statement's time: a gRPC call's remaining deadline, at most max_statement_timeout_ms;
     # statement_timeout_ms for work outside a call (jobs, the embedding worker) and calls without one.
     statement_timeout_ms: int = Field(5_000, ge=100)

@@ -169,6 +169,8 @@ async def _open_backends(settings: Settings, traced: bool) -> _Backends:
             hnsw_ef_search=db.hnsw_ef_search,
             traced=traced,
             acquire_timeout_s=db.pool_acquire_timeout_ms / 1000,
+            pinned_min_size=1,
+            pinned_max_size=db.pinned_pool_max,
         )
 
     try:

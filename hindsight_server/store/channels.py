@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import asyncpg
 from pgvector import Vector
@@ -29,7 +30,7 @@ from hindsight_server.store.sql import (
     VECTOR_COLUMN,
     OnPool,
     Sql,
-    graph_plans,
+    pinned_plans,
     where_subject_tier_kind,
 )
 
@@ -81,6 +82,34 @@ def channel_rows(rows: Sequence[asyncpg.Record], spaces: Sequence[VectorSpace]) 
         for space in spaces
     }
     return ChannelRows(hits, vectors)
+
+
+def vector_statement(
+    scope: Scope,
+    query: FloatVector,
+    limit: int,
+    space: VectorSpace,
+    spaces: Sequence[VectorSpace],
+    exact: bool,
+    without_english: bool,
+) -> tuple[str, list[Any]]:
+    """The vector channel's statement and its arguments (RecallChannels.vector_channel)."""
+    sql = Sql()
+    vector = sql.param(Vector(query))
+    column = VECTOR_COLUMN[space]
+    where_in_scope(sql, scope)
+    sql.where(f"{column} IS NOT NULL")
+    if without_english:
+        sql.where(f"{VECTOR_COLUMN[VectorSpace.ENGLISH]} IS NULL")
+    distance = f"{column} <=> {vector}"
+    # HNSW serves only `ORDER BY column <=> value`: any other expression orders by a plain sort.
+    order = f"({distance}) + 0" if exact else distance
+    statement = f"""WITH nearest AS MATERIALIZED (
+                        SELECT {MEMORY_COLUMNS}{vector_columns(spaces)}, {distance} AS distance
+                        FROM memories WHERE {sql.clause}
+                        ORDER BY {order} LIMIT {sql.param(limit)})
+                    SELECT *, 1 - distance AS channel_score FROM nearest ORDER BY distance"""
+    return statement, sql.args
 
 
 class RecallChannels(OnPool):
@@ -180,37 +209,17 @@ class RecallChannels(OnPool):
         without_english: bool = False,
     ) -> ChannelRows:
         """Nearest memories by cosine similarity in `space` (the query vector's), in the scope.
-        `exact`: the scope's rows by its index, sorted by distance; otherwise through HNSW, with
-        `hnsw.iterative_scan = relaxed_order` (set on the pool's connections), so a selective filter
-        keeps scanning instead of silently returning fewer rows; the outer ORDER BY restores exact order.
-        The caller chooses (domain/search_plan.py) and the plan follows: PostgreSQL's estimate of a
-        scope's rows is too poor to choose by. `without_english`: only memories lacking an English
-        vector (what an English search cannot see)."""
-        sql = Sql()
-        vector = sql.param(Vector(query))
-        column = VECTOR_COLUMN[space]
-        where_in_scope(sql, scope)
-        sql.where(f"{column} IS NOT NULL")
-        if without_english:
-            sql.where(f"{VECTOR_COLUMN[VectorSpace.ENGLISH]} IS NULL")
-        distance = f"{column} <=> {vector}"
-        # HNSW serves only `ORDER BY column <=> value`: any other expression orders by a plain sort.
-        order = f"({distance}) + 0" if exact else distance
-        statement = f"""WITH nearest AS MATERIALIZED (
-                            SELECT {MEMORY_COLUMNS}{vector_columns(spaces)}, {distance} AS distance
-                            FROM memories WHERE {sql.clause}
-                            ORDER BY {order} LIMIT {sql.param(limit)})
-                        SELECT *, 1 - distance AS channel_score FROM nearest ORDER BY distance"""
+        `exact`: the scope's rows by its index, sorted by distance; otherwise through HNSW, on the
+        connections with pinned plans (store/pool.py), where sorting is off, so the graph is the only plan:
+        PostgreSQL's estimate of a scope's rows cannot be trusted to choose (it multiplies the tenant's and
+        the subject's selectivities), and even with a right estimate it sorted 8,700 peers (50 ms) rather
+        than walk the graph (1 ms). `hnsw.iterative_scan = relaxed_order` (on every connection) keeps a
+        selective filter scanning instead of silently returning fewer rows; the outer ORDER BY restores
+        exact order. The caller chooses by the scope's counted size (domain/search_plan.py).
+        `without_english`: only memories lacking an English vector (what an English search cannot see)."""
+        statement, args = vector_statement(scope, query, limit, space, spaces, exact, without_english)
         async with translate_errors():
-            if exact:
-                rows = await self._pool.fetch(statement, *sql.args)
-            else:
-                async with (
-                    self._pool.acquire() as connection,
-                    connection.transaction(),
-                    graph_plans(connection, True, restore=False),
-                ):
-                    rows = await connection.fetch(statement, *sql.args)
+            rows = await (self._pool if exact else pinned_plans(self._pool)).fetch(statement, *args)
         return channel_rows(rows, spaces)
 
     async def scope_size(self, tenant_id: str, subject: str) -> ScopeSize:
@@ -235,7 +244,8 @@ class RecallChannels(OnPool):
         self, scope: Scope, memory_ids: Sequence[str], spaces: Sequence[VectorSpace]
     ) -> tuple[ChannelRows, dict[str, tuple[str | None, str | None]]]:
         """The memories recorded right before and right after each given one in its session (by
-        created_at, then id), and for each given id its (previous, next) ids. One round trip."""
+        created_at, then id), and for each given id its (previous, next) ids. One round trip, on the
+        connections with pinned plans: look-ups by key and by the session index's order."""
         sql = Sql()
         # The tenant as a parameter in every join (not m.tenant_id): a correlated tenant cannot be pruned
         # to one partition when the statement is planned, and planning all of them cost 10 ms. Each row
@@ -245,7 +255,7 @@ class RecallChannels(OnPool):
         ids, tenant = sql.param(list(memory_ids)), sql.param(scope.tenant_id)
         where_in_scope(sql, scope)
         async with translate_errors():
-            rows = await self._pool.fetch(
+            rows = await pinned_plans(self._pool).fetch(
                 f"""WITH given AS MATERIALIZED (
                         SELECT m.id, m.session_id, m.created_at FROM unnest({ids}::uuid[]) AS c(id)
                         CROSS JOIN LATERAL (

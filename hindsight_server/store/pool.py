@@ -1,4 +1,5 @@
-"""The asyncpg pool: pgvector's codec on every connection, a time budget on every statement."""
+"""The asyncpg pool: pgvector's codec on every connection, a time budget on every statement, and beside
+it a few connections whose plans are pinned (`PINNED_PLANS`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,17 @@ from hindsight_server.store.errors import translate_errors
 
 log = logging.getLogger(__name__)
 
+# The planner settings of a pool's `pinned` connections, for the statements that have one right plan
+# whatever their parameters: an HNSW walk (`ORDER BY vector <=> query`) and look-ups by key or by an
+# index's order (a session's neighbouring turns). With sorting off, the graph or the index's own order
+# is the only plan without a sort; planned once per connection (a generic plan, partitions pruned when
+# it starts), such a statement is one round trip. On the shared connections the same search took a
+# transaction to switch sorting off for it (BEGIN, SET LOCAL, the search, COMMIT) and ~0.5-0.8 ms of
+# planning per statement: 1.5 ms of PostgreSQL CPU a recall on one user's 10k memories (BENCHMARKS.md,
+# "Pinned plans"). Nothing that may need a sort, or whose best plan depends on its values (the lexical
+# channel's term selectivity, a small scope's exact search), runs on them.
+PINNED_PLANS = {"enable_sort": "off", "plan_cache_mode": "force_generic_plan"}
+
 
 class BoundedPool(asyncpg.Pool):  # type: ignore[misc]  # asyncpg has no type information
     """A pool whose every wait for a connection is bounded: by the caller's own timeout, else by
@@ -21,6 +33,8 @@ class BoundedPool(asyncpg.Pool):  # type: ignore[misc]  # asyncpg has no type in
     without end, and a flood of one tenant's slow calls makes every other call wait behind them."""
 
     acquire_timeout_s: float = 1.0
+    # The same database's connections with pinned plans (PINNED_PLANS); create_pool always opens them.
+    pinned: BoundedPool | None = None
 
     async def _acquire(self, timeout: float | None) -> Any:  # noqa: ASYNC109  # asyncpg's own signature
         budget = acquire_budget_s(self.acquire_timeout_s) if timeout is None else timeout
@@ -28,6 +42,16 @@ class BoundedPool(asyncpg.Pool):  # type: ignore[misc]  # asyncpg has no type in
             return await super()._acquire(budget)
         except TimeoutError as exc:
             raise PoolExhausted(budget) from exc
+
+    async def close(self) -> None:
+        await super().close()
+        if self.pinned is not None:
+            await self.pinned.close()
+
+    def terminate(self) -> None:
+        super().terminate()
+        if self.pinned is not None:
+            self.pinned.terminate()
 
     async def close_within(self, patience_s: float) -> None:
         """close(), which waits for every connection to come back, for at most `patience_s`; past it the
@@ -68,8 +92,11 @@ async def create_pool(
     hnsw_ef_search: int = 100,
     traced: bool = False,
     acquire_timeout_s: float = 1.0,
+    pinned_min_size: int = 0,
+    pinned_max_size: int = 1,
 ) -> BoundedPool:
-    """Opens the pool; Unavailable when the database cannot be reached. `traced`: a span per statement
+    """Opens the pool and its `pinned` connections (PINNED_PLANS; pinned_min_size..pinned_max_size of
+    them); Unavailable when the database cannot be reached. `traced`: a span per statement
     (store/tracing.py), when tracing is on."""
     settings: dict[str, Any] = {
         # The server's backstop; each statement's own budget (store/budget.py) is the call's deadline, or
@@ -90,23 +117,32 @@ async def create_pool(
     }
     # A class per pool: asyncpg builds the pool in its constructor, which takes no extra arguments.
     pool_class = type("BoundedPool", (BoundedPool,), {"acquire_timeout_s": acquire_timeout_s})
-    async with translate_errors():
-        pool: BoundedPool = await pool_class(
-            dsn,
-            min_size=min_size,
-            max_size=max_size,
-            timeout=connect_timeout_s,
-            command_timeout=None,
-            server_settings=settings,
-            init=_init_connection,
-            reset=_keep_session,
-            connection_class=connection_class(
-                statement_timeout_ms / 1000, max_statement_timeout_ms / 1000, traced
-            ),
-            # asyncpg.create_pool's defaults, which the class itself does not have.
-            max_queries=50_000,
-            max_inactive_connection_lifetime=300.0,
-            loop=None,
-            record_class=asyncpg.Record,
-        )
+    connection_type = connection_class(statement_timeout_ms / 1000, max_statement_timeout_ms / 1000, traced)
+
+    async def opened(least: int, most: int, planner: dict[str, str]) -> BoundedPool:
+        async with translate_errors():
+            pool: BoundedPool = await pool_class(
+                dsn,
+                min_size=least,
+                max_size=most,
+                timeout=connect_timeout_s,
+                command_timeout=None,
+                server_settings={**settings, **planner},
+                init=_init_connection,
+                reset=_keep_session,
+                connection_class=connection_type,
+                # asyncpg.create_pool's defaults, which the class itself does not have.
+                max_queries=50_000,
+                max_inactive_connection_lifetime=300.0,
+                loop=None,
+                record_class=asyncpg.Record,
+            )
+        return pool
+
+    pool = await opened(min_size, max_size, {})
+    try:
+        pool.pinned = await opened(min(pinned_min_size, pinned_max_size), pinned_max_size, PINNED_PLANS)
+    except BaseException:
+        pool.terminate()
+        raise
     return pool

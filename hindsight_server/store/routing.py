@@ -327,6 +327,11 @@ class CaughtUpPool:
         self._position = position
         self._wait_s = wait_s
 
+    @property
+    def pinned(self) -> CaughtUpPool:
+        """The replica's connections with pinned plans (store/pool.py), checked alike."""
+        return CaughtUpPool(self._pool.pinned, self._position, self._wait_s)
+
     @contextlib.asynccontextmanager
     async def acquire(self) -> AsyncIterator[Any]:
         async with self._pool.acquire() as connection:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 
@@ -32,6 +32,12 @@ class OnPool:
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self._pool = pool
+
+
+def pinned_plans(pool: asyncpg.Pool) -> asyncpg.Pool:
+    """`pool`'s connections with pinned plans (store/pool.py, PINNED_PLANS): only for a statement whose
+    one right plan is an HNSW walk or an index's order, never one that may need a sort."""
+    return cast(asyncpg.Pool, pool.pinned)
 
 
 class Sql:

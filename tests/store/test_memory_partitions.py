@@ -217,11 +217,17 @@ async def test_a_table_written_before_partitioning_is_rewritten_whole(
 
 
 class RecordingPool:
-    """The pool's statements as the channels send them, each with its arguments."""
+    """The pool's statements as the channels send them, each with its arguments (those sent to the
+    connections with pinned plans too: their plans are checked here as the shared connections make
+    them, for the same parameters)."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = pool
         self.statements: list[tuple[str, tuple[Any, ...]]] = []
+
+    @property
+    def pinned(self) -> RecordingPool:
+        return self
 
     async def fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
         self.statements.append((query, args))
@@ -266,14 +272,15 @@ async def test_every_statement_of_recalls_channels_is_planned_on_the_tenants_par
     assert (await channels.lexical_channel(scope, ["camping", "lake"], 10, bm25, spaces)).hits
     assert (await channels.structured_channel(scope, {"place": "lake 1"}, 10, spaces)).hits
     assert (await channels.session_channel(scope, "s-1", 10, spaces)).hits
-    await channels.vector_channel(
-        scope, np.full(dimension, 0.1, np.float32), 10, spaces[0], spaces, exact=True
-    )
+    for exact in (True, False):
+        await channels.vector_channel(
+            scope, np.full(dimension, 0.1, np.float32), 10, spaces[0], spaces, exact=exact
+        )
     await channels.scope_size(tenant, "ann")
     around, _ = await channels.adjacent_turns(scope, ids[1:3], spaces)
     assert around.hits
 
-    assert len(recorder.statements) >= 7
+    assert len(recorder.statements) >= 8
     for statement, args in recorder.statements:
         plan = json.loads(await server.pool.fetchval(f"EXPLAIN (FORMAT JSON) {statement}", *args))
         partitions = {name for name in _scanned_relations(plan) if name.startswith("memories")}

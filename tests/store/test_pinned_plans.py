@@ -1,0 +1,94 @@
+"""The connections with pinned plans (store/pool.py, PINNED_PLANS): the HNSW search and the context
+look-up run there, each in one round trip, with the only plans they should ever have."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from hindsight.client import HindsightClient, memory_input
+from hindsight_server.domain.model import Scope, VectorSpace
+from hindsight_server.process.running import RunningServer
+from hindsight_server.store.channels import vector_statement
+from hindsight_server.store.pool import create_pool
+
+
+def _index_scans(plan: Any) -> list[str]:
+    """The index of every index scan of an EXPLAIN (FORMAT JSON) plan."""
+    if isinstance(plan, list):
+        return [name for node in plan for name in _index_scans(node)]
+    if not isinstance(plan, dict):
+        return []
+    own = [plan["Index Name"]] if plan.get("Node Type") == "Index Scan" and "Index Name" in plan else []
+    return own + [name for value in plan.values() for name in _index_scans(value)]
+
+
+async def test_pinned_connections_cannot_sort_and_plan_each_statement_once(server: RunningServer) -> None:
+    pinned = await server.pool.pinned.fetchrow(
+        "SELECT current_setting('enable_sort') AS sort, current_setting('plan_cache_mode') AS plans,"
+        " current_setting('hnsw.iterative_scan') AS scan, current_setting('jit') AS jit"
+    )
+    assert dict(pinned) == {
+        "sort": "off",
+        "plans": "force_generic_plan",
+        "scan": "relaxed_order",
+        "jit": "off",
+    }
+    shared = await server.pool.fetchval("SELECT current_setting('enable_sort')")
+    assert shared == "on"
+
+
+async def test_the_vector_search_walks_the_graph_on_the_pinned_connections_only(
+    server: RunningServer, client: HindsightClient, tenant: str
+) -> None:
+    # A tenant of three memories: on the shared connections the planner reads them and sorts (cheaper
+    # for so few, as it wrongly judged for a subject among 8,700 of a large tenant); on the pinned ones
+    # the graph is the only plan, whatever the estimate.
+    await client.write_batch(
+        tenant,
+        [
+            memory_input(f"ann went to lake {i}", tier="episodic", kind="event", subject="ann")
+            for i in range(3)
+        ],
+        verbatim=True,
+    )
+    dimension = await server.pool.fetchval(
+        "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'memories'::regclass AND attname = 'embedding'"
+    )
+    scope = Scope(tenant_id=tenant, now=datetime.now(UTC), subject="ann")
+    query = np.full(dimension, 0.1, np.float32)
+    space = VectorSpace.MULTILINGUAL
+    statement, args = vector_statement(scope, query, 10, space, [space], exact=False, without_english=False)
+
+    async def index_scans(pool: Any) -> list[str]:
+        return _index_scans(json.loads(await pool.fetchval(f"EXPLAIN (FORMAT JSON) {statement}", *args)))
+
+    assert not [name for name in await index_scans(server.pool) if name.endswith("_embedding_idx")]
+    walked = await index_scans(server.pool.pinned)
+    assert len(walked) == 1 and walked[0].endswith("_embedding_idx"), walked
+    rows = await server.pool.pinned.fetch(statement, *args)  # no vectors without an inference tier
+    assert rows == []
+
+
+async def test_a_pool_closes_and_terminates_its_pinned_connections(postgres_dsn: str) -> None:
+    for ending in ("close", "terminate"):
+        pool = await create_pool(
+            postgres_dsn,
+            min_size=1,
+            max_size=2,
+            statement_timeout_ms=1_000,
+            max_statement_timeout_ms=1_000,
+            connect_timeout_s=5,
+            pinned_min_size=1,
+            pinned_max_size=1,
+        )
+        assert pool.pinned is not None
+        assert await pool.pinned.fetchval("SELECT current_setting('enable_sort')") == "off"
+        if ending == "close":
+            await pool.close()
+        else:
+            pool.terminate()
+        assert pool.is_closing() and pool.pinned.is_closing()
