@@ -12,7 +12,10 @@ what the request asks for: items, bytes, results. A tenant is admitted while
   calls cost, while others are calling;
 - and, while other tenants are calling, the cost in flight has reached its limit within the share window
   and the server's recent rate of admitted cost is past `server_cost_per_s` (what it sustains), this
-  tenant's own recent rate is within what the others leave of it, each counted at most at an equal share;
+  tenant's own recent rate is within what the others leave of it, each counted at most at an equal share
+  (except for an ordinary call, at most `ORDINARY_COST`, of a tenant with nothing in flight: every
+  tenant keeps one stream of ordinary calls however busy the others make the server, and one stream's
+  work ends with each answer, where a dear call's goes on after it);
   a call dearer than half a window of that share leaves the rest of its cost as a debt, paid at the share
   before the tenant's next call (so a stream of huge batches gets its share, not one each few windows).
   The calls in flight bound a moment; this bounds the work over time, which the in-flight rules cannot:
@@ -29,13 +32,26 @@ from math import exp, log
 
 from hindsight_server.domain.errors import InvalidArgument
 
-__all__ = ["LEAST_COST", "REFUSAL_COST", "Admission", "AdmissionPolicy", "CallShape", "Refusal", "call_cost"]
+__all__ = [
+    "LEAST_COST",
+    "ORDINARY_COST",
+    "REFUSAL_COST",
+    "Admission",
+    "AdmissionPolicy",
+    "CallShape",
+    "Refusal",
+    "call_cost",
+]
 
 _KIB = 1024
 # A call in flight ends within tens of milliseconds: a retry that soon finds room, and the client's
 # backoff grows the wait if not.
 BUSY_RETRY_S = 0.05
 LEAST_COST = 1.0  # of any call: a tenant refused at this cost is refused whatever it asks
+# At most this, a call is ordinary: a recall of a short query and a few results (1.0-1.5), a short write.
+# A tenant's one stream of them is never held to a work share (a user's agent asking one thing at a
+# time); the calls whose work a share must bound cost more: a 4 KB query ~12, a large batch hundreds.
+ORDINARY_COST = 2.0
 # A refusal's own work (reading the call, answering it: ~0.4 ms of a server), charged to the tenant's
 # rate: a client that resends at once instead of waiting the retry delay keeps itself refused longer.
 REFUSAL_COST = 0.02
@@ -223,7 +239,13 @@ class Admission:
         # Alone, a tenant may load the server past what it sustains: only its own calls wait for it. And
         # a rate alone is no proof of a busy server (cheap calls cost less than their units say): the
         # cost in flight must have filled it within the window too.
-        if allowed is not None and self._busy_now(now) and self._server_rate(now) > policy.server_cost_per_s:
+        one_ordinary_stream = not state.in_flight and cost <= ORDINARY_COST
+        if (
+            allowed is not None
+            and not one_ordinary_stream
+            and self._busy_now(now)
+            and self._server_rate(now) > policy.server_cost_per_s
+        ):
             window = policy.share_window_s
             # A call dearer than half a window's share counts as that much here, or it would never get
             # in beside another tenant; its whole cost still counts in the rate after it.

@@ -195,11 +195,35 @@ def test_a_rate_past_what_the_server_sustains_holds_no_one_back_until_its_calls_
     for step in range(300):  # 300 units in a second, one call in flight at a time
         assert admission.admit("fast", 1, now=step / 300) is None
         admission.release("fast", 1, now=step / 300)
-    for _ in range(2):  # two dear calls side by side fill the cost in flight
-        assert admission.admit("bulk", 8, now=0.999) is None
+    assert admission.admit("fast", 1, now=0.998) is None  # still in flight: the next one is a second stream
+    for _ in range(2):  # two dear calls side by side fill the cost in flight (with fast's and quiet's)
+        assert admission.admit("bulk", 7, now=0.999) is None
     admission.admit("quiet", 1, now=0.999)
     refused = admission.admit("fast", 1, now=0.999)
     assert refused is not None and refused.limit == "work_share"
+
+
+def test_a_tenant_keeps_one_stream_of_ordinary_calls_past_its_work_share() -> None:
+    """A user's agent asking one short thing at a time beside a flood (BENCHMARKS.md, the neighbour
+    bench: the quiet tenant at c1 had been refused 48 of 1,320 recalls once recalls got cheaper and its
+    stream faster than half the server): its next ordinary call always gets in; a second one beside it,
+    or a dear one, is held to the share as before."""
+    admission = Admission(_policy(max_cost_in_flight=16, server_cost_per_s=100, share_window_s=1))
+    for step in range(100):  # the flood: dear calls past what the server sustains, two in flight
+        now = step / 100
+        for _ in range(2):
+            admission.admit("flood", 8, now=now)
+        for step_of_quiet in range(2):  # 200 ordinary calls a second, one at a time: past any share
+            assert admission.admit("quiet", 1.5, now=now + step_of_quiet / 200) is None
+            admission.release("quiet", 1.5, now=now + step_of_quiet / 200)
+        admission.release("flood", 8, now=now)
+        admission.release("flood", 8, now=now)
+    assert admission.admit("quiet", 1.5, now=1.0) is None
+    second = admission.admit("quiet", 1.5, now=1.0)  # beside the first
+    assert second is not None and second.limit in ("share", "work_share")
+    admission.release("quiet", 1.5, now=1.0)
+    dear = admission.admit("quiet", 2.5, now=1.0)
+    assert dear is not None and dear.limit == "work_share"
 
 
 def test_refusals_count_in_the_rate_of_a_client_that_does_not_wait() -> None:
