@@ -14,6 +14,7 @@ from hindsight_server.domain.model import Scope, VectorSpace
 from hindsight_server.process.running import RunningServer
 from hindsight_server.store.channels import vector_statement
 from hindsight_server.store.pool import create_pool
+from hindsight_server.store.sql import pinned_plans
 
 
 def _index_scans(plan: Any) -> list[str]:
@@ -27,7 +28,7 @@ def _index_scans(plan: Any) -> list[str]:
 
 
 async def test_pinned_connections_cannot_sort_and_plan_each_statement_once(server: RunningServer) -> None:
-    pinned = await server.pool.pinned.fetchrow(
+    pinned = await pinned_plans(server.pool).fetchrow(
         "SELECT current_setting('enable_sort') AS sort, current_setting('plan_cache_mode') AS plans,"
         " current_setting('hnsw.iterative_scan') AS scan, current_setting('jit') AS jit"
     )
@@ -67,9 +68,9 @@ async def test_the_vector_search_walks_the_graph_on_the_pinned_connections_only(
         return _index_scans(json.loads(await pool.fetchval(f"EXPLAIN (FORMAT JSON) {statement}", *args)))
 
     assert not [name for name in await index_scans(server.pool) if name.endswith("_embedding_idx")]
-    walked = await index_scans(server.pool.pinned)
+    walked = await index_scans(pinned_plans(server.pool))
     assert len(walked) == 1 and walked[0].endswith("_embedding_idx"), walked
-    rows = await server.pool.pinned.fetch(statement, *args)  # no vectors without an inference tier
+    rows = await pinned_plans(server.pool).fetch(statement, *args)  # no vectors without an inference tier
     assert rows == []
 
 
