@@ -49,6 +49,7 @@ class Phase:
     flood_refused: dict[str, int]  # status code name -> calls refused
     flood_refusals_with_retry_info: int
     loop_lag: dict[str, Any]  # the server's event-loop probe over the phase (its status window)
+    collector_pauses: dict[str, Any]  # the garbage collector's pauses over the phase (the same window)
     cpu_ms_per_quiet_recall: dict[str, float] = field(default_factory=dict)
 
 
@@ -169,9 +170,10 @@ class _FloodProcess:
         return _FloodTally(Counter(answered), Counter(refused), with_retry_info)
 
 
-async def _loop_lag(target: str) -> dict[str, Any]:
-    figures: dict[str, Any] = (await fetch_status(target, timeout_s=10)).figures.get("event_loop_lag") or {}
-    return figures
+async def _stalls(target: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The server's event-loop lag and its garbage collector's pauses, over its status window."""
+    figures = (await fetch_status(target, timeout_s=10)).figures
+    return figures.get("event_loop_lag") or {}, (figures.get("garbage_collector") or {}).get("pauses") or {}
 
 
 async def run_neighbour_bench(
@@ -196,7 +198,7 @@ async def run_neighbour_bench(
             before = cpu.sample(pids)
             latencies, errors = await _quiet(client, corpus, seconds)
             after = cpu.sample(pids)
-            lag = await _loop_lag(target)  # the status window (60 s) covers the phase
+            lag, pauses = await _stalls(target)  # the status window (60 s) covers the phase
             tally = await flood.stop() if flood is not None else _FloodTally()
             phases.append(
                 Phase(
@@ -207,6 +209,7 @@ async def run_neighbour_bench(
                     flood_refused=dict(tally.refused),
                     flood_refusals_with_retry_info=tally.with_retry_info,
                     loop_lag=lag,
+                    collector_pauses=pauses,
                     cpu_ms_per_quiet_recall=before.per_call_ms(after, max(len(latencies), 1)),
                 )
             )
@@ -236,7 +239,8 @@ def report(result: NeighbourResult, as_json: bool) -> str:
         lines.append(
             f"  {phase.name:5s} quiet: {figures}; errors {phase.quiet_errors or 0}; "
             f"cpu/recall {phase.cpu_ms_per_quiet_recall}; loop lag p99 {lag.get('p99_ms')} ms, "
-            f"max {lag.get('max_ms')} ms"
+            f"max {lag.get('max_ms')} ms; collector pauses {phase.collector_pauses.get('count', 0)}, "
+            f"max {phase.collector_pauses.get('max_ms')} ms"
         )
         if phase.name == "flood":
             lines.append(

@@ -69,6 +69,7 @@ from hindsight_server.store.portability import PortabilityStore
 from hindsight_server.store.routing import ReadRouting
 from hindsight_server.store.sessions import SessionStore
 from hindsight_server.store.tenants import ApiKeyStore
+from hindsight_server.telemetry.collector import freeze_started
 from hindsight_server.telemetry.recorder import Recorder
 from hindsight_server.telemetry.status import StatusBoard
 
@@ -354,6 +355,7 @@ async def serve(settings: Settings) -> None:
     """Runs one memory server until SIGINT or SIGTERM, then shuts down gracefully."""
     telemetry = install_telemetry(settings)  # before the server starts: it asks whether tracing is on
     running = await start_server(settings)
+    log.info("%d objects of the started server frozen out of the garbage collector's reach", freeze_started())
     print(f"hindsight memory server listening on {settings.server.host}:{running.port}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

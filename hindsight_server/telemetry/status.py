@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import logging
 import os
 import time
@@ -29,6 +30,7 @@ from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
 from hindsight_server.domain.errors import HindsightError
+from hindsight_server.telemetry.collector import CollectorPauses
 from hindsight_server.telemetry.recorder import Recorder
 from hindsight_server.telemetry.window import LatencySummary, LatencyWindow
 
@@ -140,12 +142,18 @@ class StatusBoard:
         self._backlog = _Backlog()
         # How late the event loop wakes a sleeper (ms): the stall every call on the server waited out.
         self.loop_lag = LatencyWindow(recorder.window_s, max_samples=10_000, clock=clock)
+        # The garbage collector's pauses (ms), one of the stalls the loop lag shows.
+        self.collector_pauses = CollectorPauses(
+            LatencyWindow(recorder.window_s, max_samples=10_000, clock=clock)
+        )
+        self.collector_pauses.install()
         _observe_boards()
         _BOARDS.add(self)
 
     def close(self) -> None:
-        """Stops exporting this board's metrics (the server stopped)."""
+        """Stops exporting this board's metrics and recording the collector's pauses (the server stopped)."""
         _BOARDS.discard(self)
+        self.collector_pauses.remove()
 
     def target_met(self, summary: LatencySummary | None = None) -> bool | None:
         """Whether the recall p99 over the window is within the target; None when no recall ran in it."""
@@ -207,6 +215,10 @@ class StatusBoard:
             "inference": None if inference is None else asdict(inference),
             "reads": asdict(self._sources.reads()),
             "event_loop_lag": _summary(self.loop_lag.summary()),
+            "garbage_collector": {
+                "pauses": _summary(self.collector_pauses.window.summary()),
+                "frozen_objects": gc.get_freeze_count(),
+            },
         }
 
     # -------------------------------------------------------------------------------- metric callbacks

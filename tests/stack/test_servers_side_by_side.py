@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from hindsight.client import HindsightClient
+from hindsight_server.rpc.ops import fetch_status
 from tests.support.processes import Background, run_cli
 
 
@@ -33,6 +34,9 @@ async def test_two_servers_share_one_database(fresh_database: Callable[[], Await
             assert await second.get("acme", written.memory.id) == written.memory
             again = await second.write("acme", "via the second", tier="semantic", kind="fact")
             assert {m.id async for m in first.list_all("acme")} == {written.memory.id, again.memory.id}
+        # A served process's start-up objects are out of the collector's reach (telemetry/collector.py).
+        collector = (await fetch_status(f"127.0.0.1:{ports[0]}", timeout_s=10)).figures["garbage_collector"]
+        assert collector["frozen_objects"] > 10_000, collector
     finally:
         for server in servers:
             assert await server.stop() == 0

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import socket
 import sys
@@ -136,6 +137,7 @@ async def test_status_json_shows_the_figures(
     traced_server: RunningServer, traced_client: HindsightClient, tenant: str
 ) -> None:
     await _recall_a_few(traced_client, tenant)
+    gc.collect()  # the server runs in this process: its board records this collection's pause
     code, out, err = await _hindsight("status", "--json", "--target", f"127.0.0.1:{traced_server.port}")
     assert code == 0, err
     (server,) = json.loads(out)["servers"]
@@ -149,6 +151,9 @@ async def test_status_json_shows_the_figures(
     assert figures["pool"]["max_size"] >= figures["pool"]["size"] >= 1
     assert set(figures["embedding_backlog"]) >= {"pending", "capped", "age_s"}
     assert figures["inference"] is None and figures["query_cache"] == {}
+    collector = figures["garbage_collector"]
+    assert collector["pauses"]["count"] >= 1 and collector["pauses"]["max_ms"] >= 0
+    assert collector["frozen_objects"] == gc.get_freeze_count()  # none in a test process: it serves no call
 
     code, out, err = await _hindsight("status", "--target", f"127.0.0.1:{traced_server.port}")
     assert code == 0, err
