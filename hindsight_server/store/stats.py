@@ -13,7 +13,14 @@ ANALYZE_TIMEOUT_S = 60.0
 
 
 def pool_figures(pool: asyncpg.Pool) -> PoolFigures:
-    return PoolFigures(pool.get_size(), pool.get_idle_size(), pool.get_min_size(), pool.get_max_size())
+    """The server's connections to its database: the pool's and its pinned ones (store/pool.py) together."""
+    pools = [p for p in (pool, getattr(pool, "pinned", None)) if p is not None]
+    return PoolFigures(
+        sum(p.get_size() for p in pools),
+        sum(p.get_idle_size() for p in pools),
+        sum(p.get_min_size() for p in pools),
+        sum(p.get_max_size() for p in pools),
+    )
 
 
 async def pending_embeddings(pool: asyncpg.Pool, cap: int) -> int:

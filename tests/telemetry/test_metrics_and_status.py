@@ -149,6 +149,9 @@ async def test_status_json_shows_the_figures(
     assert recall["stages"]["recall.fuse"]["count"] >= 3
     assert figures["write"]["write"]["count"] >= 1
     assert figures["pool"]["max_size"] >= figures["pool"]["size"] >= 1
+    pinned = traced_server.pool.pinned  # counted with the pool's own: the server's connections
+    assert pinned is not None
+    assert figures["pool"]["max_size"] == traced_server.pool.get_max_size() + pinned.get_max_size()
     assert set(figures["embedding_backlog"]) >= {"pending", "capped", "age_s"}
     assert figures["inference"] is None and figures["query_cache"] == {}
     collector = figures["garbage_collector"]
