@@ -51,15 +51,18 @@ from hindsight_server.domain.facts import (
     common_ends,
     has_update_cue,
     identifiers,
+    names,
     preference,
     relations,
     slots,
+    speaks_of_self,
     swapped,
     topic_terms,
 )
 from hindsight_server.domain.language import CHINESE, language
 from hindsight_server.domain.model import Entities, JsonValue, Kind, Memory, MemoryDraft, Tier
 from hindsight_server.domain.numerals import parse_number
+from hindsight_server.domain.topics import FACETS, Facet, FacetWords, facets
 
 __all__ = [
     "Action",
@@ -176,19 +179,35 @@ def content_key(text: str) -> str:
 
 _NUMBER = r"[0-9]+(?:[.:/-][0-9]+)*|[零〇一二两三四五六七八九十百千万]+"
 _EN_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_EN_SHORT_WEEKDAYS = ("mon", "tue", "tues", "wed", "thu", "thur", "thurs", "fri", "sat", "sun")
+_ALL_WEEKDAYS = "|".join(_EN_WEEKDAYS + _EN_SHORT_WEEKDAYS)
 _DATE_WORD = (
-    rf"(?:周|星期|礼拜)[一二三四五六日天]|[春夏秋冬][天季]|\b(?:{'|'.join(_EN_WEEKDAYS)}|"
+    rf"(?:周|星期|礼拜)[一二三四五六日天]|[春夏秋冬][天季]|\b(?:{_ALL_WEEKDAYS}|"
     r"january|february|march|april|june|july|august|september|october|november|december)\b"
 )
+# English numbers in words and ordinals are values like digits: "two kids", "2 children".
+_EN_NUMBER_WORDS = (
+    r"\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|fifty|"
+    r"first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth)\b"
+)
+_EMAIL_ADDRESS = re.compile(r"[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9.-]{1,190}\.[A-Za-z]{2,24}")
 _ZH_TOKENS = re.compile(rf"{_DATE_WORD}|[0-9]+(?:[ -][0-9]+)+|{_NUMBER}|[a-z][a-z0-9+#.-]*", re.IGNORECASE)
+# A phone number's groups are one value, also at the end of a sentence ("... 415-555-0182.").
 _EN_TOKENS = re.compile(
-    rf"{_DATE_WORD}|[0-9]+(?:[ -][0-9]+)+(?![.:/])|[0-9]+(?:[.:/-][0-9]+)*", re.IGNORECASE
+    rf"{_DATE_WORD}|{_EN_NUMBER_WORDS}|[0-9]+(?:[ -][0-9]+)+(?![.:/][0-9])|[0-9]+(?:[.:/-][0-9]+)*",
+    re.IGNORECASE,
 )
 _EN_PROPER = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][A-Za-z0-9+#-]*")
+_NOT_NAMES = frozenset({"i", "am", "pm", "a.m", "p.m"})
+_ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7,
+             "eighth": 8, "ninth": 9, "tenth": 10}  # fmt: skip
+_WHOLE_HOUR = re.compile(r"([0-9]{1,2}):00")
 
 
 _GROUPED_DIGITS = re.compile(r"[0-9]+(?:[ -][0-9]+)+")
-_WEEKDAYS = {name: index for index, name in enumerate(_EN_WEEKDAYS)}
+_WEEKDAYS = {name: index for index, name in enumerate(_EN_WEEKDAYS)} | {
+    short: index for short, index in zip(_EN_SHORT_WEEKDAYS, (0, 1, 1, 2, 3, 3, 3, 4, 5, 6), strict=True)
+}
 _ZH_WEEKDAYS = {char: index for index, char in enumerate("一二三四五六日")} | {"天": 6}
 
 
@@ -202,6 +221,11 @@ def _canonical(token: str) -> str:
         return f"weekday:{_WEEKDAYS[key]}"
     if key[-1] in _ZH_WEEKDAYS and key[:-1] in ("周", "星期", "礼拜"):
         return f"weekday:{_ZH_WEEKDAYS[key[-1]]}"
+    if key in _ORDINALS:
+        return str(_ORDINALS[key])
+    whole_hour = _WHOLE_HOUR.fullmatch(key)
+    if whole_hour:  # 8:00 is 8 (am), as "8am" reads
+        return str(int(whole_hour.group(1)))
     number = parse_number(key)
     return str(number) if number is not None else key
 
@@ -210,11 +234,30 @@ def value_tokens(text: str) -> frozenset[str]:
     """The words in a content that carry a value, one spelling each: numbers (Chinese ones too), date
     words, and names: Latin words inside Chinese text (CSV, A栋's A), capitalised words inside English."""
     clean = unicodedata.normalize("NFKC", text).strip()
+    emails = {address.casefold() for address in _EMAIL_ADDRESS.findall(clean)}
+    clean = _EMAIL_ADDRESS.sub(" ", clean)
     if language(clean) == "zh":
-        return frozenset(_canonical(token) for token in _ZH_TOKENS.findall(clean))
+        # A lone 一 counts a thing ("一辆车", "一杯豆浆", "一般"): it is an article, not a value.
+        found = (token for token in _ZH_TOKENS.findall(clean) if token != "一")
+        return frozenset(emails | {_canonical(token) for token in found})
     tokens = {_canonical(token) for token in _EN_TOKENS.findall(clean)}
-    tokens.update(_canonical(token) for token in _EN_PROPER.findall(clean) if token != "I")
-    return frozenset(tokens)
+    tokens.update(
+        _canonical(token) for token in _EN_PROPER.findall(clean) if token.casefold() not in _NOT_NAMES
+    )
+    return frozenset(emails | tokens)
+
+
+def _differing(new: frozenset[str], new_text: str, old: frozenset[str], old_text: str) -> list[str]:
+    """The value tokens one content has and the other has not. A name that the other content spells
+    inside a longer token is not a difference: "Jake Miller" and "jake.miller@gmail.com"."""
+    new_folded, old_folded = new_text.casefold(), old_text.casefold()
+
+    def missing(token: str, other: str) -> bool:
+        return not (token.isalpha() and token in other)
+
+    return sorted(
+        {t for t in new - old if missing(t, old_folded)} | {t for t in old - new if missing(t, new_folded)}
+    )
 
 
 def _same(a: JsonValue, b: JsonValue) -> bool:
@@ -239,6 +282,9 @@ class _Reading:
     topic: frozenset[str]
     cue: bool  # reads as a change or a preference: has_update_cue
     changes: bool  # says on its own that something changed: has_update_cue(strong=True)
+    facets: FacetWords  # the facets of a person's life it is about (domain/topics.py)
+    names: frozenset[str]  # the people it names by name (Emma, 小雨)
+    of_self: bool  # opens with its subject itself: the people it names later are not whose fact it is
 
     @classmethod
     def of(cls, content: str, kind: Kind) -> _Reading:
@@ -263,6 +309,9 @@ class _Reading:
             topic_terms(content),
             has_update_cue(content),
             has_update_cue(content, strong=True),
+            facets(content) if kind in _SLOT_KINDS else {},
+            names(content),
+            speaks_of_self(content),
         )
 
 
@@ -287,7 +336,10 @@ _SLOT_KINDS = frozenset({Kind.FACT, Kind.PREFERENCE})
 def _distinct(
     new: NewMemory, new_reading: _Reading, old: Existing, old_reading: _Reading, policy: ConflictPolicy
 ) -> bool:
-    """Both name the thing they are about (an order id, a session) and the names differ."""
+    """Both name the thing they are about (an order id, a session) and the names differ, or both fill a
+    kind of one slot and the kinds differ (a work e-mail and a personal one)."""
+    if _other_kind(new_reading, old_reading):
+        return True
     if (
         new_reading.identifiers
         and old_reading.identifiers
@@ -299,6 +351,23 @@ def _distinct(
         for key in policy.distinct_keys
         if key in new.entities
     )
+
+
+def _other_kind(new: _Reading, old: _Reading) -> bool:
+    """Both fill a slot of one family for one holder, each of its own kind: "email:work", "email:personal"."""
+    kinds: dict[tuple[str, str], str] = {}
+    for holder, name in old.slots:
+        family, _, kind = name.partition(":")
+        if kind and family in _KINDED:
+            kinds[(holder, family)] = kind
+    for holder, name in new.slots:
+        family, _, kind = name.partition(":")
+        if kind and kinds.get((holder, family), kind) != kind:
+            return True
+    return False
+
+
+_KINDED = frozenset({"email", "phone"})  # slots a person holds one of per kind (domain/facts.py)
 
 
 def _changed_values(
@@ -407,7 +476,7 @@ def _rule(
         return by_slot
     if old.similarity is None or _adds_to_preference(new_reading, old_reading):
         return None
-    differing = sorted(new_reading.values ^ old_reading.values)
+    differing = _differing(new_reading.values, new.content, old_reading.values, old.content)
     same_people = new_reading.relations == old_reading.relations
     # Two facts that differ by the people they are about or by one swapped name ("黄山", "泰山") are two
     # facts, however near their vectors.
@@ -435,7 +504,52 @@ def _rule(
         terms = ", ".join(sorted(shared)[:4])
         reason = f"worded as a change of it (similarity {old.similarity:.3f}, about {terms})"
         return 6, Resolution(Action.SUPERSEDE, old.id, reason)
+    return _by_facet(new_reading, old_reading, old, bool(shared), bool(differing))
+
+
+_FACETS = {facet.name: facet for facet in FACETS}
+
+
+def _by_facet(
+    new: _Reading, old: _Reading, old_memory: Existing, share_a_term: bool, differ: bool
+) -> tuple[int, Resolution] | None:
+    """Rule 7: the same facet of the same people's life (domain/topics.py), and the new content says it
+    changed: on its own ("switched", "got engaged", "换了"); with a weaker cue ("now", "new") and a
+    value that differs (a value token, or for a facet whose words are values, a word of it the old
+    content does not use: "green" after "blue"). Without any cue, two values of one facet are left
+    alone: "a checking account at Chase", "a savings account at Chase" are both true. A many-valued
+    facet (drinks, sports) needs a strong cue and something shared besides: a content term or a word of
+    the facet ("茶" in both)."""
+    for name in sorted(new.facets.keys() & old.facets.keys()):
+        facet = _FACETS[name]
+        now, before = new.facets[name], old.facets[name]
+        if facet.alone:
+            valued = facet.valued and not now <= before
+            changed = new.changes or (new.cue and (differ or valued))
+        else:
+            changed = new.changes and (share_a_term or bool(now & before))
+        if changed and _same_people(new, old, facet):
+            how = "worded as a change" if new.changes else "a new value"
+            return 7, Resolution(Action.SUPERSEDE, old_memory.id, f"same facet, {how}: {facet.name}")
     return None
+
+
+def _same_people(new: _Reading, old: _Reading, facet: Facet) -> bool:
+    """Whether two facts of a facet are about the same people: the same relations, less those that are
+    the facet's value; or one names a relation the other leaves out and both name the same person
+    ("my daughter Emma goes to ...", "Emma started middle school")."""
+    now, before = _people(new, facet), _people(old, facet)
+    if now == before:
+        return True
+    return not (now and before) and bool(new.names & old.names)
+
+
+def _people(reading: _Reading, facet: Facet) -> frozenset[str]:
+    """Who a fact of this facet is about: the people it names, less those that are the facet's value
+    (the partner a relationship fact names is what changed, not whose fact it is)."""
+    if reading.of_self:
+        return frozenset()
+    return frozenset(relation for relation in reading.relations if not facet.ignores(relation))
 
 
 def resolve(new: NewMemory, existing: Sequence[Existing], policy: ConflictPolicy | None = None) -> Resolution:

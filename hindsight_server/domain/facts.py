@@ -29,11 +29,14 @@ __all__ = [
     "Preference",
     "Slot",
     "common_ends",
+    "fold",
     "has_update_cue",
     "identifiers",
+    "names",
     "preference",
     "relations",
     "slots",
+    "speaks_of_self",
     "swapped",
     "topic_terms",
 ]
@@ -68,7 +71,7 @@ _CODE = re.compile(
 )
 _EN_IDENTITY = re.compile(
     r"\b(?:order|booking|ticket|reservation|invoice|account|case|tracking|confirmation|reference|policy|"
-    r"parcel|package|shipment|claim|contract|membership)s?\s*(?:number|no\.?|id|code|#)?\s*[:#]?\s*"
+    r"parcel|package|shipment|claim|contract|membership|flight)s?\s*(?:number|no\.?|id|code|#)?\s*[:#]?\s*"
     r"([A-Za-z0-9][A-Za-z0-9-]{2,})",
     re.IGNORECASE,
 )
@@ -99,14 +102,21 @@ def identifiers(text: str) -> frozenset[str]:
 _EN_CHANGE = (
     r"moved|moving|changed|changes|switched|switching|no longer|not any ?more|anymore|any more|instead|"
     r"became|updated|rescheduled|postponed|pushed back|brought forward|replaced|renamed|from now on|quit|"
-    r"stopped|left|cancell?ed|closed|sold|transferred|promoted|broke up|divorced|retired|turned|finally"
+    r"stopped|left|cancell?ed|closed|sold|transferred|promoted|broke up|divorced|retired|turned|finally|"
+    r"got (?:married|engaged|hired|promoted|divorced|fired|laid off|a new)|started|starting|began|traded|"
+    r"ported|pushed|going forward|passed away|died|ended|split up|separated|upgraded|doubled|halved|"
+    r"increased|decreased|raised|lowered|reduced|"
+    r"downgraded|returned|return to|gave up|gave away|signed a lease|done with|update|switch|relocated"
 )
 _EN_WEAK = r"now|new|currently|these days|nowadays|latest|become"
 _ZH_CHANGE = (
     r"改成|改为|改到|改在|改期|改了|改喝|改用|换成|换了|换到|换号|换车|搬|不再|变成|以后|推迟|提前|延期|已经不|离职|"
-    r"辞职|转学|转专业|转岗|调到|调走|分手|卖了|退休|涨|戒|不.{0,4}了"
+    r"辞职|转学|转专业|转岗|调到|调走|分手|卖了|退休|涨|戒|不.{0,4}了|没有.{0,6}了|跳槽|订婚|结婚了|离婚|"
+    r"升职|升为|升到|升了|升初中|升高中|转到|转去|转网|携号|评上|调整|取消|转掉|送给|送人|去世|开始|停了|"
+    r"领证|"
+    r"(?<!交)换|(?<![修])改(?![善进革])"
 )
-_ZH_WEAK = r"现在|目前|如今|新的|新号|最新"
+_ZH_WEAK = r"现在|目前|如今|新的|新号|最新|原来|旧"
 _EN_STRONG_CUE = re.compile(rf"\b(?:{_EN_CHANGE})\b", re.IGNORECASE)
 _EN_CUE = re.compile(rf"\b(?:{_EN_CHANGE}|{_EN_WEAK})\b", re.IGNORECASE)
 _ZH_STRONG_CUE = re.compile(_ZH_CHANGE)
@@ -120,7 +130,7 @@ def has_update_cue(text: str, *, strong: bool = False) -> bool:
     """Whether a content reads as a change of something known ("now", "moved", "改成", "不再"), or
     as a preference, which one value replaces. `strong`: only words that say so on their own
     ("switched", "换了"), not "now" or "new", and not a preference."""
-    clean = _clean(text)
+    clean = _clean(text).replace("啦", "了")  # spoken 啦 is 了: "不跑啦", "换啦"
     if strong:
         chinese = language(clean) == CHINESE
         return bool((chinese and _ZH_STRONG_CUE.search(clean)) or _EN_STRONG_CUE.search(clean))
@@ -155,7 +165,8 @@ _EN_HOLDERS = (
     "roommate|flatmate|neighbou?r|cousin|aunt|uncle|niece|nephew|grandmother|grandfather|grandma|grandpa|"
     "grandparents|team|company|dog|cat|puppy|kitten|pet|landlord|doctor|dentist|teacher"
 )
-_EN_HOLDER = re.compile(rf"\b({_EN_HOLDERS})(?:'s)?(?:\s+([A-Z][a-z]+))?\b", re.IGNORECASE)
+# An in-law is another person than the relation it names ("mother-in-law" is not "mother").
+_EN_HOLDER = re.compile(rf"\b((?:{_EN_HOLDERS})(?:-in-law)?)(?:'s)?(?:\s+([A-Z][a-z]+))?\b", re.IGNORECASE)
 _EN_SELF = {"the", "user", "i", "he", "she", "they", "we", "my", "me", "his", "her", "their", "our", "it"}
 # A capitalised word that opens a sentence without naming anyone ("These days the user ...").
 _EN_NOT_NAMES = _EN_SELF | ENGLISH_STOPWORDS | {"today", "yesterday", "recently", "lately", "now", "user's"}
@@ -247,21 +258,28 @@ _EN_MARRIED = re.compile(
 _EMAIL = re.compile(r"(?P<value>[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9.-]{1,190}\.[A-Za-z]{2,24})")
 
 
-# A person has a work address and a personal one: which, when the fact says so.
-_EN_EMAIL_KIND = re.compile(r"\b(work|office|business|personal|private|home|school)\s+e-?mail", re.IGNORECASE)
-_ZH_EMAIL_KIND = re.compile(r"(工作|公司|私人|个人|学校)邮箱")
-_EMAIL_KINDS = {
-    "office": "work", "business": "work", "private": "personal", "home": "personal", "工作": "work",
-    "公司": "work", "私人": "personal", "个人": "personal", "学校": "school",
+# A person has a work address and a personal one, a home phone and a work phone: which, when the fact
+# says so. The kind stands right before the slot's word ("work e-mail", "家里的电话").
+_EN_KIND = re.compile(
+    r"\b(work|office|business|personal|private|home|school|landline)\s+(?:e-?mail|phone|number|line|cell|mobile)",
+    re.IGNORECASE,
+)
+_ZH_KIND = re.compile(r"(工作|公司|办公室?|私人|个人|学校|家里|家庭|座机)的?(?:邮箱|手机|电话)")
+_KINDS = {
+    "office": "work", "business": "work", "private": "personal", "工作": "work", "公司": "work",
+    "办公室": "work", "办公": "work",
+    "私人": "personal", "个人": "personal", "学校": "school", "家里": "home",
+    "家庭": "home", "座机": "home", "landline": "home",
 }  # fmt: skip
 
 
-def _email_slot(prefix: str) -> str:
-    kind = _EN_EMAIL_KIND.search(prefix[-40:]) or _ZH_EMAIL_KIND.search(prefix[-12:])
-    if kind is None:
-        return "email"
-    word = kind.group(1).casefold()
-    return f"email:{_EMAIL_KINDS.get(word, word)}"
+def _kind_slot(name: str, prefix: str) -> str:
+    """`name` ("email", "phone") qualified by the kind the words before its value name, if any."""
+    found = list(_EN_KIND.finditer(prefix[-40:])) or list(_ZH_KIND.finditer(prefix[-12:]))
+    if not found:
+        return name
+    word = found[-1].group(1).casefold()
+    return f"{name}:{_KINDS.get(word, word)}"
 
 
 def _en_holder(prefix: str) -> str:
@@ -304,11 +322,12 @@ def _english_slots(text: str) -> list[Slot]:
         for match in pattern.finditer(text):
             raw = match.group("value")
             value = _phone(raw) if name == "phone" else _value(raw)
+            slot = _kind_slot(name, text[: match.start("value")]) if name == "phone" else name
             if name == "diet":
                 value = value.replace(" ", "-")
             # Who moved is part of the match: the holder is read up to the verb.
             verb_at = match.end("mover") if "mover" in pattern.groupindex else match.start()
-            add(_en_holder(text[:verb_at]), name, value, match.start())
+            add(_en_holder(text[:verb_at]), slot, value, match.start())
     for match in _EN_SCHEDULE.finditer(text):
         what = _value(match.group("what"))
         when = _EN_WHEN_PREFIX.sub("", _value(match.group("value")))
@@ -334,7 +353,7 @@ def _english_slots(text: str) -> list[Slot]:
     for match in _EMAIL.finditer(text):
         add(
             _en_holder(text[: match.start()]),
-            _email_slot(text[: match.start()]),
+            _kind_slot("email", text[: match.start()]),
             match.group("value").casefold(),
             match.start(),
         )
@@ -461,13 +480,15 @@ def _chinese_slots(text: str) -> list[Slot]:
     for name, pattern in _ZH_SLOTS:
         for match in pattern.finditer(text):
             value = match.group("value")
+            slot = name
             if name == "phone":
                 value = _phone(value)
+                slot = _kind_slot(name, text[: match.start("value")])
             elif name == "diet":
                 value = diets.get(value, value)
             # A verb's leftovers are not a holder: "用户不再" is the subject, negated.
             holder = _zh_holder(_ZH_NEGATION.sub("", text[: match.start()]))
-            add(holder, name, value, match.start())
+            add(holder, slot, value, match.start())
     for match in _ZH_SCHEDULE.finditer(text):
         what = _ZH_SELF.sub("", match.group("what")) or match.group("what")
         add(_zh_holder(text[: match.start()]), f"schedule:{what}", match.group("value"), match.start())
@@ -486,7 +507,7 @@ def _chinese_slots(text: str) -> list[Slot]:
     for match in _EMAIL.finditer(text):
         add(
             _zh_holder(text[: match.start()]),
-            _email_slot(text[: match.start()]),
+            _kind_slot("email", text[: match.start()]),
             match.group("value").casefold(),
             match.start(),
         )
@@ -556,6 +577,7 @@ _SAME_RELATION = {
     "children": "child", "child": "child", "孩子": "child", "boss": "boss", "manager": "boss",
     "老板": "boss", "领导": "boss", "上司": "boss", "经理": "boss", "girlfriend": "partner",
     "boyfriend": "partner", "女朋友": "partner", "男朋友": "partner", "对象": "partner",
+    "grandma": "grandmother", "grandpa": "grandfather",
 }  # fmt: skip
 
 
@@ -564,10 +586,73 @@ def relations(text: str) -> frozenset[str]:
     a fact of the user's sister is not a fact of the user's."""
     clean = _clean(text)
     if language(clean) == CHINESE:
-        found = set(_ZH_HOLDER.findall(clean))
+        found = {
+            match.group(0)
+            for match in _ZH_HOLDER.finditer(clean)
+            if not _ZH_JOB_TITLE.match(clean, match.start() - 1)
+        }
     else:
-        found = {match.group(1).casefold() for match in _EN_HOLDER.finditer(clean)}
+        found = {
+            match.group(1).casefold()
+            for match in _EN_HOLDER.finditer(clean)
+            if match.group(1).casefold() not in _EN_TITLES or _EN_POSSESSED.search(clean, 0, match.start())
+        }
     return frozenset(_SAME_RELATION.get(word, word) for word in found - _NOT_PEOPLE)
+
+
+_EN_SELF_OPENING = re.compile(
+    r"^\W*(?:(?:the\s+)?user\b(?!'s|\s+name)|i\b|i'm\b|i've\b|we\b|we're\b|(?:got|just|finally|recently)\b)",
+    re.IGNORECASE,
+)
+_ZH_SELF_OPENING = re.compile(r"^\W*(?:用户|我)(?![的们家妈爸哥姐弟妹女儿老爱对闺])")
+
+
+def speaks_of_self(text: str) -> bool:
+    """Whether a content opens with its subject itself ("The user upgraded...", "我换了..."), not with
+    someone of theirs ("The user's mother...", "我妈..."): the people it names later are then what it
+    says, not whose fact it is ("handed the old phone down to their brother")."""
+    clean = _clean(text)
+    pattern = _ZH_SELF_OPENING if language(clean) == CHINESE else _EN_SELF_OPENING
+    return bool(pattern.match(clean))
+
+
+def names(text: str) -> frozenset[str]:
+    """The people a content names by name, where it says who they are or makes them its subject: the
+    name after a relation ("my daughter Emma", "女儿小雨") and the name that opens a clause ("Emma
+    started ...", "小雨今年..."). Case folded; a Chinese candidate is the two characters in that place."""
+    clean = _clean(text)
+    found: set[str] = set()
+    if language(clean) == CHINESE:
+        found.update(clean[m.end() : m.end() + 2] for m in _ZH_HOLDER.finditer(clean))
+        for clause in _ZH_CLAUSE.split(clean):
+            first_two = _ZH_SELF_FIRST.sub("", clause, count=1).strip()[:2]
+            if len(first_two) == 2:
+                found.add(first_two)
+        return frozenset(
+            name for name in found if len(name) == 2 and all("\u4e00" <= c <= "\u9fff" for c in name)
+        )
+    found.update(
+        m.group(2).casefold() for m in _EN_HOLDER.finditer(clean) if m.group(2) and m.group(2)[0].isupper()
+    )
+    for clause in _EN_CLAUSE.split(clean):
+        opening = _EN_NAME.match(clause)
+        if opening is not None and opening.group(1).casefold() not in _EN_NOT_NAMES | _EN_OPENING_WORDS:
+            found.add(opening.group(1).casefold())
+    return frozenset(found)
+
+
+# Words that open a memory's sentence capitalised without naming anyone ("Got engaged last month").
+_EN_OPENING_WORDS = frozenset(
+    "got just finally recently lately started moved switched quit please new old since after still "
+    "currently usually always never loves likes hates prefers wants works lives".split()
+)
+
+
+# "Manager" names a person's boss when it is someone's ("my manager", "the user's manager"); otherwise it
+# is a job ("promoted to manager", "Manager at Deloitte"). 产品经理, 项目经理 are jobs as well.
+_EN_TITLES = frozenset({"manager", "boss"})
+_EN_POSSESSED = re.compile(r"(?:\b(?:my|his|her|their|our|your)|'s)\s*$", re.IGNORECASE)
+_ZH_JOB_TITLE = re.compile(r"[品目户售务门总]经理")
 
 
 # Suffixes folded off English words, longest first, so "majoring" and "majors", "smoker" and
@@ -587,10 +672,17 @@ def topic_terms(text: str) -> frozenset[str]:
         terms = frozenset(query_terms(_ZH_FUNCTION.sub(" ", clean)))
         return frozenset(term for term in terms - _SELF_TERMS if not cue.fullmatch(term))
     return frozenset(
-        _SUFFIX.sub("", term)
-        for term in query_terms(clean)
-        if term not in _SELF_TERMS and not _EN_CUE.fullmatch(term)
+        fold(term) for term in query_terms(clean) if term not in _SELF_TERMS and not _EN_CUE.fullmatch(term)
     )
+
+
+_DOUBLED = re.compile(r"([b-df-hj-np-tv-z])\1$")
+
+
+def fold(word: str) -> str:
+    """An English word's rough stem: "running", "runs" and "run" are "run"; "smoker", "smoking" are
+    "smok". A Chinese term is itself."""
+    return _DOUBLED.sub(r"\1", _SUFFIX.sub("", word))
 
 
 _SWAP_SELF = re.compile(
@@ -604,7 +696,7 @@ def swapped(a: str, b: str) -> bool:
     of their wording they share."""
     clean_a, clean_b = _clean(a), _clean(b)
     if language(clean_a) == CHINESE:
-        left, right, longest = _SWAP_SELF.sub("", clean_a), _SWAP_SELF.sub("", clean_b), 3
+        left, right, longest = _SWAP_SELF.sub("", clean_a), _SWAP_SELF.sub("", clean_b), _ZH_SWAP_CHARS
         units_a: list[str] = list(left)
         units_b: list[str] = list(right)
     else:
@@ -613,7 +705,12 @@ def swapped(a: str, b: str) -> bool:
         longest = 2
     head, tail = common_ends(units_a, units_b)
     rest_a, rest_b = len(units_a) - head - tail, len(units_b) - head - tail
+    if language(clean_a) == CHINESE:  # names differ in length: 爱奇艺, 腾讯视频
+        return 1 <= rest_a <= _ZH_SWAP_CHARS and 1 <= rest_b <= _ZH_SWAP_CHARS
     return 1 <= rest_a == rest_b <= longest
+
+
+_ZH_SWAP_CHARS = 4
 
 
 def common_ends(a: Sequence[str], b: Sequence[str]) -> tuple[int, int]:

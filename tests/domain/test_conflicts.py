@@ -228,8 +228,11 @@ def fact(content: str) -> NewMemory:
         # worded as a change of a fact on the same topic, far apart in wording
         ("I closed my Chase account and moved everything to Ally Bank", "I bank with Chase", 0.6,
          Action.SUPERSEDE, "worded as a change of it (similarity 0.600, about bank, chase)"),
+        # ... and far apart in meaning too: the same facet of the user's life (domain/topics.py)
         ("I closed my Chase account and moved everything to Ally Bank", "I bank with Chase", 0.3,
-         Action.NEW, None),
+         Action.SUPERSEDE, "same facet, worded as a change: bank"),
+        # worded as a change of another facet: a new phone is not a new phone number
+        ("I finally switched to an iPhone 15", "My phone number is 415-555-0182.", 0.3, Action.NEW, None),
         # a schedule that moved is a new version; another activity's is not
         ("The yoga class moved to Thursdays.", "The user's yoga class is on Tuesdays.", 0.5, Action.SUPERSEDE,
          "same slot, new value: schedule:yoga class 'tuesdays' -> 'thursdays'"),
@@ -317,7 +320,15 @@ def test_content_key(a: str, b: str, same: bool) -> None:
         ("会议改到周五下午3点，A栋", {"weekday:4", "3", "a"}),
         ("会议改到星期五下午三点，A栋", {"weekday:4", "3", "a"}),
         ("十个人", {"10"}),
-        ("The user prefers Excel. Meeting on Friday at 15:00", {"excel", "weekday:4", "15:00"}),
+        ("The user prefers Excel. Meeting on Friday at 15:00", {"excel", "weekday:4", "15"}),
+        # one spelling per value: a whole hour, numbers in words, short weekdays, e-mail addresses
+        ("Reminders at 8am", {"8"}),
+        ("reminders at 8:00 AM", {"8"}),
+        ("I have two kids on the fourth floor", {"2", "4"}),
+        ("Works out Mon/Wed/Fri", {"weekday:0", "weekday:2", "weekday:4"}),
+        ("My phone number is 415-555-0182.", {"4155550182"}),  # the groups at a sentence's end
+        ("My work email is dana.r@acme.com.", {"dana.r@acme.com"}),
+        ("用户一周去健身房三次", {"3"}),  # a lone 一 counts a thing, it is no value
         ("I live in Berlin", {"berlin"}),
         ("the user likes tea", set()),
     ],

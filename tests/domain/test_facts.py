@@ -106,7 +106,11 @@ def test_identifiers(text: str, expected: set[str]) -> None:
         ("The user prefers Excel", True, False),  # a preference: one value replaces another
         ("I quit smoking three months ago", True, True),
         ("The user lives in Lisbon", False, False),
-        ("用户跳槽到了腾讯", False, False),
+        ("用户跳槽到了腾讯", True, True),
+        ("Got engaged to Marcus last month!", True, True),
+        ("用户已经戒烟三个月啦", True, True),  # spoken 啦 reads as 了
+        ("User graduated from MIT in 2015", False, False),  # a past event, not a change of a fact
+        ("用户说原来那个号不用了", True, True),
         ("用户换了一辆车", True, True),
         ("我现在不跑步了", True, True),
         ("用户现在住在上海", True, False),

@@ -1,0 +1,355 @@
+"""The facets of a person's life a fact is about, whatever its wording: where they live, their work, their
+partner, their phone number... in English and Chinese.
+
+The conflict rules use them where a fact's slot pattern (domain/facts.py) does not read its wording: "I'm
+single" and "got engaged to Marcus last month" share no word and no slot pattern, yet both are about the
+relationship facet, and the second says that something changed. A facet is recognised by its vocabulary
+(the words people use about it), so a new wording of an old update still lands on it.
+
+Two kinds of facet:
+- single-valued (`alone=True`): a person has one of it at a time (one home, one employer, one phone
+  number, one relationship status). A fact worded as a change of the same facet of the same people is an
+  update of it, even when the two share no other word.
+- many-valued (`alone=False`): drinks, sports, pets, meetings. A change there replaces only what it
+  names, so the two facts must also share a content term ("stopped running, I swim now" replaces "runs
+  5 km every evening"; "started drinking coffee" does not replace "likes green tea").
+
+Some facets have people as their value: a partner, a manager, an emergency contact. There the relation
+words ("wife", "老婆", "manager") say what the value is, not whose fact it is (`value_relations`).
+
+Every pattern is an alternation of literals (no nested repetition) over at most MAX_FACT_CHARS
+characters: linear in the text.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from hindsight_server.domain.facts import MAX_FACT_CHARS, fold
+from hindsight_server.domain.language import CHINESE, language
+
+__all__ = ["FACETS", "Facet", "FacetWords", "facets"]
+
+FacetWords = Mapping[str, frozenset[str]]  # facet name -> the words of it a text uses, case folded
+
+_ANY_RELATION = frozenset({"*"})
+
+
+@dataclass(frozen=True, slots=True)
+class Facet:
+    name: str
+    english: re.Pattern[str]
+    chinese: re.Pattern[str]
+    alone: bool = True  # single-valued: sharing the facet is enough (see the module's docstring)
+    # Its words name its values (colours, brands, languages): other words, another value.
+    valued: bool = False
+    # Relation words that are the facet's value, not its holder ("*": every relation word).
+    value_relations: frozenset[str] = frozenset()
+    # Facets that also need this to match (the language of replies needs a word about replies).
+    english_also: re.Pattern[str] | None = None
+    chinese_also: re.Pattern[str] | None = None
+
+    def ignores(self, relation: str) -> bool:
+        return self.value_relations == _ANY_RELATION or relation in self.value_relations
+
+
+def _en(words: str) -> re.Pattern[str]:
+    return re.compile(rf"\b(?:{words})\b", re.IGNORECASE)
+
+
+def _zh(words: str) -> re.Pattern[str]:
+    return re.compile(words, re.IGNORECASE)
+
+
+_JOBS_EN = (
+    "engineer|developer|programmer|analyst|designer|teacher|nurse|doctor|lawyer|accountant|barista|"
+    "consultant|director|cashier|chef|scientist|researcher|salesperson|architect|pharmacist|professor|"
+    "intern|freelancer|contractor|founder|cto|ceo|vp"
+)
+_JOBS_ZH = (
+    "工程师|经理|会计|老师|教师|护士|医生|律师|程序员|设计师|销售|运营|产品|总监|主管|实习|创业|外企|国企|"
+    "公务员|开了家|开了个|打工|种地|务农|做生意"
+)
+_LANGUAGES_EN = (
+    "english|spanish|german|french|chinese|mandarin|cantonese|japanese|korean|portuguese|italian|russian|"
+    "arabic|hindi|dutch"
+)
+_LANGUAGES_ZH = "中文|英文|英语|日语|日文|韩语|韩文|德语|法语|西班牙语|粤语|普通话"
+
+FACETS: tuple[Facet, ...] = (
+    Facet(
+        "residence",
+        _en(
+            r"live[sd]?|living|moved|moving|relocat\w*|apartment|flat|condo|house|lease|rent|rents|renting|"
+            r"neighbou?rhood|studio|roommates?|flatmates?|dorm"
+        ),
+        _zh(r"住|搬|租|公寓|房子|房东|定居|安家|落户|一居室|两居室|宿舍|室友"),
+        value_relations=frozenset({"roommate", "flatmate", "室友", "landlord", "房东"}),
+    ),
+    Facet(
+        "address",
+        _en(r"address|mail|mailing|shipping|deliver(?:y|ies)|p\.?o\.? box|zip code|postcode"),
+        _zh(r"地址|收货|寄到|邮寄|快递|邮编"),
+    ),
+    Facet(
+        "work",
+        _en(
+            rf"works?|working|worked|job|jobs|employ\w*|employer|hired|company|firm|career|promot\w*|"
+            rf"position|role|title|quit|resign\w*|laid off|fired|retire[sd]?|retiring|internship|startup|"
+            rf"freelanc\w*|{_JOBS_EN}"
+        ),
+        _zh(rf"工作|上班|公司|单位|入职|离职|辞职|跳槽|职位|岗位|职务|升职|转岗|退休|评上|{_JOBS_ZH}"),
+    ),
+    Facet(
+        "work_mode",
+        _en(r"remote(?:ly)?|from home|wfh|in the office|in-office|hybrid|commut\w*|return to the office"),
+        _zh(r"远程|居家办公|在家办公|坐班|通勤|回公司上班"),
+    ),
+    Facet(
+        "school",
+        _en(
+            r"school|university|college|student|study|studying|studies|studied|majors?|majoring|degree|"
+            r"graduat\w*|semester|kindergarten|daycare|preschool|elementary|phd|master's|masters|"
+            r"bachelor's|grade|campus|dissertation|thesis|postdoc"
+        ),
+        _zh(
+            r"学校|大学|小学|初中|高中|中学|幼儿园|读研|研究生|硕士|博士|本科|专业|上学|读书|年级|毕业|就读|"
+            r"考上|录取|转学|复旦|清华|北大"
+        ),
+    ),
+    Facet(
+        "relationship",
+        _en(
+            r"single|married|marry|marriage|wedding|engaged|engagement|fianc[eé]e?|divorc\w*|dating|"
+            r"girlfriend|boyfriend|partner|wife|husband|spouse|split up|broke up|separated|widow\w*|"
+            r"relationship"
+        ),
+        _zh(
+            r"单身|结婚|已婚|未婚|离婚|订婚|恋爱|对象|男朋友|女朋友|男友|女友|老公|老婆|妻子|丈夫|分手|脱单|相亲"
+        ),
+        value_relations=frozenset({"partner", "spouse", "fiance", "fiancee", "未婚妻", "未婚夫"}),
+    ),
+    Facet(
+        "phone_number",
+        _en(r"phone number|number|mobile|cell|cellphone|tel"),
+        _zh(r"手机号|号码|电话|换号|携号|新号"),
+    ),
+    Facet("email", _en(r"e-?mail|inbox|gmail|outlook|proton(?:mail)?"), _zh(r"邮箱|邮件|email")),
+    Facet(
+        "handle",
+        _en(r"username|user name|handle|wechat|telegram|whatsapp|discord|login|screen name"),
+        _zh(r"微信号|用户名|账号名|昵称|微信|抖音号"),
+    ),
+    Facet(
+        "carrier",
+        _en(
+            r"carrier|phone plan|data plan|provider|isp|isps|internet|broadband|fiber|verizon|t-mobile|"
+            r"at&t|comcast|xfinity|vodafone|ported|unlimited plan"
+        ),
+        _zh(r"套餐|运营商|中国移动|移动|联通|电信|宽带|携号转网|转网"),
+        valued=True,
+    ),
+    Facet(
+        "device",
+        _en(r"iphone|android|pixel|galaxy|smartphone|macbook|thinkpad|chromebook"),
+        _zh(r"iphone|苹果手机|安卓|华为mate|mate ?[0-9]+|小米手机|手机型号"),
+        valued=True,
+    ),
+    Facet(
+        "vehicle",
+        _en(
+            r"car|cars|drives|driving|drove|vehicle|suv|truck|pickup|sedan|motorbike|motorcycle|tesla|honda|"
+            r"toyota|bmw|audi|ford|subaru|civic|corolla|prius|traded|license plate|plate"
+        ),
+        _zh(r"车|特斯拉|本田|丰田|宝马|奔驰|比亚迪|大众|思域|驾驶"),
+        valued=True,
+    ),
+    Facet(
+        "diet",
+        _en(r"vegetarian|vegan|pescatarian|keto|meat|carnivore|omnivore|plant-based|halal|kosher"),
+        _zh(r"吃素|素食|纯素|全素|吃肉|荤|清真|生酮"),
+        valued=True,
+    ),
+    Facet("smoking", _en(r"smok\w*|cigarettes?|cigs|vape|vaping|nicotine"), _zh(r"烟|抽烟|戒烟|电子烟")),
+    Facet("alcohol", _en(r"alcohol|drinking|sober|booze|drinker"), _zh(r"喝酒|戒酒|酒")),
+    Facet("weight", _en(r"weigh|weighs|weight|kg|kilos?|pounds|lbs"), _zh(r"体重|公斤|斤|减肥|瘦了|胖了")),
+    Facet("age", _en(r"years old|year-old|age|aged|birthday|turned|turns"), _zh(r"岁|年龄|生日")),
+    Facet(
+        "income",
+        _en(r"salary|paid|pay|income|raise|wage|wages|earns?|earning|bonus|paycheck"),
+        _zh(r"工资|薪水|月薪|年薪|收入|涨薪|加薪|底薪"),
+    ),
+    Facet(
+        "sleep",
+        _en(
+            r"wakes?|woke|waking|get up|gets up|getting up|bed|bedtime|sleeps?|slept|asleep|night owl|"
+            r"early bird"
+        ),
+        _zh(r"起床|睡|作息|上床|熬夜|早起|夜猫子"),
+    ),
+    Facet(
+        "team",
+        _en(r"fan|fans|supports?|supporter|rooting for|favou?rite team|season tickets?"),
+        _zh(r"球队|主队|球迷|粉|支持"),
+        valued=True,
+    ),
+    Facet(
+        "colour",
+        _en(r"colou?rs?|red|blue|green|purple|yellow|black|white|pink|orange|grey|gray|teal"),
+        _zh(r"颜色|红色|蓝色|绿色|紫色|黄色|黑色|白色|粉色|橙色|灰色"),
+        valued=True,
+    ),
+    Facet(
+        "reply_language",
+        _en(_LANGUAGES_EN),
+        _zh(_LANGUAGES_ZH),
+        english_also=_en(
+            r"repl(?:y|ies)|respond\w*|responses?|answers?|answering|write to me|talk to me|"
+            r"language"
+        ),
+        chinese_also=_zh(r"回复|回答|回我|跟我说|和我说|语言|交流"),
+        valued=True,
+    ),
+    Facet(
+        "reply_style",
+        _en(r"concise|short|brief|detailed|long|lengthy|verbose|bullet|bullets|formal|casual|tone"),
+        _zh(r"简洁|简短|详细|长一点|短一点|啰嗦|正式|随意|语气"),
+        english_also=_en(
+            r"repl(?:y|ies)|respond\w*|responses?|answers?|explanations?|messages?|sentences?|"
+            r"keep it|words"
+        ),
+        chinese_also=_zh(r"回复|回答|解释|说话|讲"),
+        valued=True,
+    ),
+    Facet(
+        "name",
+        _en(r"call me|called|preferred name|nickname|goes by|go by|be called"),
+        _zh(r"叫我|称呼|昵称|改名"),
+    ),
+    Facet(
+        "timezone",
+        _en(r"time ?zone|pst|pdt|est|edt|cst|cet|cest|gmt|bst|utc|jst|ist|aest"),
+        _zh(r"时区"),
+        valued=True,
+    ),
+    Facet(
+        "manager",
+        _en(r"boss|manager|supervisor|reports to|reporting to|report to|team lead|line manager"),
+        _zh(r"领导|上司|老板|主管|直属|归.{0,3}管|汇报"),
+        value_relations=_ANY_RELATION,
+    ),
+    Facet(
+        "emergency_contact",
+        _en(r"emergency contact"),
+        _zh(r"紧急联系人"),
+        value_relations=_ANY_RELATION,
+    ),
+    Facet(
+        "care",
+        _en(r"dentist|dentists|doctor|doctors|physician|therapist|gp|pediatrician|dermatologist"),
+        _zh(r"牙医|医生|大夫|心理咨询师"),
+        value_relations=frozenset({"doctor", "dentist"}),
+    ),
+    Facet(
+        "bank",
+        _en(r"bank|banks|banking|checking account|savings account|credit union|chase|wells fargo|citibank"),
+        _zh(r"银行|开户|储蓄卡"),
+        valued=True,
+    ),
+    # Many-valued: a change replaces only what it names (a shared content term is also needed).
+    Facet(
+        "drink",
+        _en(r"coffee|tea|latte|espresso|americano|decaf|matcha|cappuccino|soda"),
+        _zh(r"咖啡|茶|拿铁|美式|奶茶|可乐"),
+        alone=False,
+    ),
+    Facet(
+        "exercise",
+        _en(
+            r"gym|gyms|run|runs|running|jog\w*|swim\w*|yoga|pilates|cycling|bike|workouts?|work out|"
+            r"works out|exercis\w*|marathon|crossfit|lifting|climbing|tennis|hiking"
+        ),
+        _zh(r"健身|跑步|游泳|瑜伽|骑行|锻炼|运动|年卡|爬山|网球|羽毛球"),
+        alone=False,
+    ),
+    Facet(
+        "music",
+        _en(r"music|genre|jazz|rock|pop|k-pop|hip-hop|rap|classical|band|singer"),
+        _zh(r"音乐|歌|乐队|歌手|爵士|摇滚|流行"),
+        alone=False,
+    ),
+    Facet(
+        "pet",
+        _en(r"pets?|dogs?|cats?|puppy|kitten|hamster|parrot|rabbit"),
+        _zh(r"宠物|狗|猫|金毛|泰迪|柯基|仓鼠|兔子"),
+        alone=False,
+    ),
+    Facet(
+        "schedule",
+        _en(
+            r"meeting|meetings|sync|standup|stand-up|1:1|one-on-one|class|classes|lesson|lessons|"
+            r"appointment|session|practice|training|shift|rehearsal|dinner|lunch"
+        ),
+        _zh(r"会议|例会|周会|晨会|课|训练|排练|门诊|复诊|值班|面试|饭局|聚餐"),
+        alone=False,
+    ),
+    Facet(
+        "medication",
+        re.compile(
+            r"\b(?:medication|meds|prescri\w*|doses?|dosage|mg|insulin|pills?|inhaler|tablets?)\b|(?<=[0-9])mg\b",
+            re.IGNORECASE,
+        ),
+        _zh(r"药|剂量|毫克|胰岛素|服用"),
+        alone=False,
+    ),
+    Facet(
+        "subscription",
+        _en(r"subscri\w*|netflix|spotify|hulu|disney|membership|premium|prime"),
+        _zh(r"会员|订阅|爱奇艺|腾讯视频|优酷|网易云|年费"),
+        alone=False,
+    ),
+    Facet(
+        "language_learning",
+        _en(_LANGUAGES_EN),
+        _zh(_LANGUAGES_ZH),
+        alone=False,
+        english_also=_en(r"learning|learns|studying|lessons|classes|duolingo|fluent|speaks?|speaking"),
+        chinese_also=_zh(r"学|说|课|考"),
+    ),
+
+)
+
+
+def facets(text: str) -> FacetWords:
+    """The facets a fact touches (FACETS), each with the words of it the fact uses, read from its first
+    MAX_FACT_CHARS characters."""
+    clean = unicodedata.normalize("NFKC", text[:MAX_FACT_CHARS])
+    chinese = language(clean) == CHINESE
+    found: dict[str, frozenset[str]] = {}
+    for facet in FACETS:
+        pattern, also = (
+            (facet.chinese, facet.chinese_also) if chinese else (facet.english, facet.english_also)
+        )
+        words = frozenset(_word(match.casefold()) for match in pattern.findall(clean))
+        if words and (also is None or also.search(clean)):
+            found[facet.name] = words
+    return found
+
+
+def _word(word: str) -> str:
+    """One spelling of a facet's word: "running", "runs" and "run" are "run"; "colour" is "color"."""
+    return _SPELLING.get(word) or fold(word)
+
+
+# One word per value, so that a synonym is not read as another value ("简洁" and "简短" are one).
+_SPELLING = {
+    "colour": "color", "colours": "color", "colors": "color", "grey": "gray",
+    "concise": "short", "brief": "short", "简洁": "short", "简短": "short", "短一点": "short",
+    "detailed": "long", "lengthy": "long", "verbose": "long", "详细": "long", "长一点": "long",
+    "啰嗦": "long", "英文": "english", "英语": "english", "中文": "chinese", "普通话": "chinese",
+    "mandarin": "chinese", "日语": "japanese", "日文": "japanese", "韩语": "korean", "韩文": "korean",
+    "德语": "german", "法语": "french", "西班牙语": "spanish", "粤语": "cantonese",
+}  # fmt: skip

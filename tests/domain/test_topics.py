@@ -1,0 +1,140 @@
+"""The facets of a person's life a fact is about (domain/topics.py), and what the conflict rules make of
+them (domain/conflicts.py rule 7): updates worded far apart, look-alikes kept."""
+
+import time
+
+import pytest
+
+from hindsight_server.domain.conflicts import Action, Existing, NewMemory, resolve
+from hindsight_server.domain.facts import MAX_FACT_CHARS, names, relations, speaks_of_self
+from hindsight_server.domain.model import Kind, Tier
+from hindsight_server.domain.topics import FACETS, facets
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("I'm single.", {"relationship"}),
+        ("Got engaged to Marcus last month!", {"relationship"}),
+        ("我单身。", {"relationship"}),
+        ("上个月订婚了。", {"relationship"}),
+        ("I use an Android phone (Pixel 6)", {"device"}),
+        ("My phone number is 415-555-0182.", {"phone_number"}),
+        ("我换号了，新号码是13987654321", {"phone_number"}),
+        ("Please reply in English", {"reply_language"}),
+        ("The user is learning Japanese", {"language_learning"}),  # a language alone is not the replies'
+        ("用户每天抽一包烟", {"smoking"}),
+        ("The user's manager is Sarah Kim", {"manager"}),
+        ("User drives a 2015 Honda Civic.", {"vehicle"}),
+        ("User takes 10mg of lisinopril daily.", {"medication"}),
+        ("The weather is nice today", set()),
+    ],
+)
+def test_facets_are_read_from_the_vocabulary(text: str, expected: set[str]) -> None:
+    assert set(facets(text)) == expected
+
+
+def test_facet_words_are_folded_to_one_spelling() -> None:
+    assert facets("User runs 5km every morning")["exercise"] == facets("stopped running")["exercise"]
+    assert facets("favourite colour: blue")["colour"] == frozenset({"color", "blue"})
+    assert facets("回答请尽量简短")["reply_style"] == facets("用户偏好简洁的回复")["reply_style"]
+
+
+def test_every_facet_has_both_languages() -> None:
+    assert all(facet.english.pattern and facet.chinese.pattern for facet in FACETS)
+    assert len({facet.name for facet in FACETS}) == len(FACETS)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("My daughter Emma goes to Lincoln Elementary.", {"emma"}),
+        ("Emma started middle school at Roosevelt this fall.", {"emma"}),
+        ("Got engaged to Marcus last month!", set()),  # a capitalised verb names nobody
+        ("I work at Deloitte", set()),
+        ("我女儿小雨在实验小学上学。", {"小雨", "女儿"}),
+    ],
+)
+def test_names(text: str, expected: set[str]) -> None:
+    assert names(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("用户是产品经理", set()),  # a job, not a boss
+        ("用户的直属领导是王经理", {"boss"}),
+        ("Got promoted to manager at Deloitte", set()),
+        ("The user's manager is Sarah Kim", {"boss"}),
+        ("User's mother-in-law lives in Austin.", {"mother-in-law"}),
+        ("Grandma Rosa moved to Tucson", {"grandmother"}),
+    ],
+)
+def test_relations_tell_a_job_and_an_in_law(text: str, expected: set[str]) -> None:
+    assert relations(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("User upgraded to a Pixel 8 and handed the old phone down to their brother.", True),
+        ("The user's mother lives in Boston", False),
+        ("我换了华为Mate 60", True),
+        ("我妈搬来苏州了", False),
+        ("Got engaged last month", True),
+    ],
+)
+def test_speaks_of_self(text: str, expected: bool) -> None:
+    assert speaks_of_self(text) is expected
+
+
+def fact(content: str) -> NewMemory:
+    return NewMemory("u", Kind.FACT, Tier.SEMANTIC, content)
+
+
+def existing(content: str, similarity: float) -> Existing:
+    return Existing("m-1", "u", Kind.FACT, Tier.SEMANTIC, content, similarity=similarity)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "similarity", "action"),
+    [
+        # updates that share no word with what they replace (cosines of the real embeddings)
+        ("I'm single.", "Got engaged to Marcus last month!", 0.17, Action.SUPERSEDE),
+        ("我单身。", "上个月订婚了。", 0.44, Action.SUPERSEDE),
+        ("User drives a 2015 Honda Civic.", "Traded the old car in for a Tesla Model 3 yesterday.", 0.36,
+         Action.SUPERSEDE),
+        ("我的手机号是13812345678", "我换号了，新号码是13987654321", 0.61, Action.SUPERSEDE),
+        # a new value of a facet whose words are values
+        ("用户最喜欢的颜色是红色。", "现在我最喜欢紫色。", 0.5, Action.SUPERSEDE),
+        ("My daughter Emma goes to Lincoln Elementary.", "Emma started middle school at Roosevelt this fall.",
+         0.55, Action.SUPERSEDE),  # the daughter, named once by relation and once by name
+        # the brother is who got the phone, not whose fact it is
+        ("User uses an iPhone 12.",
+         "User upgraded to a Pixel 8 and handed the old phone down to their brother.", 0.34,
+         Action.SUPERSEDE),
+        ("我平时喜欢喝绿茶", "我现在改喝咖啡了，茶基本不碰了", 0.57, Action.SUPERSEDE),  # 茶 in both
+        # look-alikes and additions stay
+        ("I like green tea", "I started drinking coffee too", 0.5, Action.NEW),  # a many-valued facet
+        ("User's mother lives in Boston.", "User's mother-in-law lives in Austin.", 0.66, Action.NEW),
+        ("User's home phone is 617-555-0100.", "User's work phone is 617-555-0199.", 0.76, Action.NEW),
+        ("My work email is dana.r@acme.com.", "My personal email is dana.r@gmail.com.", 0.76, Action.NEW),
+        ("I have a checking account at Chase ending in 4421.",
+         "I have a savings account at Chase ending in 7390.", 0.75, Action.NEW),  # no cue: both true
+        ("My sister is single.", "I got married in June.", 0.4, Action.NEW),  # another person's
+        # two services, named in spans of different lengths
+        ("用户的爱奇艺会员每月15号续费。", "用户的腾讯视频会员每月15号续费。", 0.88, Action.NEW),
+        # a paraphrase is not a change of its own facet
+        ("回答请尽量简短。", "用户偏好简洁的回复。", 0.43, Action.NEW),
+    ],
+)  # fmt: skip
+def test_the_same_facet_changed(old: str, new: str, similarity: float, action: Action) -> None:
+    assert resolve(fact(new), [existing(old, similarity)]).action is action
+
+
+def test_hostile_text_costs_a_bounded_time() -> None:
+    hostile = "switched my phone number and car and job " * 5_000 + "换了" * 50_000
+    started = time.process_time()
+    facets(hostile), names(hostile), speaks_of_self(hostile)
+    assert time.process_time() - started < 1.0
+    assert len(hostile) > MAX_FACT_CHARS
