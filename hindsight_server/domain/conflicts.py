@@ -68,9 +68,11 @@ __all__ = [
     "Action",
     "ConflictPolicy",
     "Existing",
+    "FactKeys",
     "NewMemory",
     "Resolution",
     "content_key",
+    "fact_keys",
     "resolve",
     "slot_keys",
     "value_tokens",
@@ -319,6 +321,28 @@ def slot_keys(content: str) -> tuple[str, ...]:
     """The slots a content fills, as the store indexes them to find a fact's earlier versions
     ("self:residence"), whatever the memory's kind (the rules check kinds themselves)."""
     return tuple(f"{slot.holder}:{slot.name}" for slot in slots(content))
+
+
+@dataclass(frozen=True, slots=True)
+class FactKeys:
+    """How the store files a fact, and finds the earlier facts a new one could replace beyond its nearest
+    by meaning: "got engaged to Marcus" is far from "I'm single" (cosine 0.17) but both are filed under
+    the relationship facet."""
+
+    filed_under: str | None  # its first slot ("self:residence"), else its first facet ("facet:relationship")
+    looks_for: tuple[str, ...]  # its slots, its facets, and the slots that are its facets ("self:vehicle")
+
+
+def fact_keys(content: str) -> FactKeys:
+    """The keys of a content, whatever the memory's kind (the rules check kinds themselves)."""
+    filled = slot_keys(content)
+    touched = facets(content)
+    # In FACETS' order, single-valued facets first: the one a fact is filed under is its likeliest.
+    about = [facet for facet in FACETS if facet.name in touched]
+    filed = filled[0] if filled else (f"facet:{about[0].name}" if about else None)
+    looks = [*filled, *(f"facet:{facet.name}" for facet in about)]
+    looks.extend(f"self:{slot}" for facet in about for slot in facet.slots)
+    return FactKeys(filed, tuple(dict.fromkeys(looks)))
 
 
 _CACHED_CHARS = 2_000  # readings of contents up to this long are kept (at most 4,096: ~10 MB)

@@ -48,6 +48,9 @@ class Facet:
     valued: bool = False
     # Relation words that are the facet's value, not its holder ("*": every relation word).
     value_relations: frozenset[str] = frozenset()
+    # The slots of domain/facts.py that are this facet ("employer" and "job" are the work facet): a fact
+    # filed under such a slot is found by a later fact of the facet that fills no slot.
+    slots: tuple[str, ...] = ()
     # Facets that also need this to match (the language of replies needs a word about replies).
     english_also: re.Pattern[str] | None = None
     chinese_also: re.Pattern[str] | None = None
@@ -83,11 +86,12 @@ FACETS: tuple[Facet, ...] = (
     Facet(
         "residence",
         _en(
-            r"live[sd]?|living|moved|moving|relocat\w*|apartment|flat|condo|house|lease|rent|rents|renting|"
-            r"neighbou?rhood|studio|roommates?|flatmates?|dorm"
+            r"live[sd]?|living|apartment|flat|condo|house|lease|rent|rents|renting|neighbou?rhood|studio|"
+            r"roommates?|flatmates?|dorm|moved out|moved in|moved into"
         ),
-        _zh(r"住|搬|租|公寓|房子|房东|定居|安家|落户|一居室|两居室|宿舍|室友"),
+        _zh(r"住|搬家|搬出|搬回|搬来|租|公寓|房子|房东|定居|安家|落户|一居室|两居室|宿舍|室友"),
         value_relations=frozenset({"roommate", "flatmate", "室友", "landlord", "房东"}),
+        slots=("residence",),
     ),
     Facet(
         "address",
@@ -98,10 +102,11 @@ FACETS: tuple[Facet, ...] = (
         "work",
         _en(
             rf"works?|working|worked|job|jobs|employ\w*|employer|hired|company|firm|career|promot\w*|"
-            rf"position|role|title|quit|resign\w*|laid off|fired|retire[sd]?|retiring|internship|startup|"
+            rf"position|role|title|resign\w*|laid off|fired|retire[sd]?|retiring|internship|startup|"
             rf"freelanc\w*|{_JOBS_EN}"
         ),
         _zh(rf"工作|上班|公司|单位|入职|离职|辞职|跳槽|职位|岗位|职务|升职|转岗|退休|评上|{_JOBS_ZH}"),
+        slots=("employer", "job"),
     ),
     Facet(
         "work_mode",
@@ -119,6 +124,7 @@ FACETS: tuple[Facet, ...] = (
             r"学校|大学|小学|初中|高中|中学|幼儿园|读研|研究生|硕士|博士|本科|专业|上学|读书|年级|毕业|就读|"
             r"考上|录取|转学|复旦|清华|北大"
         ),
+        slots=("school", "major"),
     ),
     Facet(
         "relationship",
@@ -131,23 +137,31 @@ FACETS: tuple[Facet, ...] = (
             r"单身|结婚|已婚|未婚|离婚|订婚|恋爱|对象|男朋友|女朋友|男友|女友|老公|老婆|妻子|丈夫|分手|脱单|相亲"
         ),
         value_relations=frozenset({"partner", "spouse", "fiance", "fiancee", "未婚妻", "未婚夫"}),
+        slots=("relation:spouse", "relation:partner"),
     ),
     Facet(
         "phone_number",
-        _en(r"phone number|number|mobile|cell|cellphone|tel"),
+        _en(r"phone number|new number|my number|(?:his|her|their) number|mobile|cell|cellphone|tel"),
         _zh(r"手机号|号码|电话|换号|携号|新号"),
+        slots=("phone",),
     ),
-    Facet("email", _en(r"e-?mail|inbox|gmail|outlook|proton(?:mail)?"), _zh(r"邮箱|邮件|email")),
+    Facet(
+        "email",
+        _en(r"e-?mail|inbox|gmail|outlook|proton(?:mail)?"),
+        _zh(r"邮箱|邮件|email"),
+        slots=("email",),
+    ),
     Facet(
         "handle",
         _en(r"username|user name|handle|wechat|telegram|whatsapp|discord|login|screen name"),
         _zh(r"微信号|用户名|账号名|昵称|微信|抖音号"),
+        slots=("username",),
     ),
     Facet(
         "carrier",
         _en(
             r"carrier|phone plan|data plan|provider|isp|isps|internet|broadband|fiber|verizon|t-mobile|"
-            r"at&t|comcast|xfinity|vodafone|ported|unlimited plan"
+            r"at&t|comcast|xfinity|vodafone|unlimited plan"
         ),
         _zh(r"套餐|运营商|中国移动|移动|联通|电信|宽带|携号转网|转网"),
         valued=True,
@@ -162,21 +176,25 @@ FACETS: tuple[Facet, ...] = (
         "vehicle",
         _en(
             r"car|cars|drives|driving|drove|vehicle|suv|truck|pickup|sedan|motorbike|motorcycle|tesla|honda|"
-            r"toyota|bmw|audi|ford|subaru|civic|corolla|prius|traded|license plate|plate"
+            r"toyota|bmw|audi|ford|subaru|civic|corolla|prius|license plate"
         ),
         _zh(r"车|特斯拉|本田|丰田|宝马|奔驰|比亚迪|大众|思域|驾驶"),
         valued=True,
+        slots=("vehicle",),
     ),
     Facet(
         "diet",
         _en(r"vegetarian|vegan|pescatarian|keto|meat|carnivore|omnivore|plant-based|halal|kosher"),
         _zh(r"吃素|素食|纯素|全素|吃肉|荤|清真|生酮"),
         valued=True,
+        slots=("diet",),
     ),
     Facet("smoking", _en(r"smok\w*|cigarettes?|cigs|vape|vaping|nicotine"), _zh(r"烟|抽烟|戒烟|电子烟")),
     Facet("alcohol", _en(r"alcohol|drinking|sober|booze|drinker"), _zh(r"喝酒|戒酒|酒")),
     Facet("weight", _en(r"weigh|weighs|weight|kg|kilos?|pounds|lbs"), _zh(r"体重|公斤|斤|减肥|瘦了|胖了")),
-    Facet("age", _en(r"years old|year-old|age|aged|birthday|turned|turns"), _zh(r"岁|年龄|生日")),
+    Facet(
+        "age", _en(r"years old|year-old|age|aged|birthday|turned [0-9]+|turns [0-9]+"), _zh(r"岁|年龄|生日")
+    ),
     Facet(
         "income",
         _en(r"salary|paid|pay|income|raise|wage|wages|earns?|earning|bonus|paycheck"),
@@ -240,6 +258,7 @@ FACETS: tuple[Facet, ...] = (
         _en(r"boss|manager|supervisor|reports to|reporting to|report to|team lead|line manager"),
         _zh(r"领导|上司|老板|主管|直属|归.{0,3}管|汇报"),
         value_relations=_ANY_RELATION,
+        slots=("relation:boss",),
     ),
     Facet(
         "emergency_contact",
@@ -258,6 +277,7 @@ FACETS: tuple[Facet, ...] = (
         _en(r"bank|banks|banking|checking account|savings account|credit union|chase|wells fargo|citibank"),
         _zh(r"银行|开户|储蓄卡"),
         valued=True,
+        slots=("bank",),
     ),
     # Many-valued: a change replaces only what it names (a shared content term is also needed).
     Facet(
@@ -319,7 +339,6 @@ FACETS: tuple[Facet, ...] = (
         english_also=_en(r"learning|learns|studying|lessons|classes|duolingo|fluent|speaks?|speaking"),
         chinese_also=_zh(r"学|说|课|考"),
     ),
-
 )
 
 

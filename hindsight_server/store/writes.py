@@ -14,7 +14,7 @@ from typing import Any
 import asyncpg
 from pgvector import Vector
 
-from hindsight_server.domain.conflicts import Action, Existing, content_key, slot_keys
+from hindsight_server.domain.conflicts import Action, Existing, FactKeys, content_key, fact_keys
 from hindsight_server.domain.conflicts import Resolution as ConflictResolution
 from hindsight_server.domain.errors import Aborted, FailedPrecondition, InvalidArgument
 from hindsight_server.domain.language import language
@@ -153,7 +153,13 @@ class MemoryWrites(MemoryReads):
                 by_graph = vector is not None and memory.subject in graph_subjects
                 derived = analysed[index]
                 peers = await _peers(
-                    connection, memory, derived.content_key, derived.slot_keys, vector, now, by_graph=by_graph
+                    connection,
+                    memory,
+                    derived.content_key,
+                    derived.keys.looks_for,
+                    vector,
+                    now,
+                    by_graph=by_graph,
                 )
                 resolution = await run_pure(
                     len(memory.content), decide, memory, peers
@@ -340,17 +346,17 @@ class MemoryWrites(MemoryReads):
 @dataclass(frozen=True, slots=True)
 class _Analysed:
     """What a write derives from a memory's content, computed once per write (an insert's, an update's):
-    its lexical document, language, content key and slot keys (the keys also find a resolving write's
-    peers; the first slot is the row's fact_slot)."""
+    its lexical document, language, content key and fact keys (the key it is filed under is the row's
+    fact_slot; the keys it looks for find a resolving write's peers)."""
 
     lexical: LexicalDocument
     language: str
     content_key: str
-    slot_keys: tuple[str, ...]
+    keys: FactKeys
 
     @property
     def fact_slot(self) -> str | None:
-        return next(iter(self.slot_keys), None)
+        return self.keys.filed_under
 
 
 @dataclass(frozen=True, slots=True)
@@ -608,7 +614,8 @@ async def _peers(
     by_graph: bool,
 ) -> list[Existing]:
     """The memory's live peers that could be the same thing: the same normalised content (`key`), the same
-    intent, a fact of the same slot (`slots`: "lives in Lisbon" for "moved to Porto"), or among the 5
+    intent, a fact filed under a key it looks for (`slots`, domain/conflicts.FactKeys: "lives in Lisbon"
+    for "moved to Porto", "I'm single" for "got engaged"), or among the 5
     nearest by meaning (`by_graph`: through HNSW, else by an exact scan). Live:
     active and not past its expiry (the expire job marks such a memory only later; recall already
     hides it)."""
@@ -762,7 +769,7 @@ async def _adjust_df(connection: asyncpg.Connection, tenant_id: str, changes: Ma
 
 
 def _derive(content: str) -> _Analysed:
-    return _Analysed(analyse(content), language(content), content_key(content), slot_keys(content))
+    return _Analysed(analyse(content), language(content), content_key(content), fact_keys(content))
 
 
 def _analyse(memories: Sequence[Memory]) -> list[_Analysed]:

@@ -99,3 +99,56 @@ async def test_two_hundred_look_alike_orders_stay_distinct_and_each_is_found(
             ]
             missed.append(f"{question} -> {found}")
     assert not missed, f"{len(missed)} of 200 orders not in the top 3 by their id: {missed[:10]}"
+
+
+# One person's memory, fact after fact: (content, the earlier content it must supersede, or None). Each is
+# met by every earlier fact of the subject, so a rule that fires on a pair too easily shows here.
+LIFE = (
+    ("The user lives in Lisbon.", None),
+    ("I work at Deloitte as an auditor.", None),
+    ("The user's sister Anna lives in Porto.", None),
+    ("I'm single.", None),
+    ("My phone number is 415-555-0182.", None),
+    ("The user drives a 2015 Honda Civic.", None),
+    ("I like green tea in the morning.", None),
+    ("The user moved the weekly meeting to Friday.", None),
+    ("My team moved to the 5th floor.", None),
+    ("I started learning the guitar.", None),
+    ("My sister got married in June.", None),
+    ("I switched to an iPhone 15.", None),
+    ("The user's mother-in-law lives in Austin.", None),
+    ("My work email is dana.r@acme.com.", None),
+    ("My personal email is dana.r@gmail.com.", None),
+    ("I started drinking coffee too.", None),
+    ("Got engaged to Marcus last month!", "I'm single."),
+    ("New number, please update it: 628-555-0147.", "My phone number is 415-555-0182."),
+    ("Traded the old car in for a Tesla Model 3 yesterday.", "The user drives a 2015 Honda Civic."),
+)
+# The same in Chinese, another user: "我住在上海" after "lives in Lisbon" would be the user's own move.
+LIFE_ZH = (
+    ("我住在上海浦东。", None),
+    ("我妈住在哈尔滨。", None),
+    ("用户每天抽一包烟。", None),
+    ("会议改到了周五下午。", None),
+    ("我妈搬来苏州跟我们一起住了。", "我妈住在哈尔滨。"),
+    ("去年年底就把烟戒了。", "用户每天抽一包烟。"),
+)
+
+
+async def test_a_life_written_fact_by_fact_keeps_what_is_distinct(
+    client: HindsightClient, tenant: str
+) -> None:
+    """Every true update supersedes its own fact and nothing else is superseded, though each fact meets
+    all the earlier ones: a look-alike (a sister's home, a work and a personal e-mail), a fact worded as a
+    change of something else (a meeting or a team that moved, a new phone), an addition (coffee too)."""
+    ids: dict[str, str] = {}
+    for subject, content, replaces in [("user-en", *fact) for fact in LIFE] + [
+        ("user-zh", *f) for f in LIFE_ZH
+    ]:
+        written = await client.write(tenant, content, subject=subject, **FACT)
+        ids[content] = written.memory.id
+        if replaces is None:
+            assert written.resolution == "created", (content, written.resolution_reason)
+        else:
+            assert written.resolution == "superseded", (content, written.resolution_reason)
+            assert written.memory.supersedes == ids[replaces], (content, written.resolution_reason)
