@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -258,6 +258,13 @@ class TritonReranker(_ModelClient):
     ) -> None:
         super().__init__(url, model, on_call, tls)
 
+    async def on_gpu(self, *, timeout_s: float = 1.0) -> bool:
+        """Whether the tier runs the cross-encoder on a GPU (its model configuration's instance groups)."""
+        config = await self._call(
+            "config", 0, lambda c: c.get_model_config(self.model, as_json=True, client_timeout=timeout_s)
+        )
+        return runs_on_gpu(config)
+
     async def rerank(self, query: str, passages: Sequence[str], *, timeout_s: float) -> list[float]:
         """Scores (raw logits, higher = more relevant) in the order of `passages`."""
         if not passages:
@@ -272,6 +279,14 @@ class TritonReranker(_ModelClient):
             lambda c: c.infer(self.model, [query_input, passages_input], client_timeout=timeout_s),
         )
         return [float(score) for score in _output(result, "scores")]
+
+
+def runs_on_gpu(config: Mapping[str, Any]) -> bool:
+    """Whether a model configuration, as Triton's model-config call answers it in JSON (the model's
+    config.pbtxt under "config"), puts an instance of the model on a GPU."""
+    body = config.get("config", config)
+    groups = body.get("instance_group", []) if isinstance(body, Mapping) else []
+    return any(isinstance(group, Mapping) and group.get("kind") == "KIND_GPU" for group in groups)
 
 
 def _output(result: InferResult, name: str) -> npt.NDArray[Any]:

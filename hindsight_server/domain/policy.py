@@ -107,12 +107,13 @@ class RecallPolicy:
     # shipped one is English; domain/rerank.py) has its rerank_candidates best rescored, their
     # similarity becoming (1 - rerank_weight) x similarity + rerank_weight x sigmoid(logit), and
     # reordered among themselves. `rerank` is the default of every profile, rerank_by_profile (profile
-    # -> on or off) overrides it per profile. Off by default: on LoCoMo dev it bought ~3 points of R@5
-    # for ~55 ms of Triton CPU per candidate on 2 CPU cores (BENCHMARKS.md, "A real cross-encoder").
+    # -> on or off) overrides it per profile. Unset (None), it is on where the tier runs the cross-encoder
+    # on a GPU (a few ms a recall) and off on a CPU tier: on LoCoMo dev it bought ~3 points of R@5 for
+    # 14-55 ms of Triton CPU per candidate on 2 CPU cores (BENCHMARKS.md, "A real cross-encoder").
     # Depth 10: 20 cost twice as much for no more R@5 and less R@10 (it reorders the 20 and pushes
     # some evidence out of the first 10). Weight 0.7: 1.0 (the cross-encoder alone) measured R@5 65.1
     # against 67.0, and worse on LoCoMo's adversarial questions, whose speaker it ignores. Depth 0: never.
-    rerank: bool = False
+    rerank: bool | None = None
     rerank_by_profile: dict[str, bool] = field(default_factory=dict)
     rerank_candidates: int = 10
     rerank_weight: float = 0.7

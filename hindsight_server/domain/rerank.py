@@ -30,10 +30,12 @@ def latin_share(text: str) -> float:
     return sum(1 for unit in units if _LATIN_WORD.fullmatch(unit)) / len(units)
 
 
-def rerank_depth(query_text: str, profile: str, policy: RecallPolicy) -> int:
+def rerank_depth(query_text: str, profile: str, policy: RecallPolicy, *, on_gpu: bool) -> int:
     """How many of a recall's best candidates the cross-encoder rescores (0: none). On when the recall's
-    profile says so (rerank_by_profile, else the `rerank` default) and the query is mostly (more than
-    half) Latin script; a query without letters ("2023-05-07", "???") gives the model nothing to judge."""
-    if not policy.rerank_by_profile.get(profile, policy.rerank):
+    profile says so (rerank_by_profile, else the `rerank` default; unset, where the cross-encoder runs on
+    a GPU: `on_gpu`) and the query is mostly (more than half) Latin script; a query without letters
+    ("2023-05-07", "???") gives the model nothing to judge."""
+    chosen = policy.rerank_by_profile.get(profile, policy.rerank)
+    if not (on_gpu if chosen is None else chosen):
         return 0
     return policy.rerank_candidates if latin_share(query_text) > 0.5 else 0

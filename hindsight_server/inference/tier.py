@@ -50,6 +50,7 @@ class InferenceTier:
         self._available = False
         self._english_available = False
         self._can_rerank = False
+        self._rerank_on_gpu = False
         self.problem = "not checked yet"
 
     @property
@@ -72,6 +73,12 @@ class InferenceTier:
         """The tier serves a cross-encoder and it answered the last probe."""
         return self._available and self._can_rerank
 
+    @property
+    def rerank_on_gpu(self) -> bool:
+        """The tier's cross-encoder answers and runs on a GPU, where it costs a few ms a recall: recall
+        then reranks by default (RecallPolicy.rerank unset)."""
+        return self.can_rerank and self._rerank_on_gpu
+
     async def refresh(self, timeout_s: float = 2.0) -> bool:
         """Probes the tier; on (re)connection reads the model's dimension and checks it. Never raises
         for an unreachable tier; raises DimensionMismatch when the model cannot fit the table."""
@@ -93,11 +100,27 @@ class InferenceTier:
                 )
             self._english_available = not english_problem
         self._can_rerank = self._reranker is not None and await self._reranker.ready(timeout_s=timeout_s)
+        if self._can_rerank and self._reranker is not None:
+            self._rerank_on_gpu = await self._placed_on_gpu(self._reranker, timeout_s)
         ready = await asyncio.gather(
             *(twin.ready(timeout_s=timeout_s) for twin in self._query_twins.values())
         )
         self._twins_ready = {space for space, up in zip(self._query_twins, ready, strict=True) if up}
         return True
+
+    async def _placed_on_gpu(self, reranker: TritonReranker, timeout_s: float) -> bool:
+        """Where the cross-encoder runs; a tier that does not say is taken for a CPU one (reranking off by
+        default there: tens of ms of CPU a candidate)."""
+        try:
+            on_gpu = await reranker.on_gpu(timeout_s=timeout_s)
+        except InferenceError as exc:  # the embedder's errors, unavailability included
+            log.warning(
+                "cross-encoder %r: its placement is unknown (%s); taken for a CPU", reranker.model, exc
+            )
+            return False
+        if on_gpu != self._rerank_on_gpu:
+            log.info("cross-encoder %r runs on %s", reranker.model, "a GPU" if on_gpu else "CPU")
+        return on_gpu
 
     async def _probe(
         self, embedder: TritonEmbedder, space: VectorSpace, connected: bool, timeout_s: float

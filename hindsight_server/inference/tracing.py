@@ -64,6 +64,7 @@ def inference_figures(tier: InferenceTier) -> InferenceFigures:
         problem=tier.problem,
         english=tier.serves(VectorSpace.ENGLISH),
         rerank=tier.can_rerank,
+        rerank_on_gpu=tier.rerank_on_gpu,
     )
 
 

@@ -201,6 +201,10 @@ class Reranker(Protocol):
     @property
     def can_rerank(self) -> bool: ...
 
+    @property
+    def rerank_on_gpu(self) -> bool:
+        """The cross-encoder runs on a GPU: recall reranks by default (domain/rerank.py)."""
+
     async def rerank(self, query: str, passages: Sequence[str], timeout_s: float) -> list[float]:
         """A cross-encoder's logit per passage."""
 

@@ -238,8 +238,10 @@ class RecallPipeline:
         """Rescores the best candidates with the tier's cross-encoder, when it has one, the recall's
         profile and script call for it (domain/rerank.py), and it answers in time."""
         policy = self._settings.policy
-        depth = rerank_depth(query.text, query.profile, policy)
-        if self._inference is None or not self._inference.can_rerank or not ranked or not depth:
+        if self._inference is None or not self._inference.can_rerank or not ranked:
+            return ranked, False
+        depth = rerank_depth(query.text, query.profile, policy, on_gpu=self._inference.rerank_on_gpu)
+        if not depth:
             return ranked, False
         head, tail = ranked[:depth], ranked[depth:]
         try:

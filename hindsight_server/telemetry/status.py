@@ -74,6 +74,7 @@ class InferenceFigures:
     problem: str  # why not, when it does not
     english: bool  # the English model answers
     rerank: bool  # a cross-encoder answers
+    rerank_on_gpu: bool  # ... on a GPU: recall reranks by default (recall.rerank unset)
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,24 +35,31 @@ QA = RecallPolicy(rerank_by_profile={"knowledge_qa": True})
 )
 def test_only_mostly_latin_queries_are_reranked(text: str, share: float, reranked: bool) -> None:
     assert latin_share(text) == pytest.approx(share)
-    assert rerank_depth(text, "default", ON) == (20 if reranked else 0)
+    assert rerank_depth(text, "default", ON, on_gpu=False) == (20 if reranked else 0)
 
 
 @pytest.mark.parametrize(
-    ("policy", "profile", "depth"),
+    ("policy", "profile", "on_gpu", "depth"),
     [
-        (RecallPolicy(), "default", 0),  # off by default
-        (RecallPolicy(), "knowledge_qa", 0),
-        (QA, "knowledge_qa", 10),  # a profile turns it on
-        (QA, "custom", 0),  # explicit weights follow the default
-        (RecallPolicy(rerank=True), "support", 10),
-        (RecallPolicy(rerank=True, rerank_by_profile={"support": False}), "support", 0),
-        (RecallPolicy(rerank=True, rerank_candidates=40), "default", 40),
-        (RecallPolicy(rerank=True, rerank_candidates=0), "default", 0),  # depth 0: never
+        (RecallPolicy(), "default", False, 0),  # unset: off where the cross-encoder runs on CPU
+        (RecallPolicy(), "default", True, 10),  # ... on where it runs on a GPU
+        (RecallPolicy(), "knowledge_qa", True, 10),
+        (RecallPolicy(rerank=False), "default", True, 0),  # set: as set, wherever it runs
+        (RecallPolicy(rerank=False, rerank_by_profile={"knowledge_qa": True}), "knowledge_qa", True, 10),
+        (QA, "knowledge_qa", False, 10),  # a profile turns it on
+        (QA, "custom", False, 0),  # explicit weights follow the default
+        (QA, "custom", True, 10),
+        (RecallPolicy(rerank_by_profile={"support": False}), "support", True, 0),
+        (RecallPolicy(rerank=True), "support", False, 10),
+        (RecallPolicy(rerank=True, rerank_by_profile={"support": False}), "support", False, 0),
+        (RecallPolicy(rerank=True, rerank_candidates=40), "default", False, 40),
+        (RecallPolicy(rerank_candidates=0), "default", True, 0),  # depth 0: never
     ],
 )
-def test_the_profile_or_the_default_turns_it_on(policy: RecallPolicy, profile: str, depth: int) -> None:
-    assert rerank_depth("Which instrument is Bob learning?", profile, policy) == depth
+def test_the_profile_the_default_or_the_tier_turns_it_on(
+    policy: RecallPolicy, profile: str, on_gpu: bool, depth: int
+) -> None:
+    assert rerank_depth("Which instrument is Bob learning?", profile, policy, on_gpu=on_gpu) == depth
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from embedder.client import CallRecord, TritonEmbedder, TritonReranker
+from embedder.client import CallRecord, TritonEmbedder, TritonReranker, runs_on_gpu
 from embedder.errors import InferenceBusy, InferenceUnavailable
 from embedder.repository import EmbedModelOptions, RepositoryOptions, build_repository
 from embedder.triton import TritonOptions, TritonPorts, TritonServer, TritonStartError
@@ -206,3 +206,24 @@ def test_document_models_run_at_the_bulk_niceness_and_query_twins_do_not(triton_
     assert triton_server.pid is not None
     assert _stub_niceness(triton_server.pid, "embed") == {10}
     assert _stub_niceness(triton_server.pid, "embed_query") == {0}
+
+
+async def test_the_tier_says_where_the_cross_encoder_runs(reranker: TritonReranker) -> None:
+    """Read from the model's configuration: this tier's instances are KIND_CPU, so recall does not rerank
+    by default here (domain/rerank.py)."""
+    assert await reranker.on_gpu(timeout_s=5) is False
+
+
+@pytest.mark.parametrize(
+    ("config", "on_gpu"),
+    [
+        ({"config": {"instance_group": [{"kind": "KIND_CPU", "count": 1}]}}, False),
+        ({"config": {"instance_group": [{"kind": "KIND_GPU", "count": 1, "gpus": [0]}]}}, True),
+        ({"config": {"instance_group": [{"kind": "KIND_CPU"}, {"kind": "KIND_GPU"}]}}, True),
+        ({"instance_group": [{"kind": "KIND_GPU"}]}, True),  # the config itself
+        ({"config": {}}, False),  # no group: Triton's default placement is not assumed to be a GPU
+        ({"config": {"instance_group": "KIND_GPU"}}, False),  # malformed: not a list of groups
+    ],
+)
+def test_a_model_configuration_names_its_placement(config: dict[str, object], on_gpu: bool) -> None:
+    assert runs_on_gpu(config) is on_gpu

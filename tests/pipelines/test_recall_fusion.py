@@ -80,17 +80,21 @@ async def test_a_sick_embedder_degrades_the_vector_channel_and_the_words_still_a
 
 
 @pytest.mark.parametrize(
-    ("reranks", "reranked"),
-    [(True, True), (False, False)],  # no cross-encoder: answered without it, not failed
+    ("reranks", "on_gpu", "policy", "reranked"),
+    [
+        (True, False, RecallPolicy(rerank=True), True),
+        (False, False, RecallPolicy(rerank=True), False),  # no cross-encoder: answered without it
+        (True, True, RecallPolicy(), True),  # unset: on where it runs on a GPU
+        (True, False, RecallPolicy(), False),  # ... and off on CPU
+        (True, True, RecallPolicy(rerank=False), False),
+    ],
 )
 async def test_the_cross_encoder_rescores_when_the_policy_and_the_tier_allow(
-    reranks: bool, reranked: bool
+    reranks: bool, on_gpu: bool, policy: RecallPolicy, reranked: bool
 ) -> None:
     store = embedded_store(FACTS)
-    policy = RecallPolicy(rerank=True)
-    result = await recall(
-        store, FakeInferenceTier(reranks=reranks), "is the user allergic to peanuts", policy=policy
-    )
+    tier = FakeInferenceTier(reranks=reranks, on_gpu=on_gpu)
+    result = await recall(store, tier, "is the user allergic to peanuts", policy=policy)
     assert result.reranked is reranked
     assert result.hits[0].memory.content == FACTS[0]
 

@@ -38,6 +38,7 @@ class FakeInferenceTier:
     english: bool = False  # an English model is configured (and answers while the tier and english_up are)
     english_up: bool = True
     reranks: bool = False  # a cross-encoder is served
+    on_gpu: bool = False  # ... on a GPU
     max_terms: int = 512  # a longer text is embedded truncated
     fails_on: frozenset[str] = frozenset()  # texts the model errs on: a call holding one fails whole
     embedded: list[tuple[VectorSpace, tuple[str, ...]]] = field(default_factory=list)  # documents, in order
@@ -56,6 +57,10 @@ class FakeInferenceTier:
     @property
     def can_rerank(self) -> bool:
         return self.up and self.reranks
+
+    @property
+    def rerank_on_gpu(self) -> bool:
+        return self.can_rerank and self.on_gpu
 
     def _model(self, space: VectorSpace) -> None:
         if not self.serves(space):
