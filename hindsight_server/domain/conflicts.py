@@ -62,7 +62,7 @@ from hindsight_server.domain.facts import (
 from hindsight_server.domain.language import CHINESE, language
 from hindsight_server.domain.model import Entities, JsonValue, Kind, Memory, MemoryDraft, Tier
 from hindsight_server.domain.numerals import parse_number
-from hindsight_server.domain.topics import FACETS, Facet, FacetWords, facets
+from hindsight_server.domain.topics import FACETS, FAVOURITE, Facet, FacetWords, facet_named, facets
 
 __all__ = [
     "Action",
@@ -337,11 +337,14 @@ def fact_keys(content: str) -> FactKeys:
     """The keys of a content, whatever the memory's kind (the rules check kinds themselves)."""
     filled = slot_keys(content)
     touched = facets(content)
-    # In FACETS' order, single-valued facets first: the one a fact is filed under is its likeliest.
-    about = [facet for facet in FACETS if facet.name in touched]
-    filed = filled[0] if filled else (f"facet:{about[0].name}" if about else None)
-    looks = [*filled, *(f"facet:{facet.name}" for facet in about)]
-    looks.extend(f"self:{slot}" for facet in about for slot in facet.slots)
+    # In FACETS' order, single-valued facets first: the one a fact is filed under is its likeliest. A
+    # favourite ("favourite:band") is the facts.py slot of the same name.
+    known = [facet for facet in FACETS if facet.name in touched]
+    favourites = sorted(name for name in touched if facet_named(name) is FAVOURITE)
+    about = [*favourites, *(facet.name for facet in known)]
+    filed = filled[0] if filled else (f"facet:{about[0]}" if about else None)
+    looks = [*filled, *(f"facet:{name}" for name in about), *(f"self:{name}" for name in favourites)]
+    looks.extend(f"self:{slot}" for facet in known for slot in facet.slots)
     return FactKeys(filed, tuple(dict.fromkeys(looks)))
 
 
@@ -531,9 +534,6 @@ def _rule(
     return _by_facet(new_reading, old_reading, old, bool(shared), bool(differing))
 
 
-_FACETS = {facet.name: facet for facet in FACETS}
-
-
 def _by_facet(
     new: _Reading, old: _Reading, old_memory: Existing, share_a_term: bool, differ: bool
 ) -> tuple[int, Resolution] | None:
@@ -545,9 +545,11 @@ def _by_facet(
     facet (drinks, sports) needs a strong cue and something shared besides: a content term or a word of
     the facet ("茶" in both)."""
     for name in sorted(new.facets.keys() & old.facets.keys()):
-        facet = _FACETS[name]
+        facet = facet_named(name)
         now, before = new.facets[name], old.facets[name]
-        if facet.alone:
+        if facet.states:
+            changed = (new.changes or new.cue) and bool(now - before - {""})
+        elif facet.alone:
             valued = facet.valued and not now <= before
             changed = new.changes or (new.cue and (differ or valued))
         else:

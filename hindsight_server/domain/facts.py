@@ -106,14 +106,16 @@ _EN_CHANGE = (
     r"got (?:married|engaged|hired|promoted|divorced|fired|laid off|a new)|started|starting|began|traded|"
     r"ported|pushed|going forward|passed away|died|ended|split up|separated|upgraded|doubled|halved|"
     r"increased|decreased|raised|lowered|reduced|"
-    r"downgraded|returned|return to|gave up|gave away|signed a lease|done with|update|switch|relocated"
+    r"downgraded|returned|return to|gave up|gave away|signed a lease|done with|update|switch|relocated|"
+    r"graduated|accepted an offer|dropped|migrated|bumped|is off|called off|no more"
 )
-_EN_WEAK = r"now|new|currently|these days|nowadays|latest|become"
+_EN_WEAK = r"now|new|currently|these days|nowadays|latest|become|again"
 _ZH_CHANGE = (
     r"改成|改为|改到|改在|改期|改了|改喝|改用|换成|换了|换到|换号|换车|搬|不再|变成|以后|推迟|提前|延期|已经不|离职|"
     r"辞职|转学|转专业|转岗|调到|调走|分手|卖了|退休|涨|戒|不.{0,4}了|没有.{0,6}了|跳槽|订婚|结婚了|离婚|"
     r"升职|升为|升到|升了|升初中|升高中|转到|转去|转网|携号|评上|调整|取消|转掉|送给|送人|去世|开始|停了|"
     r"领证|"
+    r"毕业了|入职|放弃|暂停|走丢|丢了|死了|分了|调薪|降薪|加到|减到|降到|今后|"
     r"(?<!交)换|(?<![修])改(?![善进革])"
 )
 _ZH_WEAK = r"现在|目前|如今|新的|新号|最新|原来|旧"
@@ -375,7 +377,8 @@ _ZH_RELATIONS = {
 _ZH_HOLDERS = (
     "未婚妻|未婚夫|女朋友|男朋友|妻子|老婆|太太|丈夫|老公|爱人|对象|妈妈|母亲|爸爸|父亲|父母|哥哥|弟弟|姐姐|"
     "妹妹|儿子|女儿|孩子|朋友|妈|爸|同事|同学|室友|邻居|老板|领导|上司|经理|房东|爷爷|奶奶|外公|外婆|叔叔|阿姨|"
-    "表哥|表姐|表弟|表妹|公司|团队|狗|猫|(?<=我)[哥姐弟妹]"
+    "表哥|表姐|表弟|表妹|堂哥|堂姐|堂弟|堂妹|姑姑|姑妈|姑父|舅舅|舅妈|姨妈|小姨|姨父|伯伯|伯母|婶婶|岳父|岳母|公公|"
+    "婆婆|嫂子|姐夫|妹夫|弟媳|侄子|侄女|外甥|外甥女|孙子|孙女|闺女|公司|团队|狗|猫|(?<=我)[哥姐弟妹]"
 )
 _ZH_HOLDER = re.compile(_ZH_HOLDERS)
 # What a plain subject is written as: its removal leaves nothing when the fact is the subject's own.
@@ -577,7 +580,7 @@ _SAME_RELATION = {
     "children": "child", "child": "child", "孩子": "child", "boss": "boss", "manager": "boss",
     "老板": "boss", "领导": "boss", "上司": "boss", "经理": "boss", "girlfriend": "partner",
     "boyfriend": "partner", "女朋友": "partner", "男朋友": "partner", "对象": "partner",
-    "grandma": "grandmother", "grandpa": "grandfather",
+    "grandma": "grandmother", "grandpa": "grandfather", "闺女": "女儿",
 }  # fmt: skip
 
 

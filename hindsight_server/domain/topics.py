@@ -30,8 +30,9 @@ from dataclasses import dataclass
 
 from hindsight_server.domain.facts import MAX_FACT_CHARS, fold
 from hindsight_server.domain.language import CHINESE, language
+from hindsight_server.domain.numerals import EN_NUMBER
 
-__all__ = ["FACETS", "Facet", "FacetWords", "facets"]
+__all__ = ["FACETS", "FAVOURITE", "Facet", "FacetWords", "facet_named", "facets"]
 
 FacetWords = Mapping[str, frozenset[str]]  # facet name -> the words of it a text uses, case folded
 
@@ -46,6 +47,9 @@ class Facet:
     alone: bool = True  # single-valued: sharing the facet is enough (see the module's docstring)
     # Its words name its values (colours, brands, languages): other words, another value.
     valued: bool = False
+    # Its words are states one replaces another of (single, engaged, married): the same state said again
+    # is no change, whatever the cue ("已婚" and "已经结婚了").
+    states: bool = False
     # Relation words that are the facet's value, not its holder ("*": every relation word).
     value_relations: frozenset[str] = frozenset()
     # The slots of domain/facts.py that are this facet ("employer" and "job" are the work facet): a fact
@@ -87,7 +91,7 @@ FACETS: tuple[Facet, ...] = (
         "residence",
         _en(
             r"live[sd]?|living|apartment|flat|condo|house|lease|rent|rents|renting|neighbou?rhood|studio|"
-            r"roommates?|flatmates?|dorm|moved out|moved in|moved into"
+            r"roommates?|flatmates?|dorm|landlord|mov(?:ed|ing|e) (?:out|in|into)"
         ),
         _zh(r"住|搬家|搬出|搬回|搬来|租|公寓|房子|房东|定居|安家|落户|一居室|两居室|宿舍|室友"),
         value_relations=frozenset({"roommate", "flatmate", "室友", "landlord", "房东"}),
@@ -103,10 +107,16 @@ FACETS: tuple[Facet, ...] = (
         _en(
             rf"works?|working|worked|job|jobs|employ\w*|employer|hired|company|firm|career|promot\w*|"
             rf"position|role|title|resign\w*|laid off|fired|retire[sd]?|retiring|internship|startup|"
-            rf"freelanc\w*|{_JOBS_EN}"
+            rf"freelanc\w*|offer|nursing|teaching|{_JOBS_EN}"
         ),
         _zh(rf"工作|上班|公司|单位|入职|离职|辞职|跳槽|职位|岗位|职务|升职|转岗|退休|评上|{_JOBS_ZH}"),
         slots=("employer", "job"),
+    ),
+    Facet(
+        "commute",
+        _en(r"commut\w*|train|subway|metro|bus|e-bike|bike to work|ride to work|drive to work|carpool"),
+        _zh(r"通勤|地铁|公交|开车去公司|开车上班|骑车上班|打车上班|坐班车"),
+        valued=True,
     ),
     Facet(
         "work_mode",
@@ -118,11 +128,11 @@ FACETS: tuple[Facet, ...] = (
         _en(
             r"school|university|college|student|study|studying|studies|studied|majors?|majoring|degree|"
             r"graduat\w*|semester|kindergarten|daycare|preschool|elementary|phd|master's|masters|"
-            r"bachelor's|grade|campus|dissertation|thesis|postdoc"
+            r"bachelor's|grade|campus|dissertation|thesis|postdoc|exams?|gmat|gre|sat|ielts|toefl|mba"
         ),
         _zh(
             r"学校|大学|小学|初中|高中|中学|幼儿园|读研|研究生|硕士|博士|本科|专业|上学|读书|年级|毕业|就读|"
-            r"考上|录取|转学|复旦|清华|北大"
+            r"考上|录取|转学|复旦|清华|北大|考研|考试|雅思|托福|备考|考公"
         ),
         slots=("school", "major"),
     ),
@@ -134,14 +144,19 @@ FACETS: tuple[Facet, ...] = (
             r"relationship"
         ),
         _zh(
-            r"单身|结婚|已婚|未婚|离婚|订婚|恋爱|对象|男朋友|女朋友|男友|女友|老公|老婆|妻子|丈夫|分手|脱单|相亲"
+            r"单身|结婚|已婚|未婚|离婚|订婚|恋爱|对象|男朋友|女朋友|男友|女友|老公|老婆|妻子|丈夫|分手|分了|脱单|"
+            r"相亲|领证|一个人过|单着"
         ),
         value_relations=frozenset({"partner", "spouse", "fiance", "fiancee", "未婚妻", "未婚夫"}),
+        states=True,
         slots=("relation:spouse", "relation:partner"),
     ),
     Facet(
         "phone_number",
-        _en(r"phone number|new number|my number|(?:his|her|their) number|mobile|cell|cellphone|tel"),
+        _en(
+            r"phone number|new number|my number|(?:his|her|their) number|mobile|cell|cellphone|tel|"
+            r"phone(?=\s*[:#]|\s+(?:is|was)\s+\+?[0-9])"
+        ),
         _zh(r"手机号|号码|电话|换号|携号|新号"),
         slots=("phone",),
     ),
@@ -193,7 +208,9 @@ FACETS: tuple[Facet, ...] = (
     Facet("alcohol", _en(r"alcohol|drinking|sober|booze|drinker"), _zh(r"喝酒|戒酒|酒")),
     Facet("weight", _en(r"weigh|weighs|weight|kg|kilos?|pounds|lbs"), _zh(r"体重|公斤|斤|减肥|瘦了|胖了")),
     Facet(
-        "age", _en(r"years old|year-old|age|aged|birthday|turned [0-9]+|turns [0-9]+"), _zh(r"岁|年龄|生日")
+        "age",
+        _en(rf"years old|year-old|age|aged|birthday|turn(?:ed|s) (?:[0-9]+|{EN_NUMBER})"),
+        _zh(r"岁|年龄|生日"),
     ),
     Facet(
         "income",
@@ -317,13 +334,20 @@ FACETS: tuple[Facet, ...] = (
         alone=False,
     ),
     Facet(
+        "trip",
+        _en(r"trip|trips|travel\w*|vacation|holiday|flight|journey|visit|visiting"),
+        _zh(r"旅行|旅游|出游|之行|出去玩|机票|出差|行程|度假"),
+        alone=False,
+    ),
+    Facet(
         "medication",
         re.compile(
             r"\b(?:medication|meds|prescri\w*|doses?|dosage|mg|insulin|pills?|inhaler|tablets?)\b|(?<=[0-9])mg\b",
             re.IGNORECASE,
         ),
-        _zh(r"药|剂量|毫克|胰岛素|服用"),
+        _zh(r"药|剂量|毫克|mg|胰岛素|服用"),
         alone=False,
+        value_relations=frozenset({"doctor"}),  # who prescribed it, not whose it is
     ),
     Facet(
         "subscription",
@@ -355,7 +379,25 @@ def facets(text: str) -> FacetWords:
         words = frozenset(_word(match.casefold()) for match in pattern.findall(clean))
         if words and (also is None or also.search(clean)):
             found[facet.name] = words
+    for match in _FAVOURITE.finditer(clean):
+        # A favourite is one per kind of thing: "favourite band" is a facet of its own.
+        kind = _word((match.group(1) or match.group(2)).casefold())
+        found[f"{FAVOURITE.name}:{kind}"] = frozenset({FAVOURITE.name})
     return found
+
+
+def facet_named(name: str) -> Facet:
+    """The facet a name of `facets` stands for ("favourite:band" is a FAVOURITE)."""
+    return _BY_NAME.get(name) or FAVOURITE
+
+
+# "favourite band", "favorite kind of music", "最喜欢的歌手": one favourite per kind of thing.
+_FAVOURITE = re.compile(
+    r"\bfavou?rite\s+(?:kind of\s+|type of\s+)?([a-z]+)|最喜欢的([\u4e00-\u9fff]{1,3}?)(?:是|:|：)",
+    re.IGNORECASE,
+)
+FAVOURITE = Facet("favourite", re.compile(r"(?!)"), re.compile(r"(?!)"), valued=False)
+_BY_NAME = {facet.name: facet for facet in FACETS}
 
 
 def _word(word: str) -> str:
@@ -370,5 +412,15 @@ _SPELLING = {
     "detailed": "long", "lengthy": "long", "verbose": "long", "详细": "long", "长一点": "long",
     "啰嗦": "long", "英文": "english", "英语": "english", "中文": "chinese", "普通话": "chinese",
     "mandarin": "chinese", "日语": "japanese", "日文": "japanese", "韩语": "korean", "韩文": "korean",
-    "德语": "german", "法语": "french", "西班牙语": "spanish", "粤语": "cantonese",
+    "德语": "german", "法语": "french", "西班牙语": "spanish", "粤语": "cantonese", "毫克": "mg",
+    # relationship states
+    "单身": "single", "一个人过": "single", "单着": "single", "未婚": "single", "split up": "single",
+    "broke up": "single", "分手": "single", "分了": "single", "separated": "single", "相亲": "single",
+    "marry": "married", "marriage": "married", "wedding": "married", "wife": "married",
+    "husband": "married", "spouse": "married", "结婚": "married", "已婚": "married", "领证": "married",
+    "老公": "married", "老婆": "married", "妻子": "married", "丈夫": "married", "engagement": "engaged",
+    "fiance": "engaged", "fiancee": "engaged", "fiancé": "engaged", "fiancée": "engaged",
+    "订婚": "engaged", "girlfriend": "dating", "boyfriend": "dating", "partner": "dating",
+    "恋爱": "dating", "对象": "dating", "男朋友": "dating", "女朋友": "dating", "男友": "dating",
+    "女友": "dating", "脱单": "dating", "divorce": "divorced", "离婚": "divorced", "relationship": "",
 }  # fmt: skip

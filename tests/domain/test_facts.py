@@ -109,7 +109,8 @@ def test_identifiers(text: str, expected: set[str]) -> None:
         ("用户跳槽到了腾讯", True, True),
         ("Got engaged to Marcus last month!", True, True),
         ("用户已经戒烟三个月啦", True, True),  # spoken 啦 reads as 了
-        ("User graduated from MIT in 2015", False, False),  # a past event, not a change of a fact
+        ("用户本科毕业于武汉大学", False, False),  # where one graduated from: a fact, not a change
+        ("用户今年夏天硕士毕业了", True, True),
         ("用户说原来那个号不用了", True, True),
         ("用户换了一辆车", True, True),
         ("我现在不跑步了", True, True),

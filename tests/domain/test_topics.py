@@ -34,6 +34,20 @@ def test_facets_are_read_from_the_vocabulary(text: str, expected: set[str]) -> N
     assert set(facets(text)) == expected
 
 
+def test_a_favourite_is_a_facet_per_kind_of_thing() -> None:
+    assert "favourite:band" in facets("User's favorite band is Coldplay.")
+    assert "favourite:band" in facets("the Arctic Monkeys are now their all-time favorite band")
+    assert "favourite:歌手" in facets("用户最喜欢的歌手是周杰伦。")
+
+
+def test_relationship_words_are_states() -> None:
+    assert (
+        facets("用户已婚")["relationship"] == facets("用户提到自己已经结婚了")["relationship"] == {"married"}
+    )
+    assert facets("Sarah is my girlfriend")["relationship"] == {"dating"}
+    assert facets("我跟小丽上个月分手了")["relationship"] == {"single"}
+
+
 def test_facet_words_are_folded_to_one_spelling() -> None:
     assert facets("User runs 5km every morning")["exercise"] == facets("stopped running")["exercise"]
     assert facets("favourite colour: blue")["colour"] == frozenset({"color", "blue"})
@@ -114,7 +128,15 @@ def existing(content: str, similarity: float) -> Existing:
          "User upgraded to a Pixel 8 and handed the old phone down to their brother.", 0.34,
          Action.SUPERSEDE),
         ("我平时喜欢喝绿茶", "我现在改喝咖啡了，茶基本不碰了", 0.57, Action.SUPERSEDE),  # 茶 in both
+        # one favourite per kind of thing
+        ("User's favorite band is Coldplay.",
+         "User says the Arctic Monkeys are now their all-time favorite band.", 0.58, Action.SUPERSEDE),
+        # a new relationship state
+        ("User is dating someone named Marco",
+         "User mentioned that they are single again as of last month", 0.4, Action.SUPERSEDE),
         # look-alikes and additions stay
+        ("用户已婚", "用户提到自己已经结婚了", 0.68, Action.NEW),  # the same state said again
+        ("用户的姑姑住在苏州", "我舅舅住在无锡", 0.54, Action.NEW),  # an aunt's, an uncle's
         ("I like green tea", "I started drinking coffee too", 0.5, Action.NEW),  # a many-valued facet
         ("User's mother lives in Boston.", "User's mother-in-law lives in Austin.", 0.66, Action.NEW),
         ("User's home phone is 617-555-0100.", "User's work phone is 617-555-0199.", 0.76, Action.NEW),
