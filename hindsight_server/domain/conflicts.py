@@ -2,8 +2,9 @@
 
 Only memories with the same subject, kind and tier are compared (an episode never replaces a habit),
 and never two that name different things: entities that name the thing itself
-(`ConflictPolicy.distinct_keys`: an order id, a session) with different values, or contents that both
-name identifiers and share none (order 3F9A0C21DE, order 7B2E11F0AA: domain/facts.py). For each such
+(`ConflictPolicy.distinct_keys`: an order id, a session) with different values, contents that both
+name identifiers and share none (order 3F9A0C21DE, order 7B2E11F0AA: domain/facts.py), or two kinds of
+one slot (a work and a personal e-mail, a home and a work phone). For each such
 existing memory, the first rule that holds, in this order:
 
 1. SUPERSEDE, structured: the same non-empty `intent` and an entity key both carry with different
@@ -28,7 +29,12 @@ existing memory, the first rule that holds, in this order:
 6. SUPERSEDE, worded as a change: the new content says on its own that something changed ("switched",
    "换了"), it is about the same people and shares a content term, and the similarity is at least
    `changed_supersede_from` (0.45).
-7. otherwise nothing: the memory is NEW with respect to this one. Where the rules are unsure they keep
+7. SUPERSEDE, by facet, for facts and preferences: both touch the same facet of the same people's life
+   (domain/topics.py: home, work, relationship, phone number, ...), and the new content says it changed
+   (a change word; or "now"/"new" and another value), however far apart their words ("I'm single",
+   "got engaged to Marcus"). A many-valued facet (drinks, sports) also needs a shared term; the same
+   relationship state said again is no change. A write finds such peers through `fact_keys`.
+8. otherwise nothing: the memory is NEW with respect to this one. Where the rules are unsure they keep
    both: a wrong supersede hides a true fact, a wrong keep costs a line in recall.
 
 Across existing memories, the strongest rule wins (lower number first), then the higher similarity,
