@@ -16,6 +16,9 @@ Two kinds of facet:
 
 Some facets have people as their value: a partner, a manager, an emergency contact. There the relation
 words ("wife", "老婆", "manager") say what the value is, not whose fact it is (`value_relations`).
+Relationship words are states (single, dating, engaged, married): one replaces another, the same one said
+again changes nothing. A favourite is a facet per kind of thing ("favourite:band", `FAVOURITE`), matching
+domain/facts.py's slot of the same name.
 
 Every pattern is an alternation of literals (no nested repetition) over at most MAX_FACT_CHARS
 characters: linear in the text.
@@ -396,7 +399,8 @@ _FAVOURITE = re.compile(
     r"\bfavou?rite\s+(?:kind of\s+|type of\s+)?([a-z]+)|最喜欢的([\u4e00-\u9fff]{1,3}?)(?:是|:|：)",
     re.IGNORECASE,
 )
-FAVOURITE = Facet("favourite", re.compile(r"(?!)"), re.compile(r"(?!)"), valued=False)
+# Found by _FAVOURITE, not by vocabulary: its own patterns never match.
+FAVOURITE = Facet("favourite", re.compile(r"(?!)"), re.compile(r"(?!)"))
 _BY_NAME = {facet.name: facet for facet in FACETS}
 
 
