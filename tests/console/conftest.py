@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -30,6 +31,7 @@ from hindsight_server.process.running import RunningServer
 from hindsight_server.process.server import start_server
 
 CHROMIUM = "/usr/bin/chromium"
+_ALERT_PROBES = 5  # asks for an open alert at most this often while a page is replaced
 CHROMEDRIVER = "/usr/bin/chromedriver"
 T = TypeVar("T")
 
@@ -134,22 +136,34 @@ class Browser:
     async def click(self, css: str, *, navigates: bool = True) -> None:
         """Clicks; when it `navigates`, returns once the next page replaced this one (or an alert it
         opened waits: alert_text() answers it, then waits for the page)."""
-        from selenium.common.exceptions import NoAlertPresentException
+        from selenium.common.exceptions import NoAlertPresentException, WebDriverException
         from selenium.webdriver.common.by import By
         from selenium.webdriver.support import expected_conditions
         from selenium.webdriver.support.wait import WebDriverWait
+
+        def alert_open() -> bool:
+            # Asked while the page is being replaced, Chrome can answer with an inspector error ("Node
+            # with given id does not belong to the document") instead of "no such alert": ask again.
+            for _ in range(_ALERT_PROBES):
+                try:
+                    self.driver.switch_to.alert  # noqa: B018 (asks whether one is open)
+                except NoAlertPresentException:
+                    return False
+                except WebDriverException:
+                    time.sleep(0.05)
+                else:
+                    return True
+            return False
 
         def work() -> None:
             page = self.driver.find_element(By.TAG_NAME, "html")
             self.driver.find_element(By.CSS_SELECTOR, css).click()
             if not navigates:
                 return
-            try:
-                self.driver.switch_to.alert  # noqa: B018 (asks whether one is open)
-            except NoAlertPresentException:
-                WebDriverWait(self.driver, 15).until(expected_conditions.staleness_of(page))
-            else:
+            if alert_open():
                 self._left_page = page
+            else:
+                WebDriverWait(self.driver, 15).until(expected_conditions.staleness_of(page))
 
         await self.call(work)
 
