@@ -114,9 +114,8 @@ class InferenceTier:
         try:
             on_gpu = await reranker.on_gpu(timeout_s=timeout_s)
         except InferenceError as exc:  # the embedder's errors, unavailability included
-            log.warning(
-                "cross-encoder %r: its placement is unknown (%s); taken for a CPU", reranker.model, exc
-            )
+            if self._rerank_on_gpu:  # said when it turns the default off, not at every probe
+                log.warning("cross-encoder %r: placement unknown (%s); taken for a CPU", reranker.model, exc)
             return False
         if on_gpu != self._rerank_on_gpu:
             log.info("cross-encoder %r runs on %s", reranker.model, "a GPU" if on_gpu else "CPU")
