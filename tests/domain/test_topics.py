@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from hindsight_server.domain.conflicts import Action, Existing, NewMemory, resolve
+from hindsight_server.domain.conflicts import Action, Existing, NewMemory, fact_keys, resolve
 from hindsight_server.domain.facts import MAX_FACT_CHARS, names, relations, speaks_of_self
 from hindsight_server.domain.model import Kind, Tier
 from hindsight_server.domain.topics import FACETS, facets
@@ -160,3 +160,25 @@ def test_hostile_text_costs_a_bounded_time() -> None:
     facets(hostile), names(hostile), speaks_of_self(hostile)
     assert time.process_time() - started < 1.0
     assert len(hostile) > MAX_FACT_CHARS
+
+
+@pytest.mark.parametrize(
+    ("text", "filed", "looked_for"),
+    [
+        # a slot first: the slot is filed, and its facet looked for too
+        ("The user lives in Lisbon.", "self:residence", {"self:residence", "facet:residence"}),
+        # no slot: filed under the facet, and the slots that are the facet looked for
+        ("I'm single.", "facet:relationship", {"facet:relationship", "self:relation:spouse"}),
+        ("Traded the old car in for a Tesla Model 3 yesterday.", "facet:vehicle", {"self:vehicle"}),
+        # a favourite is the slot of the same name
+        ("User's favorite band is Coldplay.", "self:favourite:band", {"facet:favourite:band"}),
+        ("The weather is nice today", None, set()),
+    ],
+)
+def test_a_fact_is_filed_under_its_first_slot_or_facet(
+    text: str, filed: str | None, looked_for: set[str]
+) -> None:
+    keys = fact_keys(text)
+    assert keys.filed_under == filed
+    assert looked_for <= set(keys.looks_for)
+    assert not looked_for or filed in keys.looks_for  # a fact finds its own kind
