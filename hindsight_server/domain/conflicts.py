@@ -340,7 +340,8 @@ class FactKeys:
 
 
 def fact_keys(content: str) -> FactKeys:
-    """The keys of a content, whatever the memory's kind (the rules check kinds themselves)."""
+    """The keys of a content, whatever the memory's kind: an Update can change the kind without the
+    content, and the rules check kinds themselves."""
     filled = slot_keys(content)
     touched = facets(content)
     # In FACETS' order, single-valued facets first: the one a fact is filed under is its likeliest. A

@@ -592,7 +592,7 @@ def relations(text: str) -> frozenset[str]:
         found = {
             match.group(0)
             for match in _ZH_HOLDER.finditer(clean)
-            if not _ZH_JOB_TITLE.match(clean, match.start() - 1)
+            if not _ZH_JOB_TITLE.match(clean, max(0, match.start() - 1))
         }
     else:
         found = {
@@ -628,7 +628,8 @@ def names(text: str) -> frozenset[str]:
     if language(clean) == CHINESE:
         found.update(clean[m.end() : m.end() + 2] for m in _ZH_HOLDER.finditer(clean))
         for clause in _ZH_CLAUSE.split(clean):
-            first_two = _ZH_SELF_FIRST.sub("", clause, count=1).strip()[:2]
+            opening = _ZH_SELF_FIRST.match(clause)
+            first_two = clause[opening.end() if opening else 0 :].strip()[:2]
             if len(first_two) == 2:
                 found.add(first_two)
         return frozenset(
@@ -698,22 +699,22 @@ def swapped(a: str, b: str) -> bool:
     a place or an object ("黄山" for "泰山", "dog" for "cat"), which makes them two facts however much
     of their wording they share."""
     clean_a, clean_b = _clean(a), _clean(b)
-    if language(clean_a) == CHINESE:
-        left, right, longest = _SWAP_SELF.sub("", clean_a), _SWAP_SELF.sub("", clean_b), _ZH_SWAP_CHARS
-        units_a: list[str] = list(left)
-        units_b: list[str] = list(right)
+    chinese = language(clean_a) == CHINESE
+    if chinese:
+        units_a: list[str] = list(_SWAP_SELF.sub("", clean_a))
+        units_b: list[str] = list(_SWAP_SELF.sub("", clean_b))
     else:
         units_a = [w for w in re.findall(r"\w+", clean_a.casefold()) if not _SWAP_SELF.fullmatch(w)]
         units_b = [w for w in re.findall(r"\w+", clean_b.casefold()) if not _SWAP_SELF.fullmatch(w)]
-        longest = 2
     head, tail = common_ends(units_a, units_b)
     rest_a, rest_b = len(units_a) - head - tail, len(units_b) - head - tail
-    if language(clean_a) == CHINESE:  # names differ in length: 爱奇艺, 腾讯视频
+    if chinese:  # names differ in length: 爱奇艺, 腾讯视频
         return 1 <= rest_a <= _ZH_SWAP_CHARS and 1 <= rest_b <= _ZH_SWAP_CHARS
-    return 1 <= rest_a == rest_b <= longest
+    return 1 <= rest_a == rest_b <= _EN_SWAP_WORDS
 
 
 _ZH_SWAP_CHARS = 4
+_EN_SWAP_WORDS = 2
 
 
 def common_ends(a: Sequence[str], b: Sequence[str]) -> tuple[int, int]:

@@ -406,7 +406,7 @@ _BY_NAME = {facet.name: facet for facet in FACETS}
 
 def _word(word: str) -> str:
     """One spelling of a facet's word: "running", "runs" and "run" are "run"; "colour" is "color"."""
-    return _SPELLING.get(word) or fold(word)
+    return _SPELLING[word] if word in _SPELLING else fold(word)
 
 
 # One word per value, so that a synonym is not read as another value ("简洁" and "简短" are one).

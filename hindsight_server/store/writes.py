@@ -607,16 +607,16 @@ async def _peers(
     connection: asyncpg.Connection,
     memory: Memory,
     key: str,
-    slots: tuple[str, ...],
+    looked_for: tuple[str, ...],
     vector: FloatVector | None,
     now: datetime,
     *,
     by_graph: bool,
 ) -> list[Existing]:
     """The memory's live peers that could be the same thing: the same normalised content (`key`), the same
-    intent, a fact filed under a key it looks for (`slots`, domain/conflicts.FactKeys: "lives in Lisbon"
-    for "moved to Porto", "I'm single" for "got engaged"), or among the 5
-    nearest by meaning (`by_graph`: through HNSW, else by an exact scan). Live:
+    intent, a fact filed under a key it looks for (`looked_for`, domain/conflicts.FactKeys: "lives in
+    Lisbon" for "moved to Porto", "I'm single" for "got engaged"), or among the 5 nearest by meaning
+    (`by_graph`: through HNSW, else by an exact scan). Live:
     active and not past its expiry (the expire job marks such a memory only later; recall already
     hides it)."""
     # Two look-ups, each by its index: the nearest by meaning through HNSW (a user's peers can be
@@ -654,7 +654,7 @@ async def _peers(
             memory.visibility.value,
             memory.agent_id,
             now,
-            list(slots),
+            list(looked_for),
         )
     return [
         Existing(
