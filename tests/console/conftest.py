@@ -32,6 +32,24 @@ from hindsight_server.process.server import start_server
 
 CHROMIUM = "/usr/bin/chromium"
 _ALERT_PROBES = 5  # asks for an open alert at most this often while a page is replaced
+
+
+def _replaced(page: Any) -> Callable[[Any], bool]:
+    """A wait's condition: the page's root element no longer belongs to the document. Chrome answers a
+    question about a node of a replaced document with a stale-element error or, at times, an inspector
+    error ("Node with given id does not belong to the document"); both mean the page was replaced."""
+    from selenium.common.exceptions import WebDriverException
+
+    def gone(_driver: Any) -> bool:
+        try:
+            page.is_enabled()
+        except WebDriverException:  # StaleElementReferenceException is one
+            return True
+        return False
+
+    return gone
+
+
 CHROMEDRIVER = "/usr/bin/chromedriver"
 T = TypeVar("T")
 
@@ -138,7 +156,6 @@ class Browser:
         opened waits: alert_text() answers it, then waits for the page)."""
         from selenium.common.exceptions import NoAlertPresentException, WebDriverException
         from selenium.webdriver.common.by import By
-        from selenium.webdriver.support import expected_conditions
         from selenium.webdriver.support.wait import WebDriverWait
 
         def alert_open() -> bool:
@@ -163,7 +180,7 @@ class Browser:
             if alert_open():
                 self._left_page = page
             else:
-                WebDriverWait(self.driver, 15).until(expected_conditions.staleness_of(page))
+                WebDriverWait(self.driver, 15).until(_replaced(page))
 
         await self.call(work)
 
@@ -173,7 +190,6 @@ class Browser:
     async def alert_text(self) -> str | None:
         """The open alert's text, accepting it (and waiting for the page the click led to), or None."""
         from selenium.common.exceptions import NoAlertPresentException
-        from selenium.webdriver.support import expected_conditions
         from selenium.webdriver.support.wait import WebDriverWait
 
         def work() -> str | None:
@@ -184,7 +200,7 @@ class Browser:
             text = str(alert.text)
             alert.accept()
             if self._left_page is not None:
-                WebDriverWait(self.driver, 15).until(expected_conditions.staleness_of(self._left_page))
+                WebDriverWait(self.driver, 15).until(_replaced(self._left_page))
                 self._left_page = None
             return text
 
