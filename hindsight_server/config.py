@@ -329,6 +329,25 @@ class FeedSettings(_Section):
     content_tenants: tuple[str, ...] = ()
 
 
+class HotScopesSettings(_Section):
+    """The subjects a server holds in its own memory for recall (pipelines/hot_scopes.py): a subject
+    recalled `recalls_to_load` times within `window_s` is read in, then each recall asks the database
+    only what changed in it. Per server; every server of a cluster holds its own."""
+
+    enabled: bool = True
+    memory_mb: int = Field(256, ge=1)  # all subjects held together (an estimate: vectors, text, objects)
+    tenant_share: float = Field(0.5, gt=0, le=1)  # of memory_mb, the most one tenant's subjects hold
+    # A subject with more memories is searched in the database: an exact search here of that many
+    # vectors costs more than a walk of its HNSW graph.
+    max_memories: int = Field(20_000, ge=1, le=1_000_000)
+    recalls_to_load: int = Field(3, ge=1)
+    window_s: float = Field(60.0, gt=0)
+    load_memories_per_s: int = Field(20_000, ge=100)  # loads, one at a time, are paced to this
+    # A look that finds more changed memories than this reads the subject in again instead.
+    max_changes: int = Field(200, ge=1, le=10_000)
+    retry_after_s: float = Field(300.0, ge=0)  # after an evicted, failed or oversized load
+
+
 class AuditSettings(_Section):
     """The recall audit (pipelines/audit.py): per tenant, off unless listed. An audited tenant's every
     Recall is recorded (request id, time, subject, agent, a keyed hash of the query, the ids returned
@@ -520,6 +539,7 @@ class Settings(BaseSettings):
     jobs: JobsSettings = JobsSettings()
     feed: FeedSettings = FeedSettings()
     audit: AuditSettings = AuditSettings()
+    hot_scopes: HotScopesSettings = HotScopesSettings()
     webhooks: WebhooksSettings = WebhooksSettings()
     recall: RecallPolicy = RecallPolicy()
     telemetry: TelemetrySettings = TelemetrySettings()

@@ -32,6 +32,21 @@ class Bm25:
 
 
 @dataclass(frozen=True, slots=True)
+class TermStatistics:
+    """A tenant's lexical statistics, kept by the writes: its memories, their terms, and the document
+    frequency of the terms asked about."""
+
+    documents: int
+    terms: int
+    df: Mapping[str, int]
+
+    @property
+    def average_terms(self) -> float:
+        """BM25's avgdl, at least 1."""
+        return max(self.terms / max(self.documents, 1), 1.0)
+
+
+@dataclass(frozen=True, slots=True)
 class Bm25Plan:
     idf: Mapping[str, float]  # every term that scores
     match: tuple[str, ...]  # the terms whose memories become candidates, rarest first

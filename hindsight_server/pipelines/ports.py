@@ -15,7 +15,7 @@ from datetime import date, datetime, timedelta
 from typing import Protocol
 
 from hindsight_server.domain.audit import AuditPage, AuditQuery, RecallServed
-from hindsight_server.domain.bm25 import Bm25
+from hindsight_server.domain.bm25 import Bm25, TermStatistics
 from hindsight_server.domain.channels import ChannelRows
 from hindsight_server.domain.conflicts import Existing
 from hindsight_server.domain.conflicts import Resolution as ConflictResolution
@@ -41,6 +41,7 @@ from hindsight_server.domain.portability import ExportQuery, PortableMemory
 from hindsight_server.domain.principal import ApiKeyRecord
 from hindsight_server.domain.principal import Scope as KeyScope
 from hindsight_server.domain.retention import RetentionItem
+from hindsight_server.domain.scope_index import IndexedMemory, ScopeChanges
 from hindsight_server.domain.session_summary import SessionSummary
 from hindsight_server.domain.sessions import AppendedTurn, IdleSession, SessionRecord, TurnInput
 from hindsight_server.domain.vectors import (
@@ -98,6 +99,8 @@ class RecallStore(ScopeCounter, Protocol):
     """What recall reads, every channel through the same Scope, and the scope sizes its vector search is
     planned by (ScopeCounter)."""
 
+    async def term_statistics(self, tenant_id: str, terms: Sequence[str]) -> TermStatistics | None: ...
+
     async def lexical_channel(
         self, scope: Scope, terms: Sequence[str], limit: int, bm25: Bm25, spaces: Sequence[VectorSpace]
     ) -> ChannelRows: ...
@@ -125,6 +128,22 @@ class RecallStore(ScopeCounter, Protocol):
     async def adjacent_turns(
         self, scope: Scope, memory_ids: Sequence[str], spaces: Sequence[VectorSpace]
     ) -> tuple[ChannelRows, dict[str, tuple[str | None, str | None]]]: ...
+
+
+class ScopeIndexStore(Protocol):
+    """What a server's index of a subject reads (pipelines/hot_scopes.py): the snapshot horizon, the
+    subject's memories a page at a time (newest first), what changed since a horizon, and memories by
+    key."""
+
+    async def horizon(self) -> int: ...
+
+    async def subject_page(
+        self, tenant_id: str, subject: str, after: IndexedMemory | None, limit: int
+    ) -> list[IndexedMemory]: ...
+
+    async def changes(self, tenant_id: str, subject: str, since: int, limit: int) -> ScopeChanges: ...
+
+    async def indexed(self, tenant_id: str, memory_ids: Sequence[str]) -> list[IndexedMemory]: ...
 
 
 class LifecycleBatches(Protocol):

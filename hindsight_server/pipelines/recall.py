@@ -43,6 +43,8 @@ from hindsight_server.domain.vectors import FloatMatrix, FloatVector, Vectors
 from hindsight_server.offload import run_pure
 from hindsight_server.pipelines.access import AccessTracker
 from hindsight_server.pipelines.audit import RecallAudit
+from hindsight_server.pipelines.hot_scopes import HotScopes
+from hindsight_server.pipelines.indexed_reads import IndexedReads
 from hindsight_server.pipelines.ports import RecallInference, RecallStore
 from hindsight_server.pipelines.scope_sizes import ScopeSizes
 from hindsight_server.store.routing import PrimaryOnly, ReadRoute
@@ -127,8 +129,10 @@ class RecallPipeline:
         scope_sizes: ScopeSizes | None = None,
         reads: ReadRoute[RecallStore] | None = None,
         audit: RecallAudit | None = None,
+        hot: HotScopes | None = None,
     ) -> None:
         self._audit = audit
+        self._hot = hot  # the subjects this server holds in memory
         self._store = store  # the primary's
         self._reads = reads or PrimaryOnly(store)  # the channels that may read from a replica
         self._settings = settings
@@ -164,9 +168,16 @@ class RecallPipeline:
         plan = await self._plan(query)
         query = plan.query
 
+        # The server's index of the subject, where it holds one: brought up to date from the primary
+        # here, before the route chooses where the rest reads, so it is never behind a replica and its
+        # look is not counted against a replica's read time.
+        index = None if self._hot is None else await self._hot.index_for(plan.scope)
+
         async def search(store: RecallStore) -> tuple[list[ChannelResult], list[RankedMemory]]:
             """What reads the database, on the replica or primary the route chose (it runs again on
-            the primary when a replica fails under it)."""
+            the primary when a replica fails under it); the index's channels instead, when held."""
+            if index is not None:
+                store = IndexedReads(store, index)
             results, vectors = await _run_channels(self._channels(store, plan))
             with stage("recall.fuse") as span:
                 candidates = reciprocal_rank_fusion(results, k=policy.rrf_k, limit=policy.max_candidates)

@@ -19,6 +19,7 @@ from hindsight_server.outbound.webhook_http import WebhookSender
 from hindsight_server.pipelines.audit import AuditSettings, RecallAudit
 from hindsight_server.pipelines.erasure import ErasurePipeline, ErasureSettings
 from hindsight_server.pipelines.feed import FeedPipeline, FeedSettings
+from hindsight_server.pipelines.hot_scopes import HotScopeSettings
 from hindsight_server.pipelines.item_isolation import ItemIsolation
 from hindsight_server.pipelines.jobs import JobRegistry, JobRunner
 from hindsight_server.pipelines.lifecycle import LifecycleJobs, LifecycleSettings
@@ -131,6 +132,21 @@ def embedding_models(settings: Settings) -> list[EmbeddingModel]:
             EmbeddingModel(VectorSpace.ENGLISH, inference.english_model, dimensions.english_dimension)
         )
     return models
+
+
+def hot_scope_settings(settings: Settings) -> HotScopeSettings:
+    hot = settings.hot_scopes
+    return HotScopeSettings(
+        enabled=hot.enabled,
+        memory_mb=hot.memory_mb,
+        tenant_share=hot.tenant_share,
+        max_memories=hot.max_memories,
+        recalls_to_load=hot.recalls_to_load,
+        window_s=hot.window_s,
+        load_memories_per_s=hot.load_memories_per_s,
+        max_changes=hot.max_changes,
+        retry_after_s=hot.retry_after_s,
+    )
 
 
 def routing_settings(settings: Settings) -> RoutingSettings:

@@ -17,6 +17,7 @@ from hindsight_server.config import Settings
 from hindsight_server.domain.admission import Admission
 from hindsight_server.domain.clock import Clock, system_clock
 from hindsight_server.domain.errors import HindsightError
+from hindsight_server.domain.model import VectorSpace
 from hindsight_server.domain.ratelimit import RateLimiter
 from hindsight_server.inference.summarizer import LlmSummarizer
 from hindsight_server.inference.tier import InferenceTier
@@ -27,6 +28,7 @@ from hindsight_server.pipelines.audit import RecallAudit
 from hindsight_server.pipelines.backfill import BackfillSettings, EmbeddingBackfill
 from hindsight_server.pipelines.erasure import ErasurePipeline
 from hindsight_server.pipelines.feed import FeedPipeline
+from hindsight_server.pipelines.hot_scopes import HotScopes
 from hindsight_server.pipelines.jobs import JobScheduler
 from hindsight_server.pipelines.portability import PortabilityPipeline
 from hindsight_server.pipelines.read import ReadPipeline
@@ -43,6 +45,7 @@ from hindsight_server.process.builders import (
     embedding_models,
     erasure_pipeline,
     feed_pipeline,
+    hot_scope_settings,
     idempotent_replies,
     recall_audit,
     routing_settings,
@@ -99,6 +102,7 @@ class _Pipelines:
     access: AccessTracker
     audit: RecallAudit
     recalls: RecallPipeline
+    hot: HotScopes
     summarizer: LlmSummarizer | None
     sessions: SessionPipeline
     replies: IdempotentReplies
@@ -120,7 +124,13 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
     )
     add_webhooks_service(server, webhook_registry, settings.limits)
     status = attach_status(
-        server, settings, pipelines.recorder, backends.pool, backends.inference, backends.routing
+        server,
+        settings,
+        pipelines.recorder,
+        backends.pool,
+        backends.inference,
+        backends.routing,
+        pipelines.hot,
     )
     security = settings.security
     address = f"{settings.server.host}:{settings.server.port}"
@@ -207,6 +217,12 @@ def _build_pipelines(settings: Settings, backends: _Backends, clock: Clock) -> _
     reads = ReadPipeline(routing.route(MemoryStore), settings.limits)
     access = AccessTracker(store, clock, settings.recall.access_flush_s)
     audit = recall_audit(settings, pool, clock)
+    dimensions = settings.embedding
+    hot = HotScopes(
+        store,
+        hot_scope_settings(settings),
+        {VectorSpace.MULTILINGUAL: dimensions.dimension, VectorSpace.ENGLISH: dimensions.english_dimension},
+    )
     recalls = RecallPipeline(
         store,
         RecallSettings(settings.limits, settings.recall, config.query_timeout_s, config.rerank_timeout_s),
@@ -216,6 +232,7 @@ def _build_pipelines(settings: Settings, backends: _Backends, clock: Clock) -> _
         scope_sizes=scope_sizes,
         reads=routing.route(MemoryStore),
         audit=audit if settings.audit.tenants else None,
+        hot=hot,
     )
     llm = settings.sessions
     summarizer = (
@@ -240,6 +257,7 @@ def _build_pipelines(settings: Settings, backends: _Backends, clock: Clock) -> _
 
     def forget_caches(tenant_id: str) -> None:  # after an erasure: what the caches may hold of the erased
         scope_sizes.forget(tenant_id)
+        hot.forget(tenant_id)
         if inference is not None:
             inference.forget_queries(tenant_id)
 
@@ -254,6 +272,7 @@ def _build_pipelines(settings: Settings, backends: _Backends, clock: Clock) -> _
         access=access,
         audit=audit,
         recalls=recalls,
+        hot=hot,
         summarizer=summarizer,
         sessions=sessions,
         replies=replies,

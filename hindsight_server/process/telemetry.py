@@ -12,13 +12,14 @@ from hindsight.telemetry import InstalledTelemetry, TelemetryConfig, TelemetryCo
 from hindsight_server.config import Settings
 from hindsight_server.inference.tier import InferenceTier
 from hindsight_server.inference.tracing import cache_figures, inference_figures
+from hindsight_server.pipelines.hot_scopes import HotScopes
 from hindsight_server.process.errors import StartupError
 from hindsight_server.rpc.ops import add_ops_service
 from hindsight_server.store.pool import BoundedPool
 from hindsight_server.store.routing import ReadRouting
 from hindsight_server.store.stats import pending_embeddings, pool_figures
 from hindsight_server.telemetry.recorder import Recorder
-from hindsight_server.telemetry.status import StatusBoard, StatusSources
+from hindsight_server.telemetry.status import HotScopeFigures, StatusBoard, StatusSources
 
 
 def install_telemetry(settings: Settings) -> InstalledTelemetry | None:
@@ -51,16 +52,22 @@ def attach_status(
     pool: BoundedPool,
     inference: InferenceTier | None,
     routing: ReadRouting,
+    hot: HotScopes,
 ) -> StatusBoard:
     """The server's status board, served as Ops/Status (call before the server starts)."""
+
+    def hot_figures() -> HotScopeFigures:
+        return hot.figures
+
     sources = (
-        StatusSources(functools.partial(pool_figures, pool), reads=routing.figures)
+        StatusSources(functools.partial(pool_figures, pool), reads=routing.figures, hot_scopes=hot_figures)
         if inference is None
         else StatusSources(
             functools.partial(pool_figures, pool),
             functools.partial(cache_figures, inference),
             functools.partial(inference_figures, inference),
             routing.figures,
+            hot_figures,
         )
     )
     board = StatusBoard(recorder, settings.telemetry.recall_p99_target_ms, sources)

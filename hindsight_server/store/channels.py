@@ -11,7 +11,7 @@ from typing import Any
 import asyncpg
 from pgvector import Vector
 
-from hindsight_server.domain.bm25 import Bm25, plan_bm25_query
+from hindsight_server.domain.bm25 import Bm25, TermStatistics, plan_bm25_query
 from hindsight_server.domain.channels import ChannelRows
 from hindsight_server.domain.lexical import tsquery_literal
 from hindsight_server.domain.model import (
@@ -113,6 +113,23 @@ def vector_statement(
 
 
 class RecallChannels(OnPool):
+    async def term_statistics(self, tenant_id: str, terms: Sequence[str]) -> TermStatistics | None:
+        """The tenant's lexical statistics for `terms` (lexical_stats, lexical_df, kept by the writes);
+        None while it has none."""
+        async with translate_errors():
+            stats = await self._pool.fetch(
+                """SELECT s.documents, s.terms AS total, d.term, d.df
+                   FROM lexical_stats s LEFT JOIN lexical_df d
+                     ON d.tenant_id = s.tenant_id AND d.term = ANY($2::text[])
+                   WHERE s.tenant_id = $1""",
+                tenant_id,
+                list(terms),
+            )
+        if not stats:
+            return None
+        df = {row["term"]: row["df"] for row in stats if row["term"] is not None}
+        return TermStatistics(stats[0]["documents"], stats[0]["total"], df)
+
     async def lexical_channel(
         self,
         scope: Scope,
@@ -121,31 +138,21 @@ class RecallChannels(OnPool):
         bm25: Bm25,
         spaces: Sequence[VectorSpace],
     ) -> ChannelRows:
-        """Okapi BM25 over the tenant's memories, from per-tenant statistics kept by the writes
-        (lexical_stats, lexical_df). Two round trips: the terms' statistics, then the scoring query
-        with a literal tsquery, so the planner sees how selective it is and uses the GIN index."""
-        async with translate_errors():
-            stats = await self._pool.fetch(
-                """SELECT s.documents, s.terms AS total, d.term, d.df
-                   FROM lexical_stats s LEFT JOIN lexical_df d
-                     ON d.tenant_id = s.tenant_id AND d.term = ANY($2::text[])
-                   WHERE s.tenant_id = $1""",
-                scope.tenant_id,
-                list(terms),
-            )
-        if not stats:
+        """Okapi BM25 over the tenant's memories, from per-tenant statistics kept by the writes. Two
+        round trips: the terms' statistics, then the scoring query with a literal tsquery, so the
+        planner sees how selective it is and uses the GIN index."""
+        statistics = await self.term_statistics(scope.tenant_id, terms)
+        if statistics is None:
             return ChannelRows([], {})
-        documents, total = stats[0]["documents"], stats[0]["total"]
-        plan = plan_bm25_query(
-            {row["term"]: row["df"] for row in stats if row["term"] is not None}, documents, bm25
-        )
+        plan = plan_bm25_query(statistics.df, statistics.documents, bm25)
         if not plan.match:
             return ChannelRows([], {})
         sql = Sql()
         query = sql.param(tsquery_literal(list(plan.match)))
         weighted_terms, idfs = sql.param(list(plan.idf)), sql.param(list(plan.idf.values()))
-        k1, b = sql.param(bm25.k1), sql.param(bm25.b)
-        avgdl = sql.param(max(total / max(documents, 1), 1.0))
+        # Typed: an untyped parameter beside an integer is inferred as one, and 1.2 would arrive as 1.
+        k1, b = f"{sql.param(bm25.k1)}::float8", f"{sql.param(bm25.b)}::float8"
+        avgdl = f"{sql.param(statistics.average_terms)}::float8"
         where_in_scope(sql, scope)
         sql.where(f"lexical @@ {query}::tsquery")
         # The rarest term alone can match thousands of one user's memories; scoring costs ~15 us a row,

@@ -36,6 +36,7 @@ from hindsight_server.telemetry.window import LatencySummary, LatencyWindow
 
 __all__ = [
     "CacheFigures",
+    "HotScopeFigures",
     "InferenceFigures",
     "PoolFigures",
     "ReadFigures",
@@ -93,6 +94,22 @@ class ReadFigures:
     replicas: tuple[ReplicaFigures, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class HotScopeFigures:
+    """The subjects this server holds in memory for recall (pipelines/hot_scopes.py)."""
+
+    held: int  # subjects held
+    memories: int  # their memories
+    bytes: int  # their estimated size (hot_scopes.memory_mb bounds it)
+    loads: int  # subjects read in since the server started
+    served: int  # recalls answered from a held subject
+    missed: int  # recalls of a subject (named) not held: read from the database
+
+
+def _no_hot_scopes() -> HotScopeFigures | None:
+    return None
+
+
 def _no_replicas() -> ReadFigures:
     return ReadFigures(0, ())
 
@@ -111,6 +128,7 @@ class StatusSources:
     caches: Callable[[], Mapping[str, CacheFigures]] = _no_caches  # by model space
     inference: Callable[[], InferenceFigures | None] = _no_inference  # None: no tier configured
     reads: Callable[[], ReadFigures] = _no_replicas  # where reads ran: primary, each replica
+    hot_scopes: Callable[[], HotScopeFigures | None] = _no_hot_scopes  # None: not held by this server
 
 
 @dataclass(slots=True)
@@ -190,6 +208,7 @@ class StatusBoard:
         backlog = self._backlog
         pool = self._sources.pool()
         inference = self._sources.inference()
+        hot = self._sources.hot_scopes()
         return {
             "server": self.name,
             "pid": os.getpid(),
@@ -215,6 +234,7 @@ class StatusBoard:
             "query_cache": {space: asdict(figures) for space, figures in self._sources.caches().items()},
             "inference": None if inference is None else asdict(inference),
             "reads": asdict(self._sources.reads()),
+            "hot_scopes": None if hot is None else asdict(hot),
             "event_loop_lag": _summary(self.loop_lag.summary()),
             "garbage_collector": {
                 "pauses": _summary(self.collector_pauses.window.summary()),

@@ -14,7 +14,7 @@ from datetime import datetime
 
 import numpy as np
 
-from hindsight_server.domain.bm25 import Bm25
+from hindsight_server.domain.bm25 import Bm25, TermStatistics
 from hindsight_server.domain.channels import ChannelRows
 from hindsight_server.domain.conflicts import Action, Existing
 from hindsight_server.domain.conflicts import Resolution as ConflictResolution
@@ -325,6 +325,14 @@ class InMemoryMemoryStore:
             if space is not None:
                 found.setdefault(space, {})[memory.id] = self.vectors[space][memory.id]
         return found
+
+    async def term_statistics(self, tenant_id: str, terms: Sequence[str]) -> TermStatistics | None:
+        self._answer()
+        documents = [analyse(m.content) for m in self.of_tenant(tenant_id)]
+        if not documents:
+            return None
+        df = {term: sum(term in d.distinct for d in documents) for term in terms}
+        return TermStatistics(len(documents), sum(d.length for d in documents), df)
 
     async def lexical_channel(
         self, scope: Scope, terms: Sequence[str], limit: int, bm25: Bm25, spaces: Sequence[VectorSpace]

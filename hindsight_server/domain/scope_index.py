@@ -1,0 +1,371 @@
+"""One subject's memories held in a server's own memory, searched as the recall statements search them.
+
+A recall of a user reads three channels' rows from PostgreSQL (the vector search, BM25 over the matching
+rows, the turns around the strongest candidates): ~5 ms of the database's CPU and ~2 ms of the server's
+turning rows into memories, for every recall. A scope (a tenant's subject) recalled often is held here
+instead, with its vectors in a matrix, its lexemes in postings and every memory already built: a recall
+then asks the database only what changed since it last looked (pipelines/hot_scopes.py).
+
+The searches give what the statements in store/channels.py give, row for row: the same filters
+(`ScopeIndex.visible` follows `where_in_scope`), the same BM25 (`lexical`: the candidates are the newest
+`match_rows` memories holding a match term, scored on every usable term), the same neighbours
+(`adjacent`: the previous and next memory of a session, then kept only when visible). Two differences,
+both in the index's favour: the vector search is exact where the statement walks an HNSW graph
+(approximate), and a neighbour is looked for among the subject's own memories, where the statement also
+sees another subject's turn of the same session (and then drops it as out of scope).
+
+Slots are append-only: a changed memory takes a new slot and its old one is marked dead, so postings and
+matrices never need rewriting (pipelines/hot_scopes.py reads a subject in again once its dead slots
+outnumber its live ones). Pure: numpy, no I/O.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from hindsight_server.domain.bm25 import Bm25, Bm25Plan
+from hindsight_server.domain.model import Kind, Memory, Scope, Status, Tier, VectorSpace, Visibility
+from hindsight_server.domain.vectors import FloatVector
+
+__all__ = ["IndexedMemory", "ScopeChanges", "ScopeIndex", "Scored"]
+
+_STATUSES = {status: code for code, status in enumerate(Status)}
+_TIERS = {tier: code for code, tier in enumerate(Tier)}
+_KINDS = {kind: code for code, kind in enumerate(Kind)}
+_NEVER = np.iinfo(np.int64).max  # an expiry that never comes
+_FIRST_CAPACITY = 64
+# Bytes a memory's Python objects take beside its text (the Memory, its strings, dicts and postings),
+# measured with tracemalloc on LoCoMo turns; an estimate for the memory budget, not an exact count.
+_OBJECT_BYTES = 900
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedMemory:
+    """A memory with what the searches read of it: its vectors, and its lexemes with their counts (the
+    number of positions PostgreSQL keeps for each, which is what BM25 counts) and its length in terms."""
+
+    memory: Memory
+    vectors: Mapping[VectorSpace, FloatVector]
+    lexemes: Sequence[str] = ()
+    counts: Sequence[int] = ()
+    terms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeChanges:
+    """What changed in a subject since a horizon (store/scope_index.py, migration 0022)."""
+
+    horizon: int  # the next look reads the changes of transactions from here on
+    removed: bool  # a memory left the tenant's subjects at or after the last horizon: build again
+    changed: list[str]  # the ids of the subject's memories changed at or after the last horizon
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    memory: Memory
+    score: float
+
+
+def _micros(moment: datetime) -> int:
+    """A moment as integer microseconds since the epoch: PostgreSQL's precision, compared exactly."""
+    delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+@dataclass(slots=True)
+class _Column:
+    """A growable numpy array of one field, a value per slot."""
+
+    values: npt.NDArray[Any]
+
+    @classmethod
+    def of(cls, dtype: type, width: int = 0) -> _Column:
+        shape = (_FIRST_CAPACITY, width) if width else (_FIRST_CAPACITY,)
+        return cls(np.zeros(shape, dtype=dtype))
+
+    def put(self, slot: int, value: object) -> None:
+        if slot >= len(self.values):
+            grown = np.zeros((len(self.values) * 2, *self.values.shape[1:]), dtype=self.values.dtype)
+            grown[: len(self.values)] = self.values
+            self.values = grown
+        self.values[slot] = value
+
+
+@dataclass(slots=True)
+class _Postings:
+    slots: array[int] = field(default_factory=lambda: array("i"))
+    counts: array[int] = field(default_factory=lambda: array("i"))
+
+
+class ScopeIndex:
+    """A subject's memories (every status, so a neighbour that is no longer visible is still known)."""
+
+    def __init__(self, tenant_id: str, subject: str, dimensions: Mapping[VectorSpace, int]) -> None:
+        self.tenant_id = tenant_id
+        self.subject = subject
+        self._dimensions = dict(dimensions)
+        # By slot (None: dead). Only the memory: its vectors live in the matrices, its terms in the postings.
+        self._memories: list[Memory | None] = []
+        self._slot_of: dict[str, int] = {}
+        self._agents: dict[str, int] = {}
+        self._sessions: dict[str, int] = {"": 0}
+        self._text_bytes = 0
+        self._live = 0
+        self._alive = _Column.of(np.bool_)
+        self._status = _Column.of(np.int8)
+        self._tier = _Column.of(np.int8)
+        self._kind = _Column.of(np.int8)
+        self._shared = _Column.of(np.bool_)
+        self._agent = _Column.of(np.int32)
+        self._session = _Column.of(np.int32)
+        self._created = _Column.of(np.int64)
+        self._spoken = _Column.of(np.int64)  # coalesce(valid_from, created_at): the time it speaks of
+        self._expires = _Column.of(np.int64)
+        self._terms = _Column.of(np.float64)
+        self._has = {space: _Column.of(np.bool_) for space in dimensions}
+        self._matrix = {space: _Column.of(np.float32, dim) for space, dim in dimensions.items()}
+        self._norm = {space: _Column.of(np.float32) for space in dimensions}
+        self._postings: dict[str, _Postings] = {}
+
+    # -- changes ------------------------------------------------------------------------------------
+
+    def upsert(self, rows: Iterable[IndexedMemory]) -> None:
+        """Adds memories, or replaces the ones held under the same id (their old slots die)."""
+        for row in rows:
+            self.remove((row.memory.id,))
+            self._append(row)
+
+    def remove(self, memory_ids: Iterable[str]) -> None:
+        for memory_id in memory_ids:
+            slot = self._slot_of.pop(memory_id, None)
+            if slot is not None:
+                held = self._memories[slot]
+                self._text_bytes -= 0 if held is None else len(held.content.encode())
+                self._memories[slot] = None
+                self._alive.values[slot] = False
+                self._live -= 1
+
+    def _append(self, row: IndexedMemory) -> None:
+        memory, slot = row.memory, len(self._memories)
+        self._memories.append(memory)
+        self._slot_of[memory.id] = slot
+        self._live += 1
+        self._text_bytes += len(memory.content.encode())
+        self._alive.put(slot, True)
+        self._status.put(slot, _STATUSES[memory.status])
+        self._tier.put(slot, _TIERS[memory.tier])
+        self._kind.put(slot, _KINDS[memory.kind])
+        self._shared.put(slot, memory.visibility is Visibility.SHARED)
+        self._agent.put(slot, self._agents.setdefault(memory.agent_id, len(self._agents)))
+        self._session.put(slot, self._sessions.setdefault(memory.session_id, len(self._sessions)))
+        created = _micros(memory.created_at)
+        self._created.put(slot, created)
+        self._spoken.put(slot, created if memory.valid_from is None else _micros(memory.valid_from))
+        self._expires.put(slot, _NEVER if memory.expires_at is None else _micros(memory.expires_at))
+        self._terms.put(slot, float(row.terms))
+        for space, matrix in self._matrix.items():
+            vector = row.vectors.get(space)
+            self._has[space].put(slot, vector is not None)
+            matrix.put(slot, 0.0 if vector is None else vector)
+            self._norm[space].put(slot, 0.0 if vector is None else float(np.linalg.norm(vector)))
+        for lexeme, count in zip(row.lexemes, row.counts, strict=True):
+            postings = self._postings.get(lexeme)
+            if postings is None:
+                postings = self._postings[lexeme] = _Postings()
+            postings.slots.append(slot)
+            postings.counts.append(count)
+
+    # -- what it holds -------------------------------------------------------------------------------
+
+    def __contains__(self, memory_id: object) -> bool:
+        return memory_id in self._slot_of
+
+    def ids(self) -> list[str]:
+        """The ids of the memories held (every status)."""
+        return list(self._slot_of)
+
+    @property
+    def live(self) -> int:
+        return self._live
+
+    @property
+    def dead(self) -> int:
+        return len(self._memories) - self._live
+
+    @property
+    def nbytes(self) -> int:
+        """An estimate of the memory the index holds: its arrays exactly, its objects by measure."""
+        arrays = [self._alive, self._status, self._tier, self._kind, self._shared, self._agent]
+        arrays += [self._session, self._created, self._spoken, self._expires, self._terms]
+        arrays += [*self._has.values(), *self._matrix.values(), *self._norm.values()]
+        postings = sum(8 * len(p.slots) + 120 for p in self._postings.values())
+        return sum(a.values.nbytes for a in arrays) + postings + self._text_bytes + _OBJECT_BYTES * self._live
+
+    # -- searches ------------------------------------------------------------------------------------
+
+    def visible(self, scope: Scope) -> npt.NDArray[np.bool_]:
+        """The slots a recall in `scope` may see, as store/channels.where_in_scope filters rows. The
+        scope must be this index's subject and not look into the past (`as_of`): such recalls read
+        the database."""
+        if scope.as_of is not None or scope.subject != self.subject or scope.tenant_id != self.tenant_id:
+            raise ValueError("the index serves present-time recalls of its own subject only")
+        n = len(self._memories)
+        status = self._status.values[:n]
+        seen = status == _STATUSES[Status.ACTIVE]
+        if scope.include_superseded:
+            seen |= status == _STATUSES[Status.SUPERSEDED]
+        mask: npt.NDArray[np.bool_] = self._alive.values[:n] & seen
+        mask &= self._expires.values[:n] > _micros(scope.now)
+        agent = self._agents.get(scope.agent_id, -1)
+        mask &= self._shared.values[:n] | (self._agent.values[:n] == agent)
+        if scope.tiers:
+            mask &= np.isin(self._tier.values[:n], [_TIERS[t] for t in scope.tiers])
+        if scope.kinds:
+            mask &= np.isin(self._kind.values[:n], [_KINDS[k] for k in scope.kinds])
+        if scope.window.start is not None:
+            mask &= self._spoken.values[:n] >= _micros(scope.window.start)
+        if scope.window.end is not None:
+            mask &= self._spoken.values[:n] < _micros(scope.window.end)
+        return mask
+
+    def nearest(
+        self,
+        visible: npt.NDArray[np.bool_],
+        space: VectorSpace,
+        query: FloatVector,
+        limit: int,
+        *,
+        without: VectorSpace | None = None,
+    ) -> list[Scored]:
+        """The `limit` visible memories nearest to `query` by cosine in `space`, nearest first (exact);
+        `without`: only memories lacking a vector in that space."""
+        n = len(self._memories)
+        mask = visible & self._has[space].values[:n]
+        if without is not None:
+            mask &= ~self._has[without].values[:n]
+        candidates = np.flatnonzero(mask)
+        if not len(candidates) or limit <= 0:
+            return []
+        query_norm = float(np.linalg.norm(query))
+        if query_norm == 0.0:
+            return []
+        # The whole matrix in one product (contiguous, BLAS), then only the visible rows kept: cheaper
+        # than gathering the visible rows into a copy first.
+        cosines = (self._matrix[space].values[:n] @ query)[candidates]
+        cosines /= self._norm[space].values[candidates] * query_norm
+        order = _best(cosines, limit)
+        return [Scored(self._held(candidates[i]), float(cosines[i])) for i in order]
+
+    def lexical(
+        self, visible: npt.NDArray[np.bool_], plan: Bm25Plan, bm25: Bm25, average_terms: float, limit: int
+    ) -> list[Scored]:
+        """BM25, as the lexical statement: the newest `bm25.match_rows` visible memories holding a match
+        term are the candidates, each scored on every usable term; best first, then newest."""
+        n = len(self._memories)
+        holding = np.zeros(n, dtype=np.bool_)
+        for term in plan.match:
+            postings = self._postings.get(term)
+            if postings is not None:
+                holding[np.frombuffer(postings.slots, dtype=np.int32)] = True
+        candidates = np.flatnonzero(holding & visible)
+        if not len(candidates) or limit <= 0:
+            return []
+        if len(candidates) > bm25.match_rows:
+            newest = np.argsort(-self._created.values[candidates], kind="stable")[: bm25.match_rows]
+            candidates = candidates[newest]
+        lengths = self._terms.values[candidates]
+        scores = np.zeros(len(candidates), dtype=np.float64)
+        counts = np.zeros(n, dtype=np.float64)
+        for term, weight in plan.idf.items():
+            postings = self._postings.get(term)
+            if postings is None:
+                continue
+            slots = np.frombuffer(postings.slots, dtype=np.int32)
+            counts[slots] = np.frombuffer(postings.counts, dtype=np.int32)
+            tf = counts[candidates]
+            scores += (
+                weight * tf * (bm25.k1 + 1) / (tf + bm25.k1 * (1 - bm25.b + bm25.b * lengths / average_terms))
+            )
+            counts[slots] = 0.0
+        order = np.lexsort((-self._created.values[candidates], -scores))[:limit]
+        return [Scored(self._held(candidates[i]), float(scores[i])) for i in order]
+
+    def adjacent(
+        self, visible: npt.NDArray[np.bool_], memory_ids: Sequence[str]
+    ) -> tuple[list[Memory], dict[str, tuple[str | None, str | None]]]:
+        """The memories recorded right before and right after each given one in its session (by
+        created_at, then id), kept when visible; and for each given id with a visible neighbour its
+        (previous, next) ids, as store/channels.adjacent_turns answers."""
+        n = len(self._memories)
+        found: dict[str, Memory] = {}
+        adjacency: dict[str, tuple[str | None, str | None]] = {}
+        for memory_id in memory_ids:
+            slot = self._slot_of.get(memory_id)
+            if slot is None or self._session.values[slot] == self._sessions[""]:
+                continue
+            same = (self._session.values[:n] == self._session.values[slot]) & self._alive.values[:n]
+            same[slot] = False
+            session = np.flatnonzero(same)
+            created = self._created.values[session]
+            at = self._created.values[slot]
+            sides: list[str | None] = []
+            for earlier in (True, False):
+                side = self._closest(session, created, at, memory_id, earlier=earlier)
+                if side is not None and visible[side]:
+                    found[self._held(side).id] = self._held(side)
+                    sides.append(self._held(side).id)
+                else:
+                    sides.append(None)
+            if sides != [None, None]:
+                adjacency[memory_id] = (sides[0], sides[1])
+        return list(found.values()), adjacency
+
+    def _closest(
+        self,
+        session: npt.NDArray[np.intp],
+        created: npt.NDArray[np.int64],
+        at: np.int64,
+        memory_id: str,
+        *,
+        earlier: bool,
+    ) -> int | None:
+        """The slot right before (or after) (at, memory_id) in (created_at, id) order, if any."""
+        ties = [int(s) for s in session[created == at]]
+        tied = [s for s in ties if (self._held(s).id < memory_id) == earlier]
+        if tied:  # the same microsecond: the id decides, and nothing else is nearer
+            return (max if earlier else min)(tied, key=lambda s: self._held(s).id)
+        side = session[created < at] if earlier else session[created > at]
+        if not len(side):
+            return None
+        times = self._created.values[side]
+        edge = times.max() if earlier else times.min()
+        nearest = [int(s) for s in side[times == edge]]
+        return (max if earlier else min)(nearest, key=lambda s: self._held(s).id)
+
+    def vectors_of(self, memory_id: str) -> dict[VectorSpace, FloatVector]:
+        """The memory's vectors, by space (rows of the matrices, not copies)."""
+        slot = self._slot_of.get(memory_id)
+        if slot is None:
+            return {}
+        return {space: m.values[slot] for space, m in self._matrix.items() if self._has[space].values[slot]}
+
+    def _held(self, slot: int) -> Memory:
+        memory = self._memories[int(slot)]
+        if memory is None:  # a search only returns live slots (the visible mask excludes dead ones)
+            raise LookupError(f"slot {slot} is dead")
+        return memory
+
+
+def _best(scores: npt.NDArray[np.float64], limit: int) -> npt.NDArray[np.intp]:
+    """The positions of the `limit` highest scores, highest first."""
+    if len(scores) > limit:
+        top = np.argpartition(-scores, limit - 1)[:limit]
+        return top[np.argsort(-scores[top], kind="stable")]
+    return np.argsort(-scores, kind="stable")

@@ -1,0 +1,88 @@
+"""What a server's index of a subject (domain/scope_index.py) reads: the subject's memories a page at a
+time, and at each recall what changed since it last looked (migration 0022 says why nothing is missed)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import asyncpg
+
+from hindsight_server.domain.scope_index import IndexedMemory, ScopeChanges
+from hindsight_server.store.errors import translate_errors
+from hindsight_server.store.rows import MEMORY_COLUMNS, memory_from_row
+from hindsight_server.store.sql import VECTOR_COLUMN, OnPool
+
+__all__ = ["ScopeIndexRows"]
+
+# Every column an indexed memory is built from: the memory, its vectors, its lexemes with the number of
+# positions of each (unnest walks a tsvector in the order tsvector_to_array lists it) and its length.
+_INDEXED_COLUMNS = f"""{MEMORY_COLUMNS}, embedding, embedding_en, lexical_terms,
+    coalesce(tsvector_to_array(lexical), '{{}}') AS lexemes,
+    coalesce(ARRAY(SELECT cardinality(u.positions) FROM unnest(lexical) AS u), '{{}}') AS counts"""
+
+# The horizon of the statement's snapshot: every transaction below it has ended (store/feed.py).
+_HORIZON = "pg_snapshot_xmin(pg_current_snapshot())::text"
+
+
+def _indexed(row: asyncpg.Record) -> IndexedMemory:
+    vectors = {
+        space: row[column].to_numpy() for space, column in VECTOR_COLUMN.items() if row[column] is not None
+    }
+    return IndexedMemory(
+        memory_from_row(row), vectors, row["lexemes"], row["counts"], row["lexical_terms"] or 0
+    )
+
+
+class ScopeIndexRows(OnPool):
+    async def horizon(self) -> int:
+        async with translate_errors():
+            return int(await self._pool.fetchval(f"SELECT {_HORIZON}"))
+
+    async def subject_page(
+        self, tenant_id: str, subject: str, after: IndexedMemory | None, limit: int
+    ) -> list[IndexedMemory]:
+        """The subject's memories (every status), newest first, after `after` in that order (the
+        subject's created_at index), at most `limit`."""
+        created, memory_id = (None, None) if after is None else (after.memory.created_at, after.memory.id)
+        async with translate_errors():
+            rows = await self._pool.fetch(
+                f"""SELECT {_INDEXED_COLUMNS} FROM memories
+                    WHERE tenant_id = $1 AND subject = $2
+                      AND ($3::timestamptz IS NULL OR (created_at, id) < ($3::timestamptz, $4::uuid))
+                    ORDER BY created_at DESC, id DESC LIMIT $5""",
+                tenant_id,
+                subject,
+                created,
+                memory_id,
+                limit,
+            )
+        return [_indexed(row) for row in rows]
+
+    async def changes(self, tenant_id: str, subject: str, since: int, limit: int) -> ScopeChanges:
+        """What changed in the subject since the horizon `since`: at most `limit` ids (more: the caller
+        builds again rather than read them one by one)."""
+        async with translate_errors():
+            row = await self._pool.fetchrow(
+                f"""SELECT {_HORIZON} AS horizon,
+                           coalesce((SELECT removed_xid >= $3::text::xid8 FROM scope_removals
+                                     WHERE tenant_id = $1), false) AS removed,
+                           ARRAY(SELECT id::text FROM memories
+                                 WHERE tenant_id = $1 AND subject = $2 AND change_xid >= $3::text::xid8
+                                 LIMIT $4) AS changed""",
+                tenant_id,
+                subject,
+                str(since),
+                limit,
+            )
+        return ScopeChanges(int(row["horizon"]), bool(row["removed"]), list(row["changed"]))
+
+    async def indexed(self, tenant_id: str, memory_ids: Sequence[str]) -> list[IndexedMemory]:
+        """The given memories of the tenant, by key."""
+        async with translate_errors():
+            rows = await self._pool.fetch(
+                f"""SELECT {_INDEXED_COLUMNS} FROM memories
+                    WHERE tenant_id = $1 AND id = ANY($2::uuid[])""",
+                tenant_id,
+                list(memory_ids),
+            )
+        return [_indexed(row) for row in rows]

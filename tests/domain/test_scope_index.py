@@ -1,0 +1,186 @@
+"""A subject's index (domain/scope_index.py), table-driven: which memories a scope sees, the exact
+nearest by cosine, BM25 as the lexical statement scores it, a session's neighbours, and slots replaced
+rather than rewritten. tests/store/test_scope_index.py compares it with the real statements."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+
+from hindsight_server.domain.bm25 import Bm25, Bm25Plan
+from hindsight_server.domain.model import Kind, Scope, Status, Tier, TimeWindow, VectorSpace, Visibility
+from hindsight_server.domain.scope_index import IndexedMemory, ScopeIndex
+from tests.domain.builders import numbered
+
+NOW = datetime(2024, 3, 15, 12, tzinfo=UTC)
+EN, ML = VectorSpace.ENGLISH, VectorSpace.MULTILINGUAL
+BM25 = Bm25(k1=1.2, b=0.75, common_term_share=0.5, match_terms=8, match_rows=3)
+
+
+def _index(*rows: IndexedMemory) -> ScopeIndex:
+    index = ScopeIndex("acme", "user-7", {EN: 2, ML: 3})
+    index.upsert(rows)
+    return index
+
+
+def _row(
+    n: int, vectors: dict[VectorSpace, list[float]] | None = None, words: str = "", **fields: Any
+) -> IndexedMemory:
+    lexemes = sorted(set(words.split()))
+    counts = [words.split().count(w) for w in lexemes]
+    arrays = {space: np.array(v, dtype=np.float32) for space, v in (vectors or {}).items()}
+    created = fields.pop("created_at", NOW - timedelta(hours=n))
+    return IndexedMemory(
+        numbered(n, created_at=created, **fields), arrays, lexemes, counts, len(words.split())
+    )
+
+
+def _scope(**fields: Any) -> Scope:
+    values: dict[str, Any] = {"tenant_id": "acme", "now": NOW, "subject": "user-7"} | fields
+    return Scope(**values)
+
+
+@pytest.mark.parametrize(
+    ("memory", "scope", "seen"),
+    [
+        ({}, {}, True),
+        ({"status": Status.SUPERSEDED}, {}, False),
+        ({"status": Status.SUPERSEDED}, {"include_superseded": True}, True),
+        ({"status": Status.DELETED}, {"include_superseded": True}, False),
+        ({"status": Status.PENDING}, {}, False),
+        ({"expires_at": NOW}, {}, False),  # expired at the moment asked
+        ({"expires_at": NOW + timedelta(seconds=1)}, {}, True),
+        ({"visibility": Visibility.PRIVATE, "agent_id": "a1"}, {}, False),
+        ({"visibility": Visibility.PRIVATE, "agent_id": "a1"}, {"agent_id": "a1"}, True),
+        ({"visibility": Visibility.PRIVATE, "agent_id": "a1"}, {"agent_id": "a2"}, False),
+        ({"agent_id": "a1"}, {"agent_id": "a2"}, True),  # shared: every agent
+        ({"tier": Tier.WORKING}, {"tiers": (Tier.SEMANTIC, Tier.EPISODIC)}, False),
+        ({"tier": Tier.WORKING}, {"tiers": (Tier.WORKING,)}, True),
+        ({"kind": Kind.FACT}, {"kinds": (Kind.PREFERENCE,)}, False),
+        ({"created_at": NOW - timedelta(days=3)}, {"window": TimeWindow(NOW - timedelta(days=4), NOW)}, True),
+        (
+            {"created_at": NOW - timedelta(days=5)},
+            {"window": TimeWindow(NOW - timedelta(days=4), NOW)},
+            False,
+        ),
+        # The time it speaks of: valid_from first, then created_at; the end is exclusive.
+        (
+            {"created_at": NOW, "valid_from": NOW - timedelta(days=5)},
+            {"window": TimeWindow(NOW - timedelta(days=6), NOW - timedelta(days=4))},
+            True,
+        ),
+        (
+            {"created_at": NOW - timedelta(days=4)},
+            {"window": TimeWindow(None, NOW - timedelta(days=4))},
+            False,
+        ),
+    ],
+)
+def test_a_scope_sees_what_the_statements_filter(
+    memory: dict[str, Any], scope: dict[str, Any], seen: bool
+) -> None:
+    index = _index(_row(1, **memory))
+    assert bool(index.visible(_scope(**scope))[0]) is seen
+
+
+@pytest.mark.parametrize(
+    "scope", [{"subject": "user-8"}, {"tenant_id": "other"}, {"as_of": NOW - timedelta(days=1)}]
+)
+def test_the_index_refuses_a_scope_it_does_not_hold(scope: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="present-time recalls of its own subject"):
+        _index(_row(1)).visible(_scope(**scope))
+
+
+def test_the_nearest_are_ranked_by_cosine_whatever_the_vectors_length() -> None:
+    index = _index(
+        _row(1, {EN: [10.0, 0.0], ML: [1, 0, 0]}),  # long, same direction as the query
+        _row(2, {EN: [0.6, 0.8], ML: [0, 1, 0]}),
+        _row(3, {EN: [0.0, 1.0]}, status=Status.DELETED),  # not visible
+        _row(4, {ML: [1, 1, 0]}),  # no English vector
+        _row(5, {EN: [-1.0, 0.0], ML: [0, 0, 1]}),
+    )
+    visible = index.visible(_scope())
+    found = index.nearest(visible, EN, np.array([2.0, 0.0], dtype=np.float32), 3)
+    assert [(s.memory.id[-1], round(s.score, 6)) for s in found] == [("1", 1.0), ("2", 0.6), ("5", -1.0)]
+    only_without = index.nearest(visible, ML, np.array([1, 0, 0], dtype=np.float32), 5, without=EN)
+    assert [(s.memory.id[-1], round(s.score, 6)) for s in only_without] == [("4", round(1 / math.sqrt(2), 6))]
+    assert index.nearest(visible, EN, np.zeros(2, dtype=np.float32), 3) == []
+
+
+def _bm25(tf: float, idf: float, length: float, average: float) -> float:
+    return idf * tf * (BM25.k1 + 1) / (tf + BM25.k1 * (1 - BM25.b + BM25.b * length / average))
+
+
+def test_bm25_scores_the_newest_match_rows_holders_of_a_match_term_on_every_usable_term() -> None:
+    index = _index(
+        _row(1, words="kitten grey grey", created_at=NOW - timedelta(hours=1)),
+        _row(2, words="kitten", created_at=NOW - timedelta(hours=2)),
+        _row(3, words="grey cat", created_at=NOW - timedelta(hours=3)),  # no match term: never a candidate
+        _row(4, words="kitten kitten", created_at=NOW - timedelta(hours=4)),
+        _row(5, words="kitten grey", created_at=NOW - timedelta(hours=5)),  # beyond match_rows (3)
+    )
+    plan = Bm25Plan(idf={"kitten": 2.0, "grey": 1.0}, match=("kitten",))
+    found = index.lexical(index.visible(_scope()), plan, BM25, 2.0, 10)
+    expected = {
+        "1": _bm25(1, 2.0, 3, 2.0) + _bm25(2, 1.0, 3, 2.0),
+        "2": _bm25(1, 2.0, 1, 2.0),
+        "4": _bm25(2, 2.0, 2, 2.0),
+    }
+    assert [s.memory.id[-1] for s in found] == sorted(expected, key=lambda k: -expected[k])
+    assert {s.memory.id[-1]: s.score for s in found} == pytest.approx(expected)
+
+
+def test_bm25_breaks_a_tie_by_the_newest() -> None:
+    index = _index(
+        _row(1, words="kitten", created_at=NOW - timedelta(hours=2)),
+        _row(2, words="kitten", created_at=NOW - timedelta(hours=1)),
+    )
+    plan = Bm25Plan(idf={"kitten": 1.0}, match=("kitten",))
+    assert [s.memory.id[-1] for s in index.lexical(index.visible(_scope()), plan, BM25, 1.0, 5)] == ["2", "1"]
+
+
+def test_a_sessions_neighbours_by_time_then_id_kept_when_visible() -> None:
+    at = NOW - timedelta(hours=1)
+    index = _index(
+        _row(1, session_id="s1", created_at=at - timedelta(minutes=2)),
+        _row(2, session_id="s1", created_at=at),
+        _row(3, session_id="s1", created_at=at),  # the same microsecond as 2: the id orders them
+        _row(4, session_id="s1", created_at=at + timedelta(minutes=1), status=Status.DELETED),
+        _row(5, session_id="s2", created_at=at + timedelta(minutes=2)),
+        _row(6, session_id="", created_at=at),
+    )
+    ids = {n: numbered(n).id for n in range(1, 7)}
+    memories, around = index.adjacent(index.visible(_scope()), [ids[2], ids[3], ids[5], ids[6]])
+    # 3 is after 2; after 3 comes 4, deleted (not visible): no next. 5 is alone in s2; 6 has no session.
+    assert around == {ids[2]: (ids[1], ids[3]), ids[3]: (ids[2], None)}
+    assert sorted(m.id for m in memories) == [ids[1], ids[2], ids[3]]
+
+
+def test_a_changed_memory_takes_a_new_slot_and_the_old_one_dies() -> None:
+    index = _index(_row(1, {EN: [1.0, 0.0]}, words="kitten"), _row(2, words="puppy"))
+    index.upsert([_row(1, {EN: [0.0, 1.0]}, words="tiger")])
+    assert (index.live, index.dead) == (2, 1)
+    visible = index.visible(_scope())
+    kitten = Bm25Plan(idf={"kitten": 1.0}, match=("kitten",))
+    assert index.lexical(visible, kitten, BM25, 1.0, 5) == []  # the old words are gone
+    tiger = Bm25Plan(idf={"tiger": 1.0}, match=("tiger",))
+    assert [s.memory.id for s in index.lexical(visible, tiger, BM25, 1.0, 5)] == [numbered(1).id]
+    np.testing.assert_array_equal(index.vectors_of(numbered(1).id)[EN], [0.0, 1.0])
+    assert [s.score for s in index.nearest(visible, EN, np.array([1.0, 0.0], dtype=np.float32), 5)] == [0.0]
+    index.remove([numbered(2).id, "not-held"])
+    assert (
+        (index.live, index.dead) == (1, 2) and numbered(2).id not in index and index.ids() == [numbered(1).id]
+    )
+
+
+def test_its_size_grows_with_what_it_holds() -> None:
+    small = _index(_row(1, {EN: [1.0, 0.0]}, words="kitten"))
+    large = _index(
+        *(_row(n, {EN: [1.0, 0.0]}, words="kitten grey", content="x" * 500) for n in range(1, 200))
+    )
+    assert 0 < small.nbytes < large.nbytes
+    assert large.nbytes > 199 * 500  # at least the text

@@ -1,0 +1,232 @@
+"""A server's index of a subject answers what the recall statements answer, and stays fresh: the same
+hits in the same order, scores and vectors, for every kind of scope, on real rows of a real PostgreSQL
+written through the real server with real embeddings (domain/scope_index.py, pipelines/hot_scopes.py,
+store/scope_index.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+
+from hindsight.client import HindsightClient, memory_input
+from hindsight_server.config import EmbeddingSettings
+from hindsight_server.domain.bm25 import Bm25
+from hindsight_server.domain.channels import ChannelRows
+from hindsight_server.domain.lexical import query_terms
+from hindsight_server.domain.model import Kind, Scope, Tier, TimeWindow, VectorSpace
+from hindsight_server.domain.scope_index import ScopeIndex
+from hindsight_server.pipelines.hot_scopes import HotScopes, HotScopeSettings
+from hindsight_server.pipelines.indexed_reads import IndexedReads
+from hindsight_server.process.running import RunningServer
+from hindsight_server.store.memories import MemoryStore
+
+SUBJECT = "ann"
+_WORDS = (
+    "lake hiking painting guitar sister dinner flight Porto Lisbon coffee tea marathon garden novel "
+    "cooking piano museum camping photography bakery"
+).split()
+_CHINESE = [
+    "用户喜欢在杭州西湖边散步",
+    "她的妹妹在上海工作",
+    "周末去爬山和露营",
+    "最喜欢的咖啡是拿铁",
+    "订单A7X92已寄出",
+]
+BM25 = Bm25(1.2, 0.75, 0.5, 8, 2_000, 3, 50)
+DIMENSIONS = {
+    VectorSpace.MULTILINGUAL: EmbeddingSettings().dimension,
+    VectorSpace.ENGLISH: EmbeddingSettings().english_dimension,
+}
+
+
+@pytest.fixture(scope="module")
+async def client(tier_server: RunningServer) -> AsyncIterator[HindsightClient]:
+    async with HindsightClient(f"127.0.0.1:{tier_server.port}", timeout_s=60) as shared:
+        yield shared
+
+
+def _sentence(rng: random.Random, index: int) -> str:
+    if index % 7 == 3:
+        return f"{rng.choice(_CHINESE)}，第{index}次"
+    words = rng.sample(_WORDS, 4)
+    code = f" order X{index:03d}Q" if index % 11 == 0 else ""
+    return f"Ann talked about {words[0]} and {words[1]} with her {words[2]} near the {words[3]}{code}."
+
+
+async def _embedded(server: RunningServer, tenant: str) -> None:
+    """Waits for the backfill to embed the tenant's memories (a verbatim batch is embedded after)."""
+    for _ in range(600):
+        pending = await server.pool.fetchval(
+            "SELECT count(*) FROM memories WHERE tenant_id = $1 AND embedding_state = 'pending'", tenant
+        )
+        if not pending:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{pending} memories still pending embedding")
+
+
+async def _corpus(client: HindsightClient, tenant: str) -> None:
+    """A subject's memories of every shape a scope filters on, and another subject's beside them."""
+    rng = random.Random(7)
+    now = datetime.now(UTC)
+    tiers, kinds = ["episodic", "semantic", "working"], ["event", "fact", "preference"]
+    memories = []
+    for index in range(150):
+        memories.append(
+            memory_input(
+                _sentence(rng, index),
+                tier=tiers[index % 3],
+                kind=kinds[index % 5 % 3],
+                subject=SUBJECT,
+                session_id=f"s{index % 4}" if index % 5 else "",
+                agent_id="agent-a" if index % 6 == 0 else "agent-b",
+                visibility="private" if index % 9 == 0 else "",
+                occurred_at=now - timedelta(hours=300 - index),
+                valid_from=now - timedelta(days=index % 20) if index % 8 == 0 else None,
+                expires_at=now - timedelta(minutes=1) if index % 13 == 0 else None,
+            )
+        )
+    memories += [
+        memory_input(_sentence(rng, i), tier="episodic", kind="event", subject="bob", session_id="s1")
+        for i in range(30)
+    ]
+    await client.write_batch(tenant, memories, verbatim=True)
+    listed = await client.list(tenant, subject=SUBJECT, page_size=200)
+    for memory in list(listed.memories)[:6]:
+        await client.delete(tenant, memory.id)
+    for memory in list(listed.memories)[6:10]:
+        await client.update(tenant, memory.id, content=memory.content + " Updated with tennis.")
+
+
+def _scopes(tenant: str) -> list[Scope]:
+    now = datetime.now(UTC)
+    base = Scope(tenant_id=tenant, now=now, subject=SUBJECT)
+    return [
+        base,
+        Scope(tenant_id=tenant, now=now, subject=SUBJECT, agent_id="agent-a"),
+        Scope(tenant_id=tenant, now=now, subject=SUBJECT, tiers=(Tier.EPISODIC, Tier.WORKING)),
+        Scope(tenant_id=tenant, now=now, subject=SUBJECT, kinds=(Kind.FACT,), include_superseded=True),
+        Scope(
+            tenant_id=tenant,
+            now=now,
+            subject=SUBJECT,
+            window=TimeWindow(now - timedelta(days=10), now - timedelta(days=2)),
+        ),
+        Scope(tenant_id=tenant, now=now + timedelta(days=400), subject=SUBJECT),
+    ]
+
+
+def _same(expected: ChannelRows, got: ChannelRows) -> None:
+    assert [h.memory.id for h in got.hits] == [h.memory.id for h in expected.hits]
+    assert [h.rank for h in got.hits] == [h.rank for h in expected.hits]
+    assert [h.memory for h in got.hits] == [h.memory for h in expected.hits]
+    np.testing.assert_allclose(
+        [h.score for h in got.hits], [h.score for h in expected.hits], rtol=1e-4, atol=1e-5
+    )
+    assert {s: set(v) for s, v in got.vectors.items() if v} == {
+        s: set(v) for s, v in expected.vectors.items() if v
+    }
+    for space, by_id in expected.vectors.items():
+        for memory_id, vector in by_id.items():
+            np.testing.assert_array_equal(got.vectors[space][memory_id], vector)
+
+
+async def _held(store: MemoryStore, tenant: str) -> tuple[HotScopes, ScopeIndex]:
+    hot = HotScopes(store, HotScopeSettings(recalls_to_load=1), DIMENSIONS)
+    assert await hot.warm(tenant, SUBJECT)
+    index = await hot.index_for(Scope(tenant_id=tenant, now=datetime.now(UTC), subject=SUBJECT))
+    assert index is not None
+    return hot, index
+
+
+async def test_every_channel_of_the_index_answers_as_the_statements(
+    tier_server: RunningServer, client: HindsightClient, tenant: str
+) -> None:
+    await _corpus(client, tenant)
+    await _embedded(tier_server, tenant)
+    store = MemoryStore(tier_server.pool)
+    _, index = await _held(store, tenant)
+    reads = IndexedReads(store, index)
+    assert index.live == 150
+    rng = random.Random(3)
+    held = [index.vectors_of(i) for i in index.ids()]  # queries near real memories
+    compared = 0
+    for scope in _scopes(tenant):
+        for query in ["lake hiking with her sister", "咖啡 拿铁", "order X033Q", "piano tennis Updated"]:
+            terms = query_terms(query)
+            for spaces in ((VectorSpace.ENGLISH, VectorSpace.MULTILINGUAL), (VectorSpace.MULTILINGUAL,)):
+                expected = await store.lexical_channel(scope, terms, 20, BM25, spaces)
+                got = await reads.lexical_channel(scope, terms, 20, BM25, spaces)
+                _same(expected, got)
+                assert got.rare_terms == expected.rare_terms
+                compared += len(expected.hits)
+        for space in VectorSpace:
+            vectors = [v[space] for v in held if space in v]
+            for _ in range(3):
+                query_vector = (rng.choice(vectors) + rng.gauss(0, 0.02)).astype(np.float32)
+                searched = (space, VectorSpace.MULTILINGUAL) if space is VectorSpace.ENGLISH else (space,)
+                for without_english in (False, True):
+                    args = (scope, query_vector, 15, space, searched)
+                    expected = await store.vector_channel(*args, exact=True, without_english=without_english)
+                    got = await reads.vector_channel(*args, without_english=without_english)
+                    _same(expected, got)
+                    compared += len(expected.hits)
+        ids = rng.sample(index.ids(), 25)
+        for spaces in ((VectorSpace.ENGLISH, VectorSpace.MULTILINGUAL), (VectorSpace.MULTILINGUAL,)):
+            expected_rows, expected_around = await store.adjacent_turns(scope, ids, spaces)
+            got_rows, got_around = await reads.adjacent_turns(scope, ids, spaces)
+            assert got_around == expected_around
+            by_id = {h.memory.id: h.memory for h in expected_rows.hits}
+            assert {h.memory.id: h.memory for h in got_rows.hits} == by_id
+            compared += len(by_id)
+    assert compared > 1_000  # the comparisons compared something
+
+
+async def test_the_index_sees_every_change_made_after_it_was_read(
+    tier_server: RunningServer, client: HindsightClient, tenant: str
+) -> None:
+    await _corpus(client, tenant)
+    await _embedded(tier_server, tenant)
+    store = MemoryStore(tier_server.pool)
+    hot, index = await _held(store, tenant)
+    scope = Scope(tenant_id=tenant, now=datetime.now(UTC), subject=SUBJECT)
+    written = await client.write(
+        tenant, "Ann adopted a grey kitten named Pixel.", subject=SUBJECT, tier="semantic", kind="fact"
+    )
+    listed = (await client.list(tenant, subject=SUBJECT, page_size=5)).memories
+    victim, moved = [m for m in listed if m.id != written.memory.id][:2]
+    await client.delete(tenant, victim.id)
+
+    fresh = await hot.index_for(replace_now(scope))
+    assert fresh is index  # the same index, changed in place
+    assert written.memory.id in fresh
+    terms = query_terms("grey kitten Pixel")
+    found = await IndexedReads(store, fresh).lexical_channel(scope, terms, 5, BM25, (VectorSpace.ENGLISH,))
+    assert found.hits and found.hits[0].memory.id == written.memory.id
+    assert victim.id in fresh  # deleted: still held (a neighbour of others), no longer found
+    near_victim = fresh.vectors_of(victim.id)[VectorSpace.MULTILINGUAL]
+    nearest = fresh.nearest(fresh.visible(replace_now(scope)), VectorSpace.MULTILINGUAL, near_victim, 200)
+    assert victim.id not in {s.memory.id for s in nearest} and len(nearest) > 50
+
+    await client.update(tenant, moved.id, subject="bob")
+    # Moved away: the tenant's removal mark makes the next look build the subject again.
+    assert await hot.index_for(replace_now(scope)) is None
+    assert await hot.warm(tenant, SUBJECT)
+    rebuilt = await hot.index_for(replace_now(scope))
+    assert rebuilt is not None and moved.id not in rebuilt
+    assert written.memory.id in rebuilt
+
+    await client.erase(tenant, memory_ids=[written.memory.id], reason="test")
+    assert await hot.index_for(replace_now(scope)) is None  # erased: built again before use
+    assert await hot.warm(tenant, SUBJECT)
+    again = await hot.index_for(replace_now(scope))
+    assert again is not None and written.memory.id not in again
+
+
+def replace_now(scope: Scope) -> Scope:
+    return Scope(tenant_id=scope.tenant_id, now=datetime.now(UTC), subject=scope.subject)
