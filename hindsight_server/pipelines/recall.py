@@ -171,7 +171,11 @@ class RecallPipeline:
         # The server's index of the subject, where it holds one: brought up to date from the primary
         # here, before the route chooses where the rest reads, so it is never behind a replica and its
         # look is not counted against a replica's read time.
-        index = None if self._hot is None else await self._hot.index_for(plan.scope)
+        index = None
+        if self._hot is not None:
+            with stage("recall.hot_scope") as span:
+                index = await self._hot.index_for(plan.scope)
+                span.set_attribute("hindsight.held", index is not None)
 
         async def search(store: RecallStore) -> tuple[list[ChannelResult], list[RankedMemory]]:
             """What reads the database, on the replica or primary the route chose (it runs again on

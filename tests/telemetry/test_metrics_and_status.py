@@ -158,9 +158,30 @@ async def test_status_json_shows_the_figures(
     assert collector["pauses"]["count"] >= 1 and collector["pauses"]["max_ms"] >= 0
     assert collector["frozen_objects"] == gc.get_freeze_count()  # none in a test process: it serves no call
 
+    assert set(figures["hot_scopes"]) == {"held", "memories", "bytes", "loads", "served", "missed"}
+
     code, out, err = await _hindsight("status", "--target", f"127.0.0.1:{traced_server.port}")
     assert code == 0, err
     assert "target p99 <= 60000 ms: met" in out and "SERVING" in out
+
+
+async def test_status_shows_the_subjects_held(
+    traced_server: RunningServer, traced_client: HindsightClient, tenant: str
+) -> None:
+    """A subject recalled three times is read into the server's index; later recalls are served from it."""
+    await traced_client.write(
+        tenant, "Ann prefers window seats", tier="semantic", kind="preference", subject="ann"
+    )
+    for _ in range(20):
+        found = await traced_client.recall(tenant, "window seats", subject="ann")
+        assert [hit.memory.content for hit in found.hits] == ["Ann prefers window seats"]
+        code, out, err = await _hindsight("status", "--json", "--target", f"127.0.0.1:{traced_server.port}")
+        assert code == 0, err
+        held = json.loads(out)["servers"][0]["figures"]["hot_scopes"]
+        if held["served"]:
+            break
+    assert held["held"] >= 1 and held["memories"] >= 1 and held["bytes"] > 0 and held["loads"] >= 1
+    assert held["missed"] >= 3  # the recalls that made it hot
 
 
 async def test_status_of_an_unreachable_server_fails_clearly(traced_server: RunningServer) -> None:
