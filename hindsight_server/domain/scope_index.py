@@ -133,6 +133,7 @@ class ScopeIndex:
         self._matrix = {space: _Column.of(np.float32, dim) for space, dim in dimensions.items()}
         self._norm = {space: _Column.of(np.float32) for space in dimensions}
         self._postings: dict[str, _Postings] = {}
+        self._in_session: dict[int, array[int]] = {}  # a session's slots, oldest slot first
 
     # -- changes ------------------------------------------------------------------------------------
 
@@ -164,7 +165,10 @@ class ScopeIndex:
         self._kind.put(slot, _KINDS[memory.kind])
         self._shared.put(slot, memory.visibility is Visibility.SHARED)
         self._agent.put(slot, self._agents.setdefault(memory.agent_id, len(self._agents)))
-        self._session.put(slot, self._sessions.setdefault(memory.session_id, len(self._sessions)))
+        session = self._sessions.setdefault(memory.session_id, len(self._sessions))
+        self._session.put(slot, session)
+        if memory.session_id:
+            self._in_session.setdefault(session, array("i")).append(slot)
         created = _micros(memory.created_at)
         self._created.put(slot, created)
         self._spoken.put(slot, created if memory.valid_from is None else _micros(memory.valid_from))
@@ -206,6 +210,7 @@ class ScopeIndex:
         arrays += [self._session, self._created, self._spoken, self._expires, self._terms]
         arrays += [*self._has.values(), *self._matrix.values(), *self._norm.values()]
         postings = sum(8 * len(p.slots) + 120 for p in self._postings.values())
+        postings += sum(4 * len(slots) + 80 for slots in self._in_session.values())
         return sum(a.values.nbytes for a in arrays) + postings + self._text_bytes + _OBJECT_BYTES * self._live
 
     # -- searches ------------------------------------------------------------------------------------
@@ -303,16 +308,14 @@ class ScopeIndex:
         """The memories recorded right before and right after each given one in its session (by
         created_at, then id), kept when visible; and for each given id with a visible neighbour its
         (previous, next) ids, as store/channels.adjacent_turns answers."""
-        n = len(self._memories)
         found: dict[str, Memory] = {}
         adjacency: dict[str, tuple[str | None, str | None]] = {}
         for memory_id in memory_ids:
             slot = self._slot_of.get(memory_id)
             if slot is None or self._session.values[slot] == self._sessions[""]:
                 continue
-            same = (self._session.values[:n] == self._session.values[slot]) & self._alive.values[:n]
-            same[slot] = False
-            session = np.flatnonzero(same)
+            session = np.frombuffer(self._in_session[int(self._session.values[slot])], dtype=np.int32)
+            session = session[self._alive.values[session] & (session != slot)]
             created = self._created.values[session]
             at = self._created.values[slot]
             sides: list[str | None] = []
