@@ -22,6 +22,7 @@ outnumber its live ones). Pure: numpy, no I/O.
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -134,6 +135,7 @@ class ScopeIndex:
         self._norm = {space: _Column.of(np.float32) for space in dimensions}
         self._postings: dict[str, _Postings] = {}
         self._in_session: dict[int, array[int]] = {}  # a session's slots, oldest slot first
+        self._ordered: dict[int, tuple[list[tuple[int, str]], list[int]]] = {}  # see _session_order
 
     # -- changes ------------------------------------------------------------------------------------
 
@@ -151,6 +153,7 @@ class ScopeIndex:
                 self._text_bytes -= 0 if held is None else len(held.content.encode())
                 self._memories[slot] = None
                 self._alive.values[slot] = False
+                self._ordered.pop(int(self._session.values[slot]), None)
                 self._live -= 1
 
     def _append(self, row: IndexedMemory) -> None:
@@ -169,6 +172,7 @@ class ScopeIndex:
         self._session.put(slot, session)
         if memory.session_id:
             self._in_session.setdefault(session, array("i")).append(slot)
+            self._ordered.pop(session, None)
         created = _micros(memory.created_at)
         self._created.put(slot, created)
         self._spoken.put(slot, created if memory.valid_from is None else _micros(memory.valid_from))
@@ -314,43 +318,29 @@ class ScopeIndex:
             slot = self._slot_of.get(memory_id)
             if slot is None or self._session.values[slot] == self._sessions[""]:
                 continue
-            session = np.frombuffer(self._in_session[int(self._session.values[slot])], dtype=np.int32)
-            session = session[self._alive.values[session] & (session != slot)]
-            created = self._created.values[session]
-            at = self._created.values[slot]
+            keys, slots = self._session_order(int(self._session.values[slot]))
+            at = bisect_left(keys, (int(self._created.values[slot]), memory_id))  # itself
             sides: list[str | None] = []
-            for earlier in (True, False):
-                side = self._closest(session, created, at, memory_id, earlier=earlier)
-                if side is not None and visible[side]:
-                    found[self._held(side).id] = self._held(side)
-                    sides.append(self._held(side).id)
+            for side in (at - 1, at + 1):
+                if 0 <= side < len(slots) and visible[slots[side]]:
+                    neighbour = self._held(slots[side])
+                    found[neighbour.id] = neighbour
+                    sides.append(neighbour.id)
                 else:
                     sides.append(None)
             if sides != [None, None]:
                 adjacency[memory_id] = (sides[0], sides[1])
         return list(found.values()), adjacency
 
-    def _closest(
-        self,
-        session: npt.NDArray[np.intp],
-        created: npt.NDArray[np.int64],
-        at: np.int64,
-        memory_id: str,
-        *,
-        earlier: bool,
-    ) -> int | None:
-        """The slot right before (or after) (at, memory_id) in (created_at, id) order, if any."""
-        ties = [int(s) for s in session[created == at]]
-        tied = [s for s in ties if (self._held(s).id < memory_id) == earlier]
-        if tied:  # the same microsecond: the id decides, and nothing else is nearer
-            return (max if earlier else min)(tied, key=lambda s: self._held(s).id)
-        side = session[created < at] if earlier else session[created > at]
-        if not len(side):
-            return None
-        times = self._created.values[side]
-        edge = times.max() if earlier else times.min()
-        nearest = [int(s) for s in side[times == edge]]
-        return (max if earlier else min)(nearest, key=lambda s: self._held(s).id)
+    def _session_order(self, session: int) -> tuple[list[tuple[int, str]], list[int]]:
+        """A session's live slots in (created_at, id) order with their keys; sorted once, again after
+        the session changed."""
+        order = self._ordered.get(session)
+        if order is None:
+            live = [s for s in self._in_session[session] if self._alive.values[s]]
+            keyed = sorted((int(self._created.values[s]), self._held(s).id, s) for s in live)
+            order = self._ordered[session] = ([(at, i) for at, i, _ in keyed], [s for *_, s in keyed])
+        return order
 
     def vectors_of(self, memory_id: str) -> dict[VectorSpace, FloatVector]:
         """The memory's vectors, by space (rows of the matrices, not copies)."""
