@@ -118,6 +118,7 @@ class ScopeIndex:
         self._agents: dict[str, int] = {}
         self._sessions: dict[str, int] = {"": 0}
         self._text_bytes = 0
+        self._list_bytes = 0  # the postings' and the sessions' entries, counted as they are added
         self._live = 0
         self._alive = _Column.of(np.bool_)
         self._status = _Column.of(np.int8)
@@ -171,7 +172,11 @@ class ScopeIndex:
         session = self._sessions.setdefault(memory.session_id, len(self._sessions))
         self._session.put(slot, session)
         if memory.session_id:
-            self._in_session.setdefault(session, array("i")).append(slot)
+            if session not in self._in_session:
+                self._in_session[session] = array("i")
+                self._list_bytes += 80
+            self._in_session[session].append(slot)
+            self._list_bytes += 4
             self._ordered.pop(session, None)
         created = _micros(memory.created_at)
         self._created.put(slot, created)
@@ -187,8 +192,10 @@ class ScopeIndex:
             postings = self._postings.get(lexeme)
             if postings is None:
                 postings = self._postings[lexeme] = _Postings()
+                self._list_bytes += 120
             postings.slots.append(slot)
             postings.counts.append(count)
+            self._list_bytes += 8
 
     # -- what it holds -------------------------------------------------------------------------------
 
@@ -213,9 +220,8 @@ class ScopeIndex:
         arrays = [self._alive, self._status, self._tier, self._kind, self._shared, self._agent]
         arrays += [self._session, self._created, self._spoken, self._expires, self._terms]
         arrays += [*self._has.values(), *self._matrix.values(), *self._norm.values()]
-        postings = sum(8 * len(p.slots) + 120 for p in self._postings.values())
-        postings += sum(4 * len(slots) + 80 for slots in self._in_session.values())
-        return sum(a.values.nbytes for a in arrays) + postings + self._text_bytes + _OBJECT_BYTES * self._live
+        held = self._list_bytes + self._text_bytes + _OBJECT_BYTES * self._live
+        return sum(a.values.nbytes for a in arrays) + held
 
     # -- searches ------------------------------------------------------------------------------------
 

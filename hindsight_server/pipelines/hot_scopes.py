@@ -65,6 +65,7 @@ class _Entry:
     refresh_ticket: int = 0  # when the refresh in flight (or the last one) began
     recalls: list[float] = field(default_factory=list)  # recent recall times while not held
     not_before: float = 0.0  # no load before this (monotonic)
+    budgeted_bytes: int = 0  # the index's size when the budgets were last checked
 
 
 def _refreshed(entry: _Entry, task: asyncio.Task[None]) -> None:
@@ -120,7 +121,8 @@ class HotScopes:
         return entry.index
 
     async def warm(self, tenant_id: str, subject: str) -> bool:
-        """Reads a subject in now, whether hot or not, within the same bounds; whether it is held."""
+        """Reads a subject in now, whether hot or not, within the same bounds; whether it is held
+        (tests, and an operator's tools that want a subject ready before its first recall)."""
         key = (tenant_id, subject)
         entry = self._entries.get(key)
         if entry is None:
@@ -181,8 +183,14 @@ class HotScopes:
             index.remove(changes.changed)  # moved to another subject, or gone, when not fetched back
             index.upsert(row for row in fetched if row.memory.subject == key[1])
         entry.since = changes.horizon
-        if index.dead > max(index.live, 1_000):
+        if index.live > self._settings.max_memories:
+            entry.index, entry.not_before = None, self._clock() + self._settings.retry_after_s
+        elif index.dead > max(index.live, 1_000):
             self._rebuild(key, entry)
+        elif index.nbytes > entry.budgeted_bytes * 1.1:
+            # It grew by a tenth since the budgets were last checked: they hold after writes too.
+            entry.budgeted_bytes = index.nbytes
+            self._evict(key)
 
     def _rebuild(self, key: Key, entry: _Entry) -> None:
         """Drops the index and builds it again in the background; recalls read the database meanwhile."""
@@ -244,7 +252,7 @@ class HotScopes:
                 self._next_load_at = started + index.live / settings.load_memories_per_s
         if self._entries.get(key) is not entry:
             return  # forgotten while it loaded
-        entry.index, entry.since = index, since
+        entry.index, entry.since, entry.budgeted_bytes = index, since, index.nbytes
         self._loads += 1
         self._evict(key)
 

@@ -91,6 +91,15 @@ def _scope(subject: str = "ann", tenant: str = "acme", **fields: object) -> Scop
     return Scope(tenant_id=tenant, now=NOW, subject=subject, **fields)  # type: ignore[arg-type]
 
 
+async def _one_held() -> tuple[_Rows, HotScopes]:
+    """A subject of one memory, held."""
+    rows = _Rows()
+    rows.write("acme", "ann", 1)
+    hot = _hot(rows, recalls_to_load=1)
+    assert await hot.warm("acme", "ann")
+    return rows, hot
+
+
 async def _settled() -> None:
     """Lets the background loads finish."""
     for _ in range(20):
@@ -142,10 +151,7 @@ async def test_a_subject_over_the_limit_is_not_held_until_the_retry() -> None:
 
 
 async def test_concurrent_recalls_share_a_look_that_began_after_them() -> None:
-    rows = _Rows()
-    rows.write("acme", "ann", 1)
-    hot = _hot(rows, recalls_to_load=1)
-    assert await hot.warm("acme", "ann")
+    rows, hot = await _one_held()
     rows.gate = asyncio.Event()
     recalls = [asyncio.ensure_future(hot.index_for(_scope())) for _ in range(8)]
     await _settled()
@@ -157,10 +163,7 @@ async def test_concurrent_recalls_share_a_look_that_began_after_them() -> None:
 
 
 async def test_a_write_acknowledged_before_a_recall_is_seen_even_while_an_older_look_is_in_flight() -> None:
-    rows = _Rows()
-    rows.write("acme", "ann", 1)
-    hot = _hot(rows, recalls_to_load=1)
-    assert await hot.warm("acme", "ann")
+    rows, hot = await _one_held()
     rows.gate = asyncio.Event()
     early = asyncio.ensure_future(hot.index_for(_scope()))
     await _settled()  # its look took its horizon before the write below
@@ -174,10 +177,7 @@ async def test_a_write_acknowledged_before_a_recall_is_seen_even_while_an_older_
 
 
 async def test_a_removal_or_a_failed_look_sends_recalls_to_the_database() -> None:
-    rows = _Rows()
-    rows.write("acme", "ann", 1)
-    hot = _hot(rows, recalls_to_load=1)
-    assert await hot.warm("acme", "ann")
+    rows, hot = await _one_held()
     rows.remove()
     assert await hot.index_for(_scope()) is None  # a memory left: built again in the background
     await _settled()
@@ -213,10 +213,7 @@ async def test_memory_is_bounded_per_tenant_and_per_server_least_recently_used_f
 async def test_a_recall_arriving_as_a_look_ends_starts_its_own() -> None:
     """The look has finished but its done-callback has not run yet: the recall must not wait on it
     again and again (it would never yield to the loop, and the server would hang)."""
-    rows = _Rows()
-    rows.write("acme", "ann", 1)
-    hot = _hot(rows, recalls_to_load=1)
-    assert await hot.warm("acme", "ann")
+    rows, hot = await _one_held()
     rows.gate, go = asyncio.Event(), asyncio.Event()
     first = asyncio.ensure_future(hot.index_for(_scope()))
     await _settled()
@@ -234,3 +231,17 @@ async def test_a_recall_arriving_as_a_look_ends_starts_its_own() -> None:
     go.set()
     held = await asyncio.gather(first, second)
     assert all(index is not None for index in held) and numbered(2).id in held[1]  # type: ignore[operator]
+
+
+async def test_a_subject_that_grows_past_the_limit_while_held_is_let_go() -> None:
+    rows = _Rows()
+    rows.write("acme", "ann", 1)
+    hot = _hot(rows, recalls_to_load=1, max_memories=5)
+    assert await hot.warm("acme", "ann")
+    for n in range(2, 5):
+        rows.write("acme", "ann", n)
+    assert await hot.index_for(_scope()) is not None  # 4: still within the limit
+    for n in range(5, 8):
+        rows.write("acme", "ann", n)
+    assert await hot.index_for(_scope()) is None  # 7: its recalls read the database
+    assert hot.figures.held == 0

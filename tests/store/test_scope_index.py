@@ -136,21 +136,24 @@ def _same(expected: ChannelRows, got: ChannelRows) -> None:
             np.testing.assert_array_equal(got.vectors[space][memory_id], vector)
 
 
-async def _held(store: MemoryStore, tenant: str) -> tuple[HotScopes, ScopeIndex]:
+async def _written_and_held(
+    server: RunningServer, client: HindsightClient, tenant: str
+) -> tuple[MemoryStore, HotScopes, ScopeIndex]:
+    """The corpus written and embedded, and the subject read into an index."""
+    await _corpus(client, tenant)
+    await _embedded(server, tenant)
+    store = MemoryStore(server.pool)
     hot = HotScopes(store, HotScopeSettings(recalls_to_load=1), DIMENSIONS)
     assert await hot.warm(tenant, SUBJECT)
     index = await hot.index_for(Scope(tenant_id=tenant, now=datetime.now(UTC), subject=SUBJECT))
     assert index is not None
-    return hot, index
+    return store, hot, index
 
 
 async def test_every_channel_of_the_index_answers_as_the_statements(
     tier_server: RunningServer, client: HindsightClient, tenant: str
 ) -> None:
-    await _corpus(client, tenant)
-    await _embedded(tier_server, tenant)
-    store = MemoryStore(tier_server.pool)
-    _, index = await _held(store, tenant)
+    store, _, index = await _written_and_held(tier_server, client, tenant)
     reads = IndexedReads(store, index)
     assert index.live == 150
     rng = random.Random(3)
@@ -190,10 +193,7 @@ async def test_every_channel_of_the_index_answers_as_the_statements(
 async def test_the_index_sees_every_change_made_after_it_was_read(
     tier_server: RunningServer, client: HindsightClient, tenant: str
 ) -> None:
-    await _corpus(client, tenant)
-    await _embedded(tier_server, tenant)
-    store = MemoryStore(tier_server.pool)
-    hot, index = await _held(store, tenant)
+    store, hot, index = await _written_and_held(tier_server, client, tenant)
     scope = Scope(tenant_id=tenant, now=datetime.now(UTC), subject=SUBJECT)
     written = await client.write(
         tenant, "Ann adopted a grey kitten named Pixel.", subject=SUBJECT, tier="semantic", kind="fact"
