@@ -346,6 +346,9 @@ class HotScopesSettings(_Section):
     # A look that finds more changed memories than this reads the subject in again instead.
     max_changes: int = Field(200, ge=1, le=10_000)
     retry_after_s: float = Field(300.0, ge=0)  # after an evicted, failed or oversized load
+    # A subject not recalled this long is let go: a memory erased through another server leaves this
+    # one's memory by then at the latest (at once when the subject is recalled again).
+    idle_s: float = Field(600.0, gt=0)
 
 
 class AuditSettings(_Section):

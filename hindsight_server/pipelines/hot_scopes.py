@@ -54,6 +54,9 @@ class HotScopeSettings:
     # After a failed or oversized load, the subject's recalls read the database this long before the
     # next try.
     retry_after_s: float = 300.0
+    # A subject not recalled this long is let go, so what a server holds of a memory erased through
+    # another server does not stay in its memory past it.
+    idle_s: float = 600.0
 
 
 @dataclass(slots=True)
@@ -64,6 +67,7 @@ class _Entry:
     refreshing: asyncio.Task[None] | None = None
     refresh_ticket: int = 0  # when the refresh in flight (or the last one) began
     recalls: list[float] = field(default_factory=list)  # recent recall times while not held
+    used_at: float = 0.0  # its last recall (monotonic)
     not_before: float = 0.0  # no load before this (monotonic)
     budgeted_bytes: int = 0  # the index's size when the budgets were last checked
 
@@ -101,12 +105,14 @@ class HotScopes:
             return None
         key = (scope.tenant_id, scope.subject)
         ticket = next(self._tickets)
+        self._let_idle_go()
         entry = self._entries.get(key)
         if entry is None or entry.index is None:
             self._missed += 1
             self._noted(key, entry)
             return None
         self._entries.move_to_end(key)
+        entry.used_at = self._clock()
         try:
             await self._fresh(key, entry, ticket)
         except HindsightError:
@@ -126,7 +132,7 @@ class HotScopes:
         key = (tenant_id, subject)
         entry = self._entries.get(key)
         if entry is None:
-            entry = self._entries[key] = _Entry()
+            entry = self._entries[key] = _Entry(used_at=self._clock())
         if entry.index is None:
             self._start_load(key, entry)
             if entry.loading is not None:
@@ -208,7 +214,7 @@ class HotScopes:
                 oldest = next(iter(self._entries))
                 self._drop(oldest)
         self._entries.move_to_end(key)
-        now = self._clock()
+        now = entry.used_at = self._clock()
         entry.recalls = [t for t in entry.recalls if now - t < self._settings.window_s] + [now]
         if len(entry.recalls) >= self._settings.recalls_to_load and now >= entry.not_before:
             self._start_load(key, entry)
@@ -255,6 +261,16 @@ class HotScopes:
         entry.index, entry.since, entry.budgeted_bytes = index, since, index.nbytes
         self._loads += 1
         self._evict(key)
+
+    def _let_idle_go(self) -> None:
+        """Forgets the subjects not recalled for idle_s: the least recently used are first in line, so
+        this reads only the ones it forgets, and one more."""
+        oldest = self._clock() - self._settings.idle_s
+        while self._entries:
+            key, entry = next(iter(self._entries.items()))
+            if entry.used_at >= oldest or entry.loading is not None:
+                return
+            self._drop(key)
 
     def _drop(self, key: Key) -> None:
         entry = self._entries.pop(key, None)

@@ -146,6 +146,7 @@ def hot_scope_settings(settings: Settings) -> HotScopeSettings:
         load_memories_per_s=hot.load_memories_per_s,
         max_changes=hot.max_changes,
         retry_after_s=hot.retry_after_s,
+        idle_s=hot.idle_s,
     )
 
 

@@ -245,3 +245,16 @@ async def test_a_subject_that_grows_past_the_limit_while_held_is_let_go() -> Non
         rows.write("acme", "ann", n)
     assert await hot.index_for(_scope()) is None  # 7: its recalls read the database
     assert hot.figures.held == 0
+
+
+async def test_a_subject_not_recalled_for_idle_s_is_let_go() -> None:
+    rows, clock = _Rows(), FakeClock(NOW)
+    rows.write("acme", "ann", 1)
+    rows.write("acme", "bob", 2)
+    hot = _hot(rows, clock, recalls_to_load=1, idle_s=600)
+    assert await hot.warm("acme", "ann") and await hot.warm("acme", "bob")
+    clock.advance(timedelta(seconds=400))
+    assert await hot.index_for(_scope("bob")) is not None
+    clock.advance(timedelta(seconds=300))  # ann: 700 s without a recall; bob: 300 s
+    assert await hot.index_for(_scope("bob")) is not None
+    assert hot.figures.held == 1  # ann's index (and whatever it held) is gone
