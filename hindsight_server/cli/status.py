@@ -127,6 +127,13 @@ def render(target: str, serving: str, inference: str, figures: dict[str, Any]) -
             f"  {'cache':<12}{space}: {cache['hits']:,} hits, {cache['misses']:,} misses{share},"
             f" {cache['size']:,} of {cache['capacity']:,} entries"
         )
+    hot = figures.get("hot_scopes")
+    if hot:
+        lines.append(
+            f"  {'subjects':<12}{hot['held']:,} held in memory ({hot['memories']:,} memories,"
+            f" {hot['bytes'] / 1024 / 1024:,.1f} MB); {hot['served']:,} recalls answered there,"
+            f" {hot['missed']:,} of subjects not held; {hot['loads']:,} read in"
+        )
     return "\n".join(lines)
 
 

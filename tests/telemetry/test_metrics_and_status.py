@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import re
 import socket
 import sys
 from collections.abc import Callable
@@ -182,6 +183,11 @@ async def test_status_shows_the_subjects_held(
             break
     assert held["held"] >= 1 and held["memories"] >= 1 and held["bytes"] > 0 and held["loads"] >= 1
     assert held["missed"] >= 3  # the recalls that made it hot
+    code, out, err = await _hindsight("status", "--target", f"127.0.0.1:{traced_server.port}")
+    assert code == 0, err
+    assert re.search(
+        r"subjects +\d+ held in memory \(\d+ memories, [\d.]+ MB\); \d+ recalls answered", out
+    ), out
 
 
 async def test_status_of_an_unreachable_server_fails_clearly(traced_server: RunningServer) -> None:
