@@ -12,7 +12,8 @@ Bounds, so one tenant cannot take a server's memory or CPU: the indexes together
 above `max_memories` is not held (its recalls walk the database's HNSW graph, cheaper than an exact
 search of that many vectors here); loads run one at a time at `load_memories_per_s`; a look that finds
 more than `max_changes` changed memories, or a memory taken away (migration 0022), builds the subject
-again in the background, and a subject whose dead slots outnumber its live ones is built again too.
+again in the background, and a subject whose dead slots outnumber its live ones is built again too; a
+subject not recalled for `idle_s` is let go.
 """
 
 from __future__ import annotations
