@@ -10,6 +10,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+
 
 @dataclass(frozen=True, slots=True)
 class Bm25:
@@ -64,6 +69,16 @@ _CODE = re.compile(r"(?=.*[0-9])(?=.*[a-z])[a-z0-9-]{4,}|[0-9]{5,}")
 def idf(documents: int, df: int) -> float:
     """BM25's idf, never negative (the +1 inside the log)."""
     return math.log(1 + (documents - df + 0.5) / (df + 0.5))
+
+
+def term_scores(
+    tf: FloatArray, weight: float, lengths: FloatArray, average_terms: float, bm25: Bm25
+) -> FloatArray:
+    """One term's BM25 contribution for each document (its count in it, the document's length in
+    terms), as the lexical statement computes it in SQL (store/channels.py)."""
+    saturation = bm25.k1 * (1 - bm25.b + bm25.b * lengths / average_terms)
+    scores: FloatArray = weight * tf * (bm25.k1 + 1) / (tf + saturation)
+    return scores
 
 
 def plan_bm25_query(dfs: Mapping[str, int], documents: int, bm25: Bm25) -> Bm25Plan:

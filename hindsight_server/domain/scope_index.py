@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from hindsight_server.domain.bm25 import Bm25, Bm25Plan
+from hindsight_server.domain.bm25 import Bm25, Bm25Plan, term_scores
 from hindsight_server.domain.model import Kind, Memory, Scope, Status, Tier, VectorSpace, Visibility
 from hindsight_server.domain.vectors import FloatVector
 
@@ -111,7 +111,6 @@ class ScopeIndex:
     def __init__(self, tenant_id: str, subject: str, dimensions: Mapping[VectorSpace, int]) -> None:
         self.tenant_id = tenant_id
         self.subject = subject
-        self._dimensions = dict(dimensions)
         # By slot (None: dead). Only the memory: its vectors live in the matrices, its terms in the postings.
         self._memories: list[Memory | None] = []
         self._slot_of: dict[str, int] = {}
@@ -119,7 +118,6 @@ class ScopeIndex:
         self._sessions: dict[str, int] = {"": 0}
         self._text_bytes = 0
         self._list_bytes = 0  # the postings' and the sessions' entries, counted as they are added
-        self._live = 0
         self._alive = _Column.of(np.bool_)
         self._status = _Column.of(np.int8)
         self._tier = _Column.of(np.int8)
@@ -155,13 +153,11 @@ class ScopeIndex:
                 self._memories[slot] = None
                 self._alive.values[slot] = False
                 self._ordered.pop(int(self._session.values[slot]), None)
-                self._live -= 1
 
     def _append(self, row: IndexedMemory) -> None:
         memory, slot = row.memory, len(self._memories)
         self._memories.append(memory)
         self._slot_of[memory.id] = slot
-        self._live += 1
         self._text_bytes += len(memory.content.encode())
         self._alive.put(slot, True)
         self._status.put(slot, _STATUSES[memory.status])
@@ -208,11 +204,11 @@ class ScopeIndex:
 
     @property
     def live(self) -> int:
-        return self._live
+        return len(self._slot_of)
 
     @property
     def dead(self) -> int:
-        return len(self._memories) - self._live
+        return len(self._memories) - len(self._slot_of)
 
     @property
     def nbytes(self) -> int:
@@ -220,7 +216,7 @@ class ScopeIndex:
         arrays = [self._alive, self._status, self._tier, self._kind, self._shared, self._agent]
         arrays += [self._session, self._created, self._spoken, self._expires, self._terms]
         arrays += [*self._has.values(), *self._matrix.values(), *self._norm.values()]
-        held = self._list_bytes + self._text_bytes + _OBJECT_BYTES * self._live
+        held = self._list_bytes + self._text_bytes + _OBJECT_BYTES * len(self._slot_of)
         return sum(a.values.nbytes for a in arrays) + held
 
     # -- searches ------------------------------------------------------------------------------------
@@ -305,9 +301,7 @@ class ScopeIndex:
             slots = np.frombuffer(postings.slots, dtype=np.int32)
             counts[slots] = np.frombuffer(postings.counts, dtype=np.int32)
             tf = counts[candidates]
-            scores += (
-                weight * tf * (bm25.k1 + 1) / (tf + bm25.k1 * (1 - bm25.b + bm25.b * lengths / average_terms))
-            )
+            scores += term_scores(tf, weight, lengths, average_terms, bm25)
             counts[slots] = 0.0
         order = np.lexsort((-self._created.values[candidates], -scores))[:limit]
         return [Scored(self._held(candidates[i]), float(scores[i])) for i in order]

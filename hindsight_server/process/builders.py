@@ -135,19 +135,7 @@ def embedding_models(settings: Settings) -> list[EmbeddingModel]:
 
 
 def hot_scope_settings(settings: Settings) -> HotScopeSettings:
-    hot = settings.hot_scopes
-    return HotScopeSettings(
-        enabled=hot.enabled,
-        memory_mb=hot.memory_mb,
-        tenant_share=hot.tenant_share,
-        max_memories=hot.max_memories,
-        recalls_to_load=hot.recalls_to_load,
-        window_s=hot.window_s,
-        load_memories_per_s=hot.load_memories_per_s,
-        max_changes=hot.max_changes,
-        retry_after_s=hot.retry_after_s,
-        idle_s=hot.idle_s,
-    )
+    return HotScopeSettings(**settings.hot_scopes.model_dump())
 
 
 def routing_settings(settings: Settings) -> RoutingSettings:
