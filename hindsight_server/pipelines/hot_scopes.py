@@ -128,8 +128,8 @@ class HotScopes:
         return entry.index
 
     async def warm(self, tenant_id: str, subject: str) -> bool:
-        """Reads a subject in now, whether hot or not, within the same bounds; whether it is held
-        (tests, and an operator's tools that want a subject ready before its first recall)."""
+        """Reads a subject in now, whether hot or not, within the same bounds; whether it is held (the
+        tests' way to hold a subject without waiting on a background load)."""
         key = (tenant_id, subject)
         entry = self._entries.get(key)
         if entry is None:
@@ -211,9 +211,8 @@ class HotScopes:
         """Counts a recall of a subject not held, and starts its load once it is hot."""
         if entry is None:
             entry = self._entries[key] = _Entry()
-            while len(self._entries) > _CAPACITY:
-                oldest = next(iter(self._entries))
-                self._drop(oldest)
+            if len(self._entries) > _CAPACITY:
+                self._drop(self._least_needed(sparing=key))
         self._entries.move_to_end(key)
         now = entry.used_at = self._clock()
         entry.recalls = [t for t in entry.recalls if now - t < self._settings.window_s] + [now]
@@ -262,6 +261,15 @@ class HotScopes:
         entry.index, entry.since, entry.budgeted_bytes = index, since, index.nbytes
         self._loads += 1
         self._evict(key)
+
+    def _least_needed(self, *, sparing: Key) -> Key:
+        """The entry to forget when too many subjects are counted (never `sparing`, the one just
+        counted): the least recently seen that is only counted (a tenant recalling thousands of subjects
+        once each pushes out counts, not the indexes other tenants hold), else the least recently used."""
+        for key, entry in self._entries.items():  # stops at the first such: the held are few
+            if key != sparing and entry.index is None and entry.loading is None:
+                return key
+        return next(key for key in self._entries if key != sparing)
 
     def _let_idle_go(self) -> None:
         """Forgets the subjects not recalled for idle_s: the least recently used are first in line, so

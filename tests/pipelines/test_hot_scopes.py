@@ -258,3 +258,16 @@ async def test_a_subject_not_recalled_for_idle_s_is_let_go() -> None:
     clock.advance(timedelta(seconds=300))  # ann: 700 s without a recall; bob: 300 s
     assert await hot.index_for(_scope("bob")) is not None
     assert hot.figures.held == 1  # ann's index (and whatever it held) is gone
+
+
+async def test_a_flood_of_subjects_pushes_out_counts_not_the_subjects_held(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("hindsight_server.pipelines.hot_scopes._CAPACITY", 3)
+    rows = _Rows()
+    rows.write("acme", "ann", 1)
+    hot = _hot(rows, recalls_to_load=3)
+    assert await hot.warm("acme", "ann")  # held, then the least recently used of all
+    for n in range(10):
+        await hot.index_for(_scope(f"flood-{n}", "other"))  # counted once each, never held
+    assert await hot.index_for(_scope()) is not None
