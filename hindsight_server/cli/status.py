@@ -132,7 +132,8 @@ def render(target: str, serving: str, inference: str, figures: dict[str, Any]) -
         lines.append(
             f"  {'subjects':<12}{hot['held']:,} held in memory ({hot['memories']:,} memories,"
             f" {hot['bytes'] / 1024 / 1024:,.1f} MB); {hot['served']:,} recalls answered there,"
-            f" {hot['missed']:,} of subjects not held; {hot['loads']:,} read in"
+            f" {hot['missed']:,} of subjects not held; {hot['loads']:,} read in;"
+            f" {hot['vector_searches']:,} vector searches in {hot['vector_passes']:,} passes"
         )
     return "\n".join(lines)
 

@@ -31,6 +31,7 @@ from hindsight_server.domain.errors import HindsightError
 from hindsight_server.domain.model import Scope, VectorSpace
 from hindsight_server.domain.scope_index import ScopeIndex
 from hindsight_server.pipelines.ports import ScopeIndexStore
+from hindsight_server.pipelines.vector_searches import VectorSearches
 from hindsight_server.telemetry.status import HotScopeFigures
 
 __all__ = ["HotScopeSettings", "HotScopes"]
@@ -99,6 +100,7 @@ class HotScopes:
         self._load_lock = asyncio.Lock()
         self._next_load_at = 0.0
         self._loads = self._served = self._missed = 0
+        self.vector_searches = VectorSearches()  # the held subjects' vector searches run there
 
     async def index_for(self, scope: Scope) -> ScopeIndex | None:
         """The subject's index, fresh as of now, when it is held; None (read the database) otherwise."""
@@ -155,6 +157,8 @@ class HotScopes:
             loads=self._loads,
             served=self._served,
             missed=self._missed,
+            vector_searches=self.vector_searches.searches,
+            vector_passes=self.vector_searches.passes,
         )
 
     # -- keeping an index fresh ----------------------------------------------------------------------

@@ -18,14 +18,16 @@ from hindsight_server.domain.scope_index import ScopeIndex, Scored
 from hindsight_server.domain.search_plan import ScopeSize
 from hindsight_server.domain.vectors import FloatVector, Vectors
 from hindsight_server.pipelines.ports import RecallStore
+from hindsight_server.pipelines.vector_searches import VectorSearches
 
 __all__ = ["IndexedReads"]
 
 
 class IndexedReads:
-    def __init__(self, store: RecallStore, index: ScopeIndex) -> None:
+    def __init__(self, store: RecallStore, index: ScopeIndex, searches: VectorSearches) -> None:
         self._store = store
         self._index = index
+        self._searches = searches
         self._visible: list[tuple[Scope, npt.NDArray[np.bool_]]] = []
 
     def _seen(self, scope: Scope) -> npt.NDArray[np.bool_]:
@@ -80,9 +82,10 @@ class IndexedReads:
     ) -> ChannelRows:
         """Exact whatever `exact` says: a search of the index costs less than a walk of the graph."""
         without = VectorSpace.ENGLISH if without_english else None
-        return self._rows(
-            self._index.nearest(self._seen(scope), space, query, limit, without=without), spaces
+        found = await self._searches.nearest(
+            self._index, self._seen(scope), space, query, limit, without=without
         )
+        return self._rows(found, spaces)
 
     async def adjacent_turns(
         self, scope: Scope, memory_ids: Sequence[str], spaces: Sequence[VectorSpace]

@@ -36,6 +36,7 @@ from hindsight_server.domain.policy import Limits, RecallPolicy
 from hindsight_server.domain.query import QueryFocus, focus
 from hindsight_server.domain.ranking import Around
 from hindsight_server.domain.rerank import rerank_depth
+from hindsight_server.domain.scope_index import ScopeIndex
 from hindsight_server.domain.search_plan import ScopeSize, prefers_exact_search, split_limit
 from hindsight_server.domain.timeparse import TimeExpression, parse_time
 from hindsight_server.domain.validation import validate_recall
@@ -171,17 +172,18 @@ class RecallPipeline:
         # The server's index of the subject, where it holds one: brought up to date from the primary
         # here, before the route chooses where the rest reads, so it is never behind a replica and its
         # look is not counted against a replica's read time.
-        index = None
+        held: ScopeIndex | None = None
         if self._hot is not None:
             with stage("recall.hot_scope") as span:
-                index = await self._hot.index_for(plan.scope)
-                span.set_attribute("hindsight.held", index is not None)
+                held = await self._hot.index_for(plan.scope)
+                span.set_attribute("hindsight.held", held is not None)
+            searches = self._hot.vector_searches
 
         async def search(store: RecallStore) -> tuple[list[ChannelResult], list[RankedMemory]]:
             """What reads the database, on the replica or primary the route chose (it runs again on
             the primary when a replica fails under it); the index's channels instead, when held."""
-            if index is not None:
-                store = IndexedReads(store, index)
+            if held is not None:
+                store = IndexedReads(store, held, searches)
             results, vectors = await _run_channels(self._channels(store, plan))
             with stage("recall.fuse") as span:
                 candidates = reciprocal_rank_fusion(results, k=policy.rrf_k, limit=policy.max_candidates)

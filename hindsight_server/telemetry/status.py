@@ -104,6 +104,8 @@ class HotScopeFigures:
     loads: int  # subjects read in since the server started
     served: int  # recalls answered from a held subject
     missed: int  # recalls of a subject (named) not held: read from the database
+    vector_searches: int  # exact vector searches of held subjects
+    vector_passes: int  # passes over a matrix that ran them (fewer: concurrent searches shared one)
 
 
 def _no_hot_scopes() -> HotScopeFigures | None:

@@ -13,7 +13,7 @@ import pytest
 
 from hindsight_server.domain.bm25 import Bm25, Bm25Plan
 from hindsight_server.domain.model import Kind, Scope, Status, Tier, TimeWindow, VectorSpace, Visibility
-from hindsight_server.domain.scope_index import IndexedMemory, ScopeIndex
+from hindsight_server.domain.scope_index import IndexedMemory, ScopeIndex, nearest_slots
 from tests.domain.builders import numbered
 
 NOW = datetime(2024, 3, 15, 12, tzinfo=UTC)
@@ -175,6 +175,62 @@ def test_a_changed_memory_takes_a_new_slot_and_the_old_one_dies() -> None:
     assert (
         (index.live, index.dead) == (1, 2) and numbered(2).id not in index and index.ids() == [numbered(1).id]
     )
+
+
+@pytest.mark.parametrize("memories", [1, 255, 256, 700])  # under, at and across the product's row blocks
+@pytest.mark.parametrize("queries", [1, 2, 5])
+def test_a_batch_of_searches_finds_what_each_search_finds_alone(memories: int, queries: int) -> None:
+    rng = np.random.default_rng(memories * 10 + queries)
+    index = ScopeIndex("acme", "user-7", {EN: 8, ML: 3})
+    index.upsert(
+        _row(n, {EN: rng.normal(size=8).tolist()}, status=Status.DELETED if n % 7 == 0 else Status.ACTIVE)
+        for n in range(1, memories + 1)
+    )
+    visible = index.visible(_scope())
+    limits = [1, 5, 40, 1_000][:queries] + [3] * max(0, queries - 4)
+    asks = [index.nearest_ask(visible, EN, rng.normal(size=8).astype(np.float32), k) for k in limits]
+    assert all(ask is not None for ask in asks)
+    together = nearest_slots(*index.matrix(EN), [ask for ask in asks if ask is not None])
+    for ask, (slots, cosines) in zip(asks, together, strict=True):
+        assert ask is not None
+        alone = index.nearest(visible, EN, ask.query, ask.limit)
+        assert [s.memory.id for s in index.found(slots, cosines)] == [s.memory.id for s in alone]
+        np.testing.assert_allclose(cosines, [s.score for s in alone], atol=1e-6)
+        assert len(alone) == min(ask.limit, sum(1 for n in range(1, memories + 1) if n % 7))
+
+
+def test_a_recalls_searches_survive_the_index_changing_under_them() -> None:
+    """A recall takes what it may see once; concurrent recalls' looks may then add memories (past its
+    mask's end: not seen) and replace or remove others (their old slots: left out), between its
+    searches or while a vector search runs on another thread."""
+    at = NOW - timedelta(hours=1)
+    index = _index(
+        _row(1, {EN: [1.0, 0.0]}, words="kitten", session_id="s", created_at=at),
+        _row(2, {EN: [0.9, 0.1]}, words="kitten", session_id="s", created_at=at + timedelta(minutes=1)),
+        _row(3, {EN: [0.8, 0.2]}, words="kitten", session_id="s", created_at=at + timedelta(minutes=2)),
+    )
+    visible = index.visible(_scope())
+    ask = index.nearest_ask(visible, EN, np.array([1.0, 0.0], dtype=np.float32), 5)
+    assert ask is not None
+    ((slots, cosines),) = nearest_slots(*index.matrix(EN), [ask])
+    index.upsert(
+        [_row(2, {EN: [0.0, 1.0]}, words="tiger", session_id="s", created_at=at + timedelta(minutes=1))]
+    )
+    index.upsert(
+        [_row(4, {EN: [1.0, 0.0]}, words="kitten", session_id="s", created_at=at + timedelta(minutes=3))]
+    )
+    index.remove([numbered(3).id])
+    ids = {n: numbered(n).id for n in range(1, 5)}
+    assert [s.memory.id for s in index.found(slots, cosines)] == [ids[1]]  # 2 and 3 died meanwhile
+    assert [s.memory.id for s in index.nearest(visible, EN, ask.query, 5)] == [ids[1]]
+    kitten = Bm25Plan(idf={"kitten": 1.0}, match=("kitten",))
+    assert [s.memory.id for s in index.lexical(visible, kitten, BM25, 1.0, 5)] == [ids[1]]
+    memories, around = index.adjacent(visible, [ids[1]])
+    assert (memories, around) == ([], {})  # its neighbour 2 changed after the recall began: not seen
+    assert [s.memory.id for s in index.lexical(index.visible(_scope()), kitten, BM25, 1.0, 5)] == [
+        ids[4],
+        ids[1],
+    ]
 
 
 def test_its_size_grows_with_what_it_holds() -> None:

@@ -22,6 +22,7 @@ from hindsight_server.domain.model import Kind, Scope, Tier, TimeWindow, VectorS
 from hindsight_server.domain.scope_index import ScopeIndex
 from hindsight_server.pipelines.hot_scopes import HotScopes, HotScopeSettings
 from hindsight_server.pipelines.indexed_reads import IndexedReads
+from hindsight_server.pipelines.vector_searches import VectorSearches
 from hindsight_server.process.running import RunningServer
 from hindsight_server.store.memories import MemoryStore
 
@@ -154,7 +155,8 @@ async def test_every_channel_of_the_index_answers_as_the_statements(
     tier_server: RunningServer, client: HindsightClient, tenant: str
 ) -> None:
     store, _, index = await _written_and_held(tier_server, client, tenant)
-    reads = IndexedReads(store, index)
+    searches = VectorSearches(off_loop_from=0)  # on the thread, whatever the size
+    reads = IndexedReads(store, index, searches)
     assert index.live == 150
     rng = random.Random(3)
     held = [index.vectors_of(i) for i in index.ids()]  # queries near real memories
@@ -188,6 +190,7 @@ async def test_every_channel_of_the_index_answers_as_the_statements(
             assert {h.memory.id: h.memory for h in got_rows.hits} == by_id
             compared += len(by_id)
     assert compared > 1_000  # the comparisons compared something
+    assert searches.passes == searches.searches > 50
 
 
 async def test_the_index_sees_every_change_made_after_it_was_read(
@@ -206,7 +209,9 @@ async def test_the_index_sees_every_change_made_after_it_was_read(
     assert fresh is index  # the same index, changed in place
     assert written.memory.id in fresh
     terms = query_terms("grey kitten Pixel")
-    found = await IndexedReads(store, fresh).lexical_channel(scope, terms, 5, BM25, (VectorSpace.ENGLISH,))
+    found = await IndexedReads(store, fresh, hot.vector_searches).lexical_channel(
+        scope, terms, 5, BM25, (VectorSpace.ENGLISH,)
+    )
     assert found.hits and found.hits[0].memory.id == written.memory.id
     assert victim.id in fresh  # deleted: still held (a neighbour of others), no longer found
     near_victim = fresh.vectors_of(victim.id)[VectorSpace.MULTILINGUAL]

@@ -159,7 +159,10 @@ async def test_status_json_shows_the_figures(
     assert collector["pauses"]["count"] >= 1 and collector["pauses"]["max_ms"] >= 0
     assert collector["frozen_objects"] == gc.get_freeze_count()  # none in a test process: it serves no call
 
-    assert set(figures["hot_scopes"]) == {"held", "memories", "bytes", "loads", "served", "missed"}
+    assert set(figures["hot_scopes"]) == {
+        *("held", "memories", "bytes", "loads", "served", "missed"),
+        *("vector_searches", "vector_passes"),
+    }
 
     code, out, err = await _hindsight("status", "--target", f"127.0.0.1:{traced_server.port}")
     assert code == 0, err
@@ -183,10 +186,14 @@ async def test_status_shows_the_subjects_held(
             break
     assert held["held"] >= 1 and held["memories"] >= 1 and held["bytes"] > 0 and held["loads"] >= 1
     assert held["missed"] >= 3  # the recalls that made it hot
+    # No inference tier here: no query vector, so no vector search (tests/store/test_scope_index.py has them).
+    assert held["vector_searches"] == held["vector_passes"] == 0
     code, out, err = await _hindsight("status", "--target", f"127.0.0.1:{traced_server.port}")
     assert code == 0, err
     assert re.search(
-        r"subjects +\d+ held in memory \(\d+ memories, [\d.]+ MB\); \d+ recalls answered", out
+        r"subjects +\d+ held in memory \(\d+ memories, [\d.]+ MB\); \d+ recalls answered.*"
+        r" \d+ vector searches in \d+ passes",
+        out,
     ), out
 
 
