@@ -1,18 +1,21 @@
-"""One subject's memories held in a server's own memory, searched as the recall statements search them.
+"""One subject's memories, or a whole tenant's, held in a server's own memory, searched as the recall
+statements search them.
 
 A recall of a user reads three channels' rows from PostgreSQL (the vector search, BM25 over the matching
 rows, the turns around the strongest candidates): ~5 ms of the database's CPU and ~2 ms of the server's
-turning rows into memories, for every recall. A scope (a tenant's subject) recalled often is held here
-instead, with its vectors in a matrix, its lexemes in postings and every memory already built: a recall
-then asks the database only what changed since it last looked (pipelines/hot_scopes.py).
+turning rows into memories, for every recall. A scope recalled often (a tenant small enough to hold
+whole, else a subject of it) is held here instead, with its vectors in a matrix, its lexemes in postings
+and every memory already built: a recall then asks the database only what changed since it last looked
+(pipelines/hot_scopes.py).
 
 The searches give what the statements in store/channels.py give, row for row: the same filters
 (`ScopeIndex.visible` follows `where_in_scope`), the same BM25 (`lexical`: the candidates are the newest
 `match_rows` memories holding a match term, scored on every usable term), the same neighbours
 (`adjacent`: the previous and next memory of a session, then kept only when visible). Two differences,
 both in the index's favour: the vector search is exact where the statement walks an HNSW graph
-(approximate), and a neighbour is looked for among the subject's own memories, where the statement also
-sees another subject's turn of the same session (and then drops it as out of scope).
+(approximate), and an index of one subject looks for a neighbour among the subject's own memories, where
+the statement also sees another subject's turn of the same session (and then drops it as out of scope;
+an index of the whole tenant does the same).
 
 Slots are append-only: a changed memory takes a new slot and its old one is marked dead, so postings and
 matrices never need rewriting (pipelines/hot_scopes.py reads a subject in again once its dead slots
@@ -116,11 +119,13 @@ class _Postings:
 
 
 class ScopeIndex:
-    """A subject's memories (every status, so a neighbour that is no longer visible is still known)."""
+    """A subject's memories, or with the subject "" every memory of the tenant (every status, so a
+    neighbour that is no longer visible is still known)."""
 
     def __init__(self, tenant_id: str, subject: str, dimensions: Mapping[VectorSpace, int]) -> None:
         self.tenant_id = tenant_id
         self.subject = subject
+        self._subjects: dict[str, int] = {}  # a whole tenant's: each subject's code in _subject
         # By slot (None: dead). Only the memory: its vectors live in the matrices, its terms in the postings.
         self._memories: list[Memory | None] = []
         self._slot_of: dict[str, int] = {}
@@ -135,6 +140,7 @@ class ScopeIndex:
         self._shared = _Column.of(np.bool_)
         self._agent = _Column.of(np.int32)
         self._session = _Column.of(np.int32)
+        self._subject = _Column.of(np.int32)
         self._created = _Column.of(np.int64)
         self._spoken = _Column.of(np.int64)  # coalesce(valid_from, created_at): the time it speaks of
         self._expires = _Column.of(np.int64)
@@ -177,6 +183,7 @@ class ScopeIndex:
         self._agent.put(slot, self._agents.setdefault(memory.agent_id, len(self._agents)))
         session = self._sessions.setdefault(memory.session_id, len(self._sessions))
         self._session.put(slot, session)
+        self._subject.put(slot, self._subjects.setdefault(memory.subject, len(self._subjects)))
         if memory.session_id:
             if session not in self._in_session:
                 self._in_session[session] = array("i")
@@ -224,7 +231,7 @@ class ScopeIndex:
     def nbytes(self) -> int:
         """An estimate of the memory the index holds: its arrays exactly, its objects by measure."""
         arrays = [self._alive, self._status, self._tier, self._kind, self._shared, self._agent]
-        arrays += [self._session, self._created, self._spoken, self._expires, self._terms]
+        arrays += [self._session, self._subject, self._created, self._spoken, self._expires, self._terms]
         arrays += [*self._has.values(), *self._matrix.values(), *self._norm.values()]
         held = self._list_bytes + self._text_bytes + _OBJECT_BYTES * len(self._slot_of)
         return sum(a.values.nbytes for a in arrays) + held
@@ -233,10 +240,14 @@ class ScopeIndex:
 
     def visible(self, scope: Scope) -> npt.NDArray[np.bool_]:
         """The slots a recall in `scope` may see, as store/channels.where_in_scope filters rows. The
-        scope must be this index's subject and not look into the past (`as_of`): such recalls read
-        the database."""
-        if scope.as_of is not None or scope.subject != self.subject or scope.tenant_id != self.tenant_id:
-            raise ValueError("the index serves present-time recalls of its own subject only")
+        scope must be within this index (its tenant; its subject, unless it holds the whole tenant)
+        and not look into the past (`as_of`): such recalls read the database."""
+        if (
+            scope.as_of is not None
+            or scope.tenant_id != self.tenant_id
+            or (self.subject and scope.subject != self.subject)
+        ):
+            raise ValueError("the index serves present-time recalls of its own tenant and subject only")
         n = len(self._memories)
         status = self._status.values[:n]
         seen = status == _STATUSES[Status.ACTIVE]
@@ -246,6 +257,8 @@ class ScopeIndex:
         mask &= self._expires.values[:n] > _micros(scope.now)
         agent = self._agents.get(scope.agent_id, -1)
         mask &= self._shared.values[:n] | (self._agent.values[:n] == agent)
+        if scope.subject and not self.subject:
+            mask &= self._subject.values[:n] == self._subjects.get(scope.subject, -1)
         if scope.tiers:
             mask &= np.isin(self._tier.values[:n], [_TIERS[t] for t in scope.tiers])
         if scope.kinds:

@@ -1,19 +1,22 @@
-"""The subjects a server recalls often, held in its own memory (domain/scope_index.py), kept fresh.
+"""The tenants and subjects a server recalls often, held in its own memory (domain/scope_index.py), kept
+fresh.
 
-A subject becomes hot after `recalls_to_load` recalls within `window_s`; it is then read in the
-background, a page at a time at a bounded pace, while its recalls go on reading the database. Once
-held, every recall first asks the database what changed in the subject since the server last looked
-(one statement, on the subject's change index) and applies it, so a recall sees every write acknowledged
-before it began, on whichever server it was made. Concurrent recalls of one subject share that look when
-it began after they did.
+Every recall counts towards its tenant: a tenant recalled `recalls_to_load` times within `window_s` is
+read in whole when it holds at most `max_memories` (the subject ""), and then serves all its recalls,
+with a subject or without. A larger tenant is not held whole; a subject of it recalled as often is held
+instead. A scope is read in the background, a page at a time at a bounded pace, while its recalls go on
+reading the database. Once held, every recall first asks the database what changed in the scope since
+the server last looked (one statement, on the tenant's change index) and applies it, so a recall sees
+every write acknowledged before it began, on whichever server it was made. Concurrent recalls of one
+scope share that look when it began after they did.
 
 Bounds, so one tenant cannot take a server's memory or CPU: the indexes together hold at most
-`memory_mb`, one tenant's at most `tenant_share` of it (the least recently used go first); a subject
+`memory_mb`, one tenant's at most `tenant_share` of it (the least recently used go first); a scope
 above `max_memories` is not held (its recalls walk the database's HNSW graph, cheaper than an exact
 search of that many vectors here); loads run one at a time at `load_memories_per_s`; a look that finds
-more than `max_changes` changed memories, or a memory taken away (migration 0022), builds the subject
-again in the background, and a subject whose dead slots outnumber its live ones is built again too; a
-subject not recalled for `idle_s` is let go.
+more than `max_changes` changed memories, or a memory taken away (migration 0022), builds the scope
+again in the background, and a scope whose dead slots outnumber its live ones is built again too; a
+scope not recalled for `idle_s` is let go.
 """
 
 from __future__ import annotations
@@ -38,8 +41,8 @@ __all__ = ["HotScopeSettings", "HotScopes"]
 
 log = logging.getLogger(__name__)
 
-Key = tuple[str, str]  # (tenant, subject)
-_CAPACITY = 10_000  # subjects whose recent recalls are counted; the least recently seen forgotten first
+Key = tuple[str, str]  # (tenant, subject): the subject "" is the whole tenant
+_CAPACITY = 10_000  # scopes whose recent recalls are counted; the least recently seen forgotten first
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,24 +106,38 @@ class HotScopes:
         self.vector_searches = VectorSearches()  # the held subjects' vector searches run there
 
     async def index_for(self, scope: Scope) -> ScopeIndex | None:
-        """The subject's index, fresh as of now, when it is held; None (read the database) otherwise."""
-        if not self._settings.enabled or not scope.subject or scope.as_of is not None:
+        """The index of the whole tenant, else of the subject, fresh as of now, when one is held; None
+        (read the database) otherwise."""
+        if not self._settings.enabled or scope.as_of is not None:
             return None
-        key = (scope.tenant_id, scope.subject)
         ticket = next(self._tickets)
         self._let_idle_go()
-        entry = self._entries.get(key)
-        if entry is None or entry.index is None:
-            self._missed += 1
-            self._noted(key, entry)
-            return None
+        whole_key = (scope.tenant_id, "")
+        whole = self._entries.get(whole_key)
+        if whole is not None and whole.index is not None:
+            return await self._served_from(whole_key, whole, ticket)
+        self._noted(whole_key, whole)
+        if scope.subject:
+            key = (scope.tenant_id, scope.subject)
+            entry = self._entries.get(key)
+            if entry is not None and entry.index is not None:
+                return await self._served_from(key, entry, ticket)
+            whole = self._entries.get(whole_key)
+            # Its subjects are counted only once the tenant proved too large to hold whole (or its
+            # load failed): else both would be read in, and the subject's index never used.
+            if whole is None or (whole.loading is None and whole.not_before > self._clock()):
+                self._noted(key, entry)
+        self._missed += 1
+        return None
+
+    async def _served_from(self, key: Key, entry: _Entry, ticket: int) -> ScopeIndex | None:
         self._entries.move_to_end(key)
         entry.used_at = self._clock()
         try:
             await self._fresh(key, entry, ticket)
         except HindsightError:
-            # The database failed under the look: forget the index (built again once the subject is
-            # hot again) and let the recall read the database, which reports the error.
+            # The database failed under the look: forget the index (built again once the scope is hot
+            # again) and let the recall read the database, which reports the error.
             self._drop(key)
             return None
         if entry.index is None:
@@ -192,7 +209,7 @@ class HotScopes:
             return  # dropped or rebuilt meanwhile: what was read belongs to the old index
         if changes.changed:
             index.remove(changes.changed)  # moved to another subject, or gone, when not fetched back
-            index.upsert(row for row in fetched if row.memory.subject == key[1])
+            index.upsert(row for row in fetched if key[1] in ("", row.memory.subject))
         entry.since = changes.horizon
         if index.live > self._settings.max_memories:
             entry.index, entry.not_before = None, self._clock() + self._settings.retry_after_s
@@ -235,26 +252,29 @@ class HotScopes:
             await asyncio.sleep(max(0.0, self._next_load_at - self._clock()))
             started = self._clock()
             index = ScopeIndex(*key, self._dimensions)
+            scope = "a subject" if key[1] else "the memories"
             try:
+                # Counted first (by its index, at most one row past the limit): a tenant too large to
+                # hold whole is found without reading its memories.
+                rows = await self._rows.scope_rows(*key, settings.max_memories + 1)
                 since = await self._rows.horizon()
                 after = None
-                while True:
+                while rows <= settings.max_memories:
                     page = await self._rows.subject_page(*key, after, settings.page_size)
                     index.upsert(page)
-                    if index.live > settings.max_memories:
-                        log.info(
-                            "subject of tenant %s holds over %d memories: not indexed",
-                            key[0],
-                            settings.max_memories,
-                        )
-                        entry.not_before = self._clock() + settings.retry_after_s
-                        return
+                    rows = index.live
                     if len(page) < settings.page_size:
                         break
                     after = page[-1]
                     await asyncio.sleep(0)  # a page at a time: other calls go on between them
+                if rows > settings.max_memories:
+                    log.info(
+                        "%s of tenant %s: over %d memories, not held", scope, key[0], settings.max_memories
+                    )
+                    entry.not_before = self._clock() + settings.retry_after_s
+                    return
             except Exception as error:  # a background load: its recalls read the database meanwhile
-                log.warning("could not index a subject of tenant %s: %s", key[0], error)
+                log.warning("could not hold %s of tenant %s: %s", scope, key[0], error)
                 entry.not_before = self._clock() + settings.retry_after_s
                 return
             finally:
@@ -264,6 +284,9 @@ class HotScopes:
             return  # forgotten while it loaded
         entry.index, entry.since, entry.budgeted_bytes = index, since, index.nbytes
         self._loads += 1
+        if not key[1]:  # the whole tenant: its subjects' indexes are of no more use
+            for held in [k for k in self._entries if k[0] == key[0] and k[1]]:
+                self._drop(held)
         self._evict(key)
 
     def _least_needed(self, *, sparing: Key) -> Key:

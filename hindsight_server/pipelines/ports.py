@@ -131,11 +131,13 @@ class RecallStore(ScopeCounter, Protocol):
 
 
 class ScopeIndexStore(Protocol):
-    """What a server's index of a subject reads (pipelines/hot_scopes.py): the snapshot horizon, the
-    subject's memories a page at a time (newest first), what changed since a horizon, and memories by
-    key."""
+    """What a server's index of a subject, or of a whole tenant (the subject ""), reads
+    (pipelines/hot_scopes.py): the snapshot horizon, how many memories it holds (up to a limit), its
+    memories a page at a time (newest first), what changed since a horizon, and memories by key."""
 
     async def horizon(self) -> int: ...
+
+    async def scope_rows(self, tenant_id: str, subject: str, limit: int) -> int: ...
 
     async def subject_page(
         self, tenant_id: str, subject: str, after: IndexedMemory | None, limit: int

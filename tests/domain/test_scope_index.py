@@ -91,8 +91,27 @@ def test_a_scope_sees_what_the_statements_filter(
     "scope", [{"subject": "user-8"}, {"tenant_id": "other"}, {"as_of": NOW - timedelta(days=1)}]
 )
 def test_the_index_refuses_a_scope_it_does_not_hold(scope: dict[str, Any]) -> None:
-    with pytest.raises(ValueError, match="present-time recalls of its own subject"):
+    with pytest.raises(ValueError, match="present-time recalls of its own tenant and subject"):
         _index(_row(1)).visible(_scope(**scope))
+
+
+def test_an_index_of_the_whole_tenant_sees_a_subject_or_every_subject() -> None:
+    index = ScopeIndex("acme", "", {EN: 2, ML: 3})
+    index.upsert([_row(1, subject="user-7"), _row(2, subject="user-8"), _row(3, subject="")])
+    seen = {
+        subject: [
+            m for m, shown in zip(index.ids(), index.visible(_scope(subject=subject)), strict=True) if shown
+        ]
+        for subject in ("user-7", "user-8", "", "nobody")
+    }
+    assert seen == {
+        "user-7": [numbered(1).id],
+        "user-8": [numbered(2).id],
+        "": [numbered(1).id, numbered(2).id, numbered(3).id],  # no subject named: all of them
+        "nobody": [],
+    }
+    with pytest.raises(ValueError, match="own tenant"):
+        index.visible(_scope(tenant_id="other"))
 
 
 def test_the_nearest_are_ranked_by_cosine_whatever_the_vectors_length() -> None:

@@ -49,17 +49,26 @@ class _Rows:
         self.removed_at = self.xid
         self.xid += 1
 
+    def _of(self, tenant: str, subject: str) -> dict[str, tuple[int, IndexedMemory]]:
+        """The scope's memories: the subject's, or for "" every subject's of the tenant."""
+        return {
+            memory_id: held
+            for (t, s), memories in self.memories.items()
+            if t == tenant and subject in ("", s)
+            for memory_id, held in memories.items()
+        }
+
     async def horizon(self) -> int:
         return self.xid
+
+    async def scope_rows(self, tenant_id: str, subject: str, limit: int) -> int:
+        return min(len(self._of(tenant_id, subject)), limit)
 
     async def subject_page(
         self, tenant_id: str, subject: str, after: IndexedMemory | None, limit: int
     ) -> list[IndexedMemory]:
         self.pages += 1
-        rows = sorted(
-            (row for _, row in self.memories.get((tenant_id, subject), {}).values()),
-            key=lambda r: r.memory.id,
-        )
+        rows = sorted((row for _, row in self._of(tenant_id, subject).values()), key=lambda r: r.memory.id)
         start = (
             0 if after is None else next(i for i, r in enumerate(rows) if r.memory.id == after.memory.id) + 1
         )
@@ -72,7 +81,7 @@ class _Rows:
             await self.gate.wait()
         if self.failing:
             raise Unavailable("the database is away")
-        changed = [i for i, (xid, _) in self.memories.get((tenant_id, subject), {}).items() if xid >= since]
+        changed = [i for i, (xid, _) in self._of(tenant_id, subject).items() if xid >= since]
         return ScopeChanges(horizon, self.removed_at >= since, changed[:limit])
 
     async def indexed(self, tenant_id: str, memory_ids: Sequence[str]) -> list[IndexedMemory]:
@@ -92,11 +101,11 @@ def _scope(subject: str = "ann", tenant: str = "acme", **fields: object) -> Scop
 
 
 async def _one_held() -> tuple[_Rows, HotScopes]:
-    """A subject of one memory, held."""
+    """A tenant of one memory, held whole."""
     rows = _Rows()
     rows.write("acme", "ann", 1)
     hot = _hot(rows, recalls_to_load=1)
-    assert await hot.warm("acme", "ann")
+    assert await hot.warm("acme", "")
     return rows, hot
 
 
@@ -123,16 +132,50 @@ async def test_a_subject_is_held_once_recalled_often_enough_within_the_window() 
     assert hot.figures.held == 1 and hot.figures.loads == 1
 
 
-@pytest.mark.parametrize(
-    "scope", [_scope(subject=""), _scope(as_of=NOW - timedelta(days=1))], ids=["whole tenant", "as_of"]
-)
-async def test_a_recall_the_index_cannot_answer_reads_the_database(scope: Scope) -> None:
+async def test_a_recall_into_the_past_reads_the_database() -> None:
     rows = _Rows()
     hot = _hot(rows, recalls_to_load=1)
     for _ in range(3):
-        assert await hot.index_for(scope) is None
+        assert await hot.index_for(_scope(as_of=NOW - timedelta(days=1))) is None
     await _settled()
     assert rows.pages == 0
+
+
+async def test_a_small_tenant_is_held_whole_and_serves_every_subject_and_none() -> None:
+    rows = _Rows()
+    rows.write("acme", "ann", 1)
+    rows.write("acme", "bob", 2)
+    hot = _hot(rows, recalls_to_load=2)
+    assert await hot.index_for(_scope("ann")) is None
+    assert await hot.index_for(_scope("")) is None  # the tenant's second recall: read in whole
+    await _settled()
+    assert hot.figures.held == 1 and hot.figures.loads == 1
+    whole = await hot.index_for(_scope("bob"))
+    assert whole is not None and whole.subject == ""
+    seen = {i for i in whole.ids() if whole.visible(_scope("bob"))[whole.ids().index(i)]}
+    assert seen == {numbered(2).id}  # a subject's recall sees its subject only
+    assert bool(whole.visible(_scope("")).all()) and await hot.index_for(_scope("")) is whole
+
+
+async def test_a_tenant_too_large_to_hold_whole_holds_its_subjects_instead() -> None:
+    rows = _Rows()
+    for n in range(1, 5):
+        rows.write("acme", "ann" if n % 2 else "bob", n)
+    hot = _hot(rows, recalls_to_load=2, max_memories=3)
+    await hot.index_for(_scope("ann"))
+    await hot.index_for(_scope("ann"))  # the tenant is hot: counted (4 > 3), not read
+    await _settled()
+    assert rows.pages == 0 and hot.figures.held == 0
+    await hot.index_for(_scope("ann"))
+    await hot.index_for(_scope("ann"))  # now its subject is counted, and held (2 memories)
+    await _settled()
+    index = await hot.index_for(_scope("ann"))
+    assert (
+        index is not None
+        and index.subject == "ann"
+        and sorted(index.ids()) == [numbered(1).id, numbered(3).id]
+    )
+    assert await hot.index_for(_scope("")) is None  # a recall of no subject reads the database
 
 
 async def test_a_subject_over_the_limit_is_not_held_until_the_retry() -> None:
@@ -199,7 +242,7 @@ async def test_memory_is_bounded_per_tenant_and_per_server_least_recently_used_f
     size = probe.figures.bytes
     # Room for two subjects on the server, one per tenant.
     budget_mb = 2.5 * size / 1024 / 1024
-    hot = _hot(rows, recalls_to_load=1, memory_mb=budget_mb, tenant_share=0.5)
+    hot = _hot(rows, recalls_to_load=100, memory_mb=budget_mb, tenant_share=0.5)  # held by warm() only
     assert await hot.warm("a", "s1")
     assert await hot.warm("a", "s2")  # tenant a's share holds one: s1, least recently used, goes
     assert await hot.index_for(_scope("s1", "a")) is None
@@ -236,7 +279,7 @@ async def test_a_recall_arriving_as_a_look_ends_starts_its_own() -> None:
 async def test_a_subject_that_grows_past_the_limit_while_held_is_let_go() -> None:
     rows = _Rows()
     rows.write("acme", "ann", 1)
-    hot = _hot(rows, recalls_to_load=1, max_memories=5)
+    hot = _hot(rows, recalls_to_load=100, max_memories=5)  # held by warm() only
     assert await hot.warm("acme", "ann")
     for n in range(2, 5):
         rows.write("acme", "ann", n)
@@ -251,7 +294,7 @@ async def test_a_subject_not_recalled_for_idle_s_is_let_go() -> None:
     rows, clock = _Rows(), FakeClock(NOW)
     rows.write("acme", "ann", 1)
     rows.write("acme", "bob", 2)
-    hot = _hot(rows, clock, recalls_to_load=1, idle_s=600)
+    hot = _hot(rows, clock, recalls_to_load=100, idle_s=600)  # held by warm() only
     assert await hot.warm("acme", "ann") and await hot.warm("acme", "bob")
     clock.advance(timedelta(seconds=400))
     assert await hot.index_for(_scope("bob")) is not None
@@ -269,5 +312,5 @@ async def test_a_flood_of_subjects_pushes_out_counts_not_the_subjects_held(
     hot = _hot(rows, recalls_to_load=3)
     assert await hot.warm("acme", "ann")  # held, then the least recently used of all
     for n in range(10):
-        await hot.index_for(_scope(f"flood-{n}", "other"))  # counted once each, never held
+        await hot.index_for(_scope("ann", f"flood-{n}"))  # counted once each, never held
     assert await hot.index_for(_scope()) is not None

@@ -7,9 +7,10 @@ import asyncio
 from datetime import UTC, datetime
 
 import numpy as np
+import numpy.typing as npt
 
 from hindsight_server.domain.model import Scope, Status, VectorSpace
-from hindsight_server.domain.scope_index import IndexedMemory, ScopeIndex
+from hindsight_server.domain.scope_index import IndexedMemory, ScopeIndex, Scored
 from hindsight_server.pipelines.vector_searches import VectorSearches
 from tests.domain.builders import numbered
 
@@ -30,12 +31,13 @@ def _index(memories: int, seed: int = 1) -> ScopeIndex:
     return index
 
 
-def _queries(count: int) -> list[np.ndarray]:
+def _queries(count: int) -> list[npt.NDArray[np.float32]]:
     rng = np.random.default_rng(99)
     return [rng.normal(size=16).astype(np.float32) for _ in range(count)]
 
 
-def _ids(found: list) -> list[str]:
+def _ids(found: list[Scored] | BaseException) -> list[str]:
+    assert isinstance(found, list)
     return [s.memory.id for s in found]
 
 

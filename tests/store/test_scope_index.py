@@ -92,8 +92,17 @@ async def _corpus(client: HindsightClient, tenant: str) -> None:
                 expires_at=now - timedelta(minutes=1) if index % 13 == 0 else None,
             )
         )
+    # Each at its own time: the statements order equal scores by time only, so a tie in both is in no
+    # set order.
     memories += [
-        memory_input(_sentence(rng, i), tier="episodic", kind="event", subject="bob", session_id="s1")
+        memory_input(
+            _sentence(rng, i),
+            tier="episodic",
+            kind="event",
+            subject="bob",
+            session_id="s1",
+            occurred_at=now - timedelta(hours=400 + i),
+        )
         for i in range(30)
     ]
     await client.write_batch(tenant, memories, verbatim=True)
@@ -138,30 +147,38 @@ def _same(expected: ChannelRows, got: ChannelRows) -> None:
 
 
 async def _written_and_held(
-    server: RunningServer, client: HindsightClient, tenant: str
+    server: RunningServer, client: HindsightClient, tenant: str, held: str = SUBJECT
 ) -> tuple[MemoryStore, HotScopes, ScopeIndex]:
-    """The corpus written and embedded, and the subject read into an index."""
+    """The corpus written and embedded, and the subject (the whole tenant, for "") read into an index."""
     await _corpus(client, tenant)
     await _embedded(server, tenant)
     store = MemoryStore(server.pool)
-    hot = HotScopes(store, HotScopeSettings(recalls_to_load=1), DIMENSIONS)
-    assert await hot.warm(tenant, SUBJECT)
+    hot = HotScopes(store, HotScopeSettings(recalls_to_load=1_000), DIMENSIONS)  # held by warm() only
+    assert await hot.warm(tenant, held)
     index = await hot.index_for(Scope(tenant_id=tenant, now=datetime.now(UTC), subject=SUBJECT))
     assert index is not None
     return store, hot, index
 
 
+@pytest.mark.parametrize("holding", [SUBJECT, ""], ids=["a subject", "the whole tenant"])
 async def test_every_channel_of_the_index_answers_as_the_statements(
-    tier_server: RunningServer, client: HindsightClient, tenant: str
+    tier_server: RunningServer, client: HindsightClient, tenant: str, holding: str
 ) -> None:
-    store, _, index = await _written_and_held(tier_server, client, tenant)
+    store, _, index = await _written_and_held(tier_server, client, tenant, holding)
     searches = VectorSearches(off_loop_from=0)  # on the thread, whatever the size
     reads = IndexedReads(store, index, searches)
-    assert index.live == 150
+    assert index.live == (150 if holding else 180) and index.subject == holding
+    scopes = _scopes(tenant)
+    if not holding:  # the whole tenant also answers the other subject's recalls, and those of none
+        now = datetime.now(UTC)
+        scopes += [
+            Scope(tenant_id=tenant, now=now, subject="bob"),
+            Scope(tenant_id=tenant, now=now, subject=""),
+        ]
     rng = random.Random(3)
     held = [index.vectors_of(i) for i in index.ids()]  # queries near real memories
     compared = 0
-    for scope in _scopes(tenant):
+    for scope in scopes:
         for query in ["lake hiking with her sister", "咖啡 拿铁", "order X033Q", "piano tennis Updated"]:
             terms = query_terms(query)
             for spaces in ((VectorSpace.ENGLISH, VectorSpace.MULTILINGUAL), (VectorSpace.MULTILINGUAL,)):
