@@ -132,8 +132,13 @@ def render(target: str, serving: str, inference: str, figures: dict[str, Any]) -
         lines.append(
             f"  {'subjects':<12}{hot['held']:,} held in memory ({hot['memories']:,} memories,"
             f" {hot['bytes'] / 1024 / 1024:,.1f} MB); {hot['served']:,} recalls answered there,"
-            f" {hot['missed']:,} of subjects not held; {hot['loads']:,} read in;"
-            f" {hot['vector_searches']:,} vector searches in {hot['vector_passes']:,} passes"
+            f" {hot['missed']:,} of subjects not held; {hot['loads']:,} read in"
+            # An older server does not report its vector searches.
+            + (
+                f"; {hot['vector_searches']:,} vector searches in {hot['vector_passes']:,} passes"
+                if "vector_passes" in hot
+                else ""
+            )
         )
     return "\n".join(lines)
 
