@@ -330,14 +330,15 @@ class FeedSettings(_Section):
 
 
 class HotScopesSettings(_Section):
-    """The subjects a server holds in its own memory for recall (pipelines/hot_scopes.py): a subject
-    recalled `recalls_to_load` times within `window_s` is read in, then each recall asks the database
-    only what changed in it. Per server; every server of a cluster holds its own."""
+    """The tenants and subjects a server holds in its own memory for recall (pipelines/hot_scopes.py): a
+    tenant recalled `recalls_to_load` times within `window_s` is read in whole when it holds at most
+    `max_memories`, else each of its subjects recalled as often; then each recall asks the database
+    only what changed. Per server; every server of a cluster holds its own."""
 
     enabled: bool = True
-    memory_mb: int = Field(256, ge=1)  # all subjects held together (an estimate: vectors, text, objects)
-    tenant_share: float = Field(0.5, gt=0, le=1)  # of memory_mb, the most one tenant's subjects hold
-    # A subject with more memories is searched in the database: an exact search here of that many
+    memory_mb: int = Field(256, ge=1)  # all indexes held together (an estimate: vectors, text, objects)
+    tenant_share: float = Field(0.5, gt=0, le=1)  # of memory_mb, the most one tenant's indexes hold
+    # A tenant (or subject) with more memories is not held whole: an exact search here of that many
     # vectors costs more than a walk of its HNSW graph.
     max_memories: int = Field(20_000, ge=1, le=1_000_000)
     recalls_to_load: int = Field(3, ge=1)
