@@ -286,11 +286,13 @@ class ScopeIndex:
         without: VectorSpace | None = None,
     ) -> list[Scored]:
         """The `limit` visible memories nearest to `query` by cosine in `space`, nearest first (exact);
-        `without`: only memories lacking a vector in that space. The three steps below in one call:
-        pipelines/vector_searches.py runs the middle one off the event loop, several queries at once."""
+        `without`: only memories lacking a vector in that space. The ask, then its search here:
+        pipelines/vector_searches.py runs the search off the event loop, several asks at once."""
         ask = self.nearest_ask(visible, space, query, limit, without=without)
-        if ask is None:
-            return []
+        return [] if ask is None else self.searched(space, ask)
+
+    def searched(self, space: VectorSpace, ask: NearestAsk) -> list[Scored]:
+        """One ask's search, on the calling thread."""
         (found,) = nearest_slots(*self.matrix(space), [ask])
         return self.found(*found)
 

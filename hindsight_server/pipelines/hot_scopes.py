@@ -71,7 +71,7 @@ class _Entry:
     loading: asyncio.Task[None] | None = None
     refreshing: asyncio.Task[None] | None = None
     refresh_ticket: int = 0  # when the refresh in flight (or the last one) began
-    recalls: list[float] = field(default_factory=list)  # recent recall times while not held
+    recalls: list[float] = field(default_factory=list)  # the last recall times while not held
     used_at: float = 0.0  # its last recall (monotonic)
     not_before: float = 0.0  # no load before this (monotonic)
     budgeted_bytes: int = 0  # the index's size when the budgets were last checked
@@ -229,14 +229,17 @@ class HotScopes:
     # -- loading -------------------------------------------------------------------------------------
 
     def _noted(self, key: Key, entry: _Entry | None) -> None:
-        """Counts a recall of a subject not held, and starts its load once it is hot."""
+        """Counts a recall of a scope not held, and starts its load once it is hot."""
         if entry is None:
             entry = self._entries[key] = _Entry()
             if len(self._entries) > _CAPACITY:
                 self._drop(self._least_needed(sparing=key))
         self._entries.move_to_end(key)
         now = entry.used_at = self._clock()
-        entry.recalls = [t for t in entry.recalls if now - t < self._settings.window_s] + [now]
+        # Only the last recalls_to_load times decide, so no more are kept: a scope recalled a thousand
+        # times a second while it may not load (too large, or its retry not due) costs no more per recall.
+        recent = [t for t in entry.recalls if now - t < self._settings.window_s]
+        entry.recalls = [*recent, now][-self._settings.recalls_to_load :]
         if len(entry.recalls) >= self._settings.recalls_to_load and now >= entry.not_before:
             self._start_load(key, entry)
 

@@ -67,8 +67,7 @@ class VectorSearches:
         self.searches += 1
         if index.matrix(space)[0].size < self._off_loop_from:
             self.passes += 1
-            (alone,) = nearest_slots(*index.matrix(space), [ask])
-            return index.found(*alone)
+            return index.searched(space, ask)
         key = (index, space)
         batch = self._waiting.get(key)
         if batch is None:

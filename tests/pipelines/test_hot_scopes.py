@@ -32,6 +32,7 @@ class _Rows:
     removed_at: int = 0
     looks: int = 0
     pages: int = 0
+    counts: int = 0  # scopes counted before a load
     gate: asyncio.Event | None = None  # a look waits for it when set
     failing: bool = False
 
@@ -62,6 +63,7 @@ class _Rows:
         return self.xid
 
     async def scope_rows(self, tenant_id: str, subject: str, limit: int) -> int:
+        self.counts += 1
         return min(len(self._of(tenant_id, subject)), limit)
 
     async def subject_page(
@@ -186,11 +188,32 @@ async def test_a_subject_over_the_limit_is_not_held_until_the_retry() -> None:
     await hot.index_for(_scope())
     await _settled()
     assert await hot.index_for(_scope()) is None and hot.figures.held == 0
-    pages = rows.pages
+    await _settled()
+    pages, counts = rows.pages, rows.counts
+    assert counts == 2  # the tenant, then its subject: each counted, neither read (7 > 5)
     clock.advance(timedelta(seconds=100))
     await hot.index_for(_scope())
     await _settled()
     assert rows.pages == pages  # not tried again before retry_after_s
+    assert rows.counts == counts
+    clock.advance(timedelta(seconds=201))
+    await hot.index_for(_scope())
+    await _settled()
+    assert rows.counts > counts and rows.pages == pages  # tried again after it: counted, still not read
+
+
+async def test_a_scope_that_may_not_load_keeps_no_more_recall_times_than_decide() -> None:
+    """A tenant recalling without end while too large to hold: each recall's count costs the same."""
+    rows = _Rows()
+    for n in range(1, 8):
+        rows.write("acme", "ann", n)
+    hot = _hot(rows, recalls_to_load=3, max_memories=5)
+    for _ in range(5_000):
+        await hot.index_for(_scope())
+    await _settled()
+    assert hot.figures.held == 0
+    kept = [len(entry.recalls) for entry in hot._entries.values()]  # the counts' own state
+    assert kept and max(kept) <= 3
 
 
 async def test_concurrent_recalls_share_a_look_that_began_after_them() -> None:
