@@ -18,6 +18,7 @@ __all__ = [
     "answer",
     "asks_for",
     "done_action",
+    "ends_asking",
     "has_change_cue",
     "is_cancel",
     "is_proposal",
@@ -153,6 +154,17 @@ def questions(text: str) -> list[str]:
         if stripped and (stripped[-1] in "?？" or _ZH_QUESTION_END.search(stripped)):
             found.append(_from_asking_clause(stripped))
     return found
+
+
+def ends_asking(text: str) -> bool:
+    """The text's last sentence is a question (closing quotes and brackets aside): the next turn answers
+    it. Reads the end only, so it costs the same for any length."""
+    tail = text[-_TAIL_CHARS:].rstrip(_CLOSERS)
+    return tail.endswith(("?", "？")) or _ZH_QUESTION_END.search(tail) is not None
+
+
+_TAIL_CHARS = 16
+_CLOSERS = " \t\r\n\"'”’」』)）"
 
 
 def asks_for(question: str) -> tuple[str, ...]:

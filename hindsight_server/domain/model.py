@@ -268,6 +268,9 @@ class TimeWindow:
     def is_open(self) -> bool:
         return self.start is None and self.end is None
 
+    def holds(self, when: datetime) -> bool:
+        return (self.start is None or when >= self.start) and (self.end is None or when < self.end)
+
 
 @dataclass(frozen=True, slots=True)
 class ScoreWeights:

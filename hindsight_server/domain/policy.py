@@ -103,6 +103,18 @@ class RecallPolicy:
     # question in the next turn; LoCoMo dev R@5 +4 in the measurements).
     context_weight: float = 0.5
     context_candidates: int = 20
+    # The turn right after a turn that ends asking a question borrows this share of it: it is the answer
+    # to what the query matched, mostly in other words ("What did you take away from it?" / "It taught
+    # me self-acceptance"). Other neighbours lend nothing: memories written one after another may be
+    # unrelated facts. LoCoMo dev (BENCHMARKS.md): R@1 +8, R@5 +5.
+    answer_weight: float = 1.0
+    # The query's own structure, in deviations of the hybrid mix: a memory inside the time the query
+    # names (not a vague one: "on 25 May, 2022", "last week") and one whose subject the query names
+    # ("what did Caroline ..." for subject "Caroline") rank as that much more similar. Preferred, never
+    # filtered: a memory dated a day off or filed under another subject is still found. LoCoMo dev
+    # (BENCHMARKS.md): R@5 +2 for the time, +1.5 for the subject.
+    spoken_time_lift: float = 1.0
+    named_subject_lift: float = 0.25
     # With a cross-encoder in the inference tier, a recall whose query is mostly Latin script (the
     # shipped one is English; domain/rerank.py) has its rerank_candidates best rescored, their
     # similarity becoming (1 - rerank_weight) x similarity + rerank_weight x sigmoid(logit), and
@@ -141,6 +153,9 @@ class RecallPolicy:
             raise ValueError(
                 f"recall.rerank_candidates must be 0 (never rerank) or more, not {self.rerank_candidates}"
             )
+        for name in ("context_weight", "answer_weight", "spoken_time_lift", "named_subject_lift"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"recall.{name} must be 0 (off) or more, not {getattr(self, name)}")
         if not 0 <= self.rerank_weight <= 1:
             raise ValueError(f"recall.rerank_weight must be between 0 and 1, not {self.rerank_weight}")
         unknown = sorted(set(self.rerank_by_profile) - set(self.profiles))

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from hindsight_server.domain import scoring
+from hindsight_server.domain.dialogue import ends_asking
 from hindsight_server.domain.model import (
     Channel,
     ChannelHit,
@@ -60,6 +61,10 @@ class RankQuery:
     context_weight: float
     recency_half_life: timedelta
     rare_terms: tuple[str, ...] = ()  # the query's terms rare in the tenant (domain/bm25.py)
+    answer_weight: float = 0.0  # the share of a question the turn after it borrows
+    spoken_time_lift: float = 0.0  # deviations of the mix a memory inside spoken_window gains
+    named_subject_lift: float = 0.0  # deviations a memory gains when the query names its subject
+    text: str = ""  # the query, NFKC-normalised and casefolded (where a subject is looked for)
 
 
 def _mix(candidates: Sequence[Candidate], lexical_weight: float) -> list[float]:
@@ -106,17 +111,18 @@ def _holds(text: str, term: str) -> bool:
 
 def rank(candidates: Sequence[Candidate], around: Around, query: RankQuery) -> list[RankedMemory]:
     """Scores the relevant candidates, best first (ties: fusion, then id). A candidate's similarity is
-    its hybrid mix plus context_weight x its best neighbour's, relative to the best candidate's.
+    its hybrid mix plus the best its neighbours lend (_adjacent), plus what the query names (the time,
+    spoken_time_lift, and the subject, named_subject_lift, in deviations of the mix), relative to the
+    best candidate's.
 
     Exact evidence comes first: a memory holding the query's rare terms (an order number, a code) is
     lifted by its share of them times the whole spread of the mix and one deviation more, so it ranks
     above every memory that only resembles the query (a vector's near-identical neighbours), and
     recency or tier cannot undo it (they move a score by at most its similarity's share)."""
-    position = {c.memory.id: i for i, c in enumerate(candidates)}
-    neighbours = [
-        [position[n] for n in around.get(c.memory.id, (None, None)) if n in position] for c in candidates
-    ]
+    neighbours = _adjacent(candidates, around, query)
     mix = scoring.with_context(_mix(candidates, query.lexical_weight), neighbours, query.context_weight)
+    named = _named_subjects(candidates, query)
+    mix = [score + _lift(candidate, query, named) for score, candidate in zip(mix, candidates, strict=True)]
     evidence = [exact_evidence(candidate, query.rare_terms) for candidate in candidates]
     if any(evidence):
         lift = max(mix) - min(mix) + _EVIDENCE_MARGIN
@@ -135,6 +141,51 @@ def rank(candidates: Sequence[Candidate], around: Around, query: RankQuery) -> l
         if is_relevant(candidate, context_of, query.entities)
     ]
     return best_first(ranked)
+
+
+def _adjacent(
+    candidates: Sequence[Candidate], around: Around, query: RankQuery
+) -> list[list[tuple[int, float]]]:
+    """Each candidate's adjacent turns among the candidates with the share it borrows from each. The
+    context stage found the turns around the strong candidates: a strong one borrows context_weight of
+    each. A turn that ends asking a question lends answer_weight to the turn after it, strong or not:
+    that turn answers what the query matched, usually in other words."""
+    position = {c.memory.id: i for i, c in enumerate(candidates)}
+    shares: list[dict[int, float]] = [{} for _ in candidates]
+
+    def lend(lender: str | None, borrower: str | None, share: float) -> None:
+        if lender in position and borrower in position and share > 0:
+            into = shares[position[borrower]]
+            into[position[lender]] = max(share, into.get(position[lender], 0.0))
+
+    for memory_id, (previous, following) in around.items():
+        for neighbour in (previous, following):
+            lend(neighbour, memory_id, query.context_weight)
+        for earlier, later in ((previous, memory_id), (memory_id, following)):
+            if earlier in position and ends_asking(candidates[position[earlier]].memory.content):
+                lend(earlier, later, query.answer_weight)
+    return [sorted(share.items()) for share in shares]
+
+
+def _named_subjects(candidates: Sequence[Candidate], query: RankQuery) -> frozenset[str]:
+    """The candidates' subjects the query names, each looked for once."""
+    if not query.named_subject_lift:
+        return frozenset()
+    subjects = {c.memory.subject for c in candidates if c.memory.subject}
+    return frozenset(subject for subject in subjects if names(query.text, subject))
+
+
+def _lift(candidate: Candidate, query: RankQuery, named: Set[str]) -> float:
+    """What the query's own structure adds to a candidate's mix: the time it names, the subject it names."""
+    memory = candidate.memory
+    window = query.spoken_window
+    in_time = window is not None and window.holds(memory.valid_from or memory.created_at)
+    return query.spoken_time_lift * in_time + query.named_subject_lift * (memory.subject in named)
+
+
+def names(text: str, subject: str) -> bool:
+    """The normalised query `text` names `subject` (a whole word of it, or as written in CJK)."""
+    return _holds(text, unicodedata.normalize("NFKC", subject).casefold())
 
 
 # Beyond the spread: e^-2 in similarity, more than recency and tier can make up (at most 1 / w_sim,

@@ -37,9 +37,7 @@ def entity_match(
     window the query named, if any (`when` inside it). 0 when the query wants nothing structured."""
     checks = [key in stored and _same(value, stored[key]) for key, value in wanted.items()]
     if window is not None and when is not None:
-        checks.append(
-            (window.start is None or when >= window.start) and (window.end is None or when < window.end)
-        )
+        checks.append(window.holds(when))
     return sum(checks) / len(checks) if checks else 0.0
 
 
@@ -55,17 +53,26 @@ def _standardised(values: Sequence[float]) -> list[float]:
     return [0.0 if spread == 0 else (v - mean) / spread for v in values]
 
 
-def with_context(mix: Sequence[float], neighbours: Sequence[Sequence[int]], weight: float) -> list[float]:
-    """Adds weight x the best score among each candidate's adjacent turns (indexes into mix). In a
-    conversation the answer often sits next to the turn that matches the question (LoCoMo dev: R@5
-    +4 with weight 0.5). A candidate whose neighbours are unknown borrows the lowest score."""
+def with_context(
+    mix: Sequence[float], neighbours: Sequence[Sequence[tuple[int, float]]], weight: float
+) -> list[float]:
+    """Adds to each candidate the best of its adjacent turns' scores, each times its edge's share
+    (neighbours: (index into mix, share) pairs). In a conversation the answer often sits next to the
+    turn that matches the question (LoCoMo dev: R@5 +4 with weight 0.5). A share above `weight` lifts a
+    score above the mean only: a neighbour that matched badly costs no more than at `weight`. A
+    candidate that borrows from no neighbour borrows `weight` x the lowest score."""
     if not mix:
         return []
     floor = min(mix)
     return [
-        score + weight * max((mix[n] for n in around), default=floor)
+        score + max((_borrowed(mix[n], share, weight) for n, share in around), default=weight * floor)
         for score, around in zip(mix, neighbours, strict=True)
     ]
+
+
+def _borrowed(score: float, share: float, weight: float) -> float:
+    """A neighbour's score times the share lent; below the mean, never more than `weight` of it."""
+    return share * score if score >= 0 else min(share, weight) * score
 
 
 def relative_to_best(mix: Sequence[float]) -> list[float]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+import unicodedata
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
@@ -405,6 +406,10 @@ class RecallPipeline:
             context_weight=policy.context_weight,
             recency_half_life=policy.recency_half_life,
             rare_terms=rare_terms,
+            answer_weight=policy.answer_weight,
+            spoken_time_lift=policy.spoken_time_lift,
+            named_subject_lift=policy.named_subject_lift,
+            text=unicodedata.normalize("NFKC", query.text).casefold(),
         )
         return ranking.rank(candidates, around, rank_query), context
 

@@ -5,6 +5,7 @@ from hindsight_server.domain.dialogue import (
     answer,
     asks_for,
     done_action,
+    ends_asking,
     has_change_cue,
     is_cancel,
     is_proposal,
@@ -170,3 +171,23 @@ def test_is_cancel(text: str, expected: bool) -> None:
 def test_find_intent(text: str, intent: str | None) -> None:
     found = find_intent(text)
     assert (found.key if found else None) == intent
+
+
+@pytest.mark.parametrize(
+    ("text", "asking"),
+    [
+        ("Where did you go on that road trip?", True),
+        ('Melanie said, "Wow, great pic! Where did you go on that road trip?"', True),
+        ("你周末去哪儿了？", True),
+        ("那本书你看完了吗", True),
+        ("你觉得呢 ~", True),
+        ("（你去了吗？）", True),
+        ("Did you? I went to the lake on Sunday.", False),  # asked, then told
+        ("I went to the lake.", False),
+        ("什么都没有。", False),
+        ("", False),
+        ("?" * 10_000 + "no", False),  # reads the end only
+    ],
+)
+def test_ends_asking(text: str, asking: bool) -> None:
+    assert ends_asking(text) is asking

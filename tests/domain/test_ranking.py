@@ -9,13 +9,16 @@ from typing import Any
 
 import pytest
 
+from hindsight_server.domain import scoring
 from hindsight_server.domain.model import Channel, ChannelHit, Tier, TimeWindow
 from hindsight_server.domain.policy import DEFAULT_PROFILES
 from hindsight_server.domain.ranking import (
+    Around,
     Candidate,
     RankQuery,
     exact_evidence,
     is_relevant,
+    names,
     rank,
     reranked,
     rescored,
@@ -117,6 +120,103 @@ def test_a_match_borrows_from_its_neighbours_by_the_context_weight() -> None:
         for hit in rank([lone, framed, neighbour], {"m2": ("m3", None)}, replace(QUERY, context_weight=0.0))
     }
     assert flat["m2"].score.similarity == pytest.approx(flat["m1"].score.similarity)
+
+
+def similarities(candidates: list[Candidate], around: Around, query: RankQuery) -> dict[str, float]:
+    return {hit.memory.id: hit.score.similarity for hit in rank(candidates, around, query)}
+
+
+def turn(n: int, content: str, **signals: Any) -> Candidate:
+    m = memory(id=f"m{n}", content=content, created_at=NOW - timedelta(days=1))
+    return Candidate(m, {Channel.LEXICAL: ChannelHit(m, 1, 0.0)}, 1.0 / (60 + n), **signals)
+
+
+@pytest.mark.parametrize(
+    ("asking", "lends"),
+    [
+        ('Melanie said, "Wow, great pic! Where did you go on that road trip?"', True),
+        ("What did you take away from the book?", True),
+        ("你周末去哪儿了？", True),
+        ("那本书你看完了吗", True),
+        ("Did you? I went to the lake on Sunday.", False),  # asked first, then told: not a question to answer
+        ("I went to the lake on Sunday.", False),
+    ],
+)
+def test_the_turn_after_a_question_borrows_the_answer_weight_of_it(asking: str, lends: bool) -> None:
+    """The question matched the query; the turn after it answers it, in other words."""
+    question = turn(1, asking, lexical=6.0)
+    answer = turn(2, "It taught me self-acceptance.", from_context=True)
+    other = turn(3, "Unrelated.", lexical=1.0)
+    around = {"m1": (None, "m2")}
+    ranked = similarities([question, answer, other], around, replace(QUERY, answer_weight=1.0))
+    alone = similarities([question, answer, other], around, QUERY)
+    mix = scoring.hybrid_mix([6.0, None, 1.0], [None, None, None], QUERY.lexical_weight)
+    # Without a question to answer it borrows what any candidate without a lending neighbour does.
+    gained = mix[0] - 0.5 * min(mix) if lends else 0.0
+    assert math.log(ranked["m2"]) - math.log(alone["m2"]) == pytest.approx(gained)
+    # The question borrows context_weight of its answer whatever it asks.
+    assert ranked["m1"] == pytest.approx(alone["m1"])
+
+
+def test_only_an_answer_borrows_from_the_strong_turn_before_it() -> None:
+    """The strong turn borrows from the turns around it; they borrow from it only when it asks what they
+    answer. Memories written one after another in a session may be unrelated facts: a statement lends
+    its neighbour nothing (a recall for a seat preference should not rank the booking written next)."""
+    statement, after = turn(1, "The user prefers a window seat.", lexical=6.0), turn(2, "Booked room A-301.")
+    question, answer = turn(1, "Where do you like to sit?", lexical=6.0), turn(2, "By the window.")
+    around = {"m1": (None, "m2")}
+    for strong, neighbour, lends in ((statement, after, False), (question, answer, True)):
+        candidates = [strong, replace(neighbour, from_context=True)]
+        ranked = similarities(candidates, around, replace(QUERY, answer_weight=1.0))
+        flat = similarities(candidates, around, QUERY)
+        assert (ranked["m2"] > flat["m2"]) is lends
+
+
+def test_a_memory_inside_the_time_the_query_names_is_lifted_not_filtered() -> None:
+    window = TimeWindow(NOW - timedelta(days=3), NOW - timedelta(days=2))
+    inside = Candidate(
+        memory(id="in", created_at=NOW - timedelta(days=10), valid_from=NOW - timedelta(days=3)),
+        {},
+        0.01,
+        lexical=2.0,
+    )
+    outside = Candidate(memory(id="out", created_at=NOW - timedelta(days=10)), {}, 0.01, lexical=2.0)
+    query = replace(QUERY, spoken_window=window, spoken_time_lift=1.0)
+    hits = similarities([inside, outside], {}, query)
+    assert math.log(hits["in"]) - math.log(hits["out"]) == pytest.approx(1.0)  # one deviation of the mix
+    unlifted = similarities([inside, outside], {}, replace(query, spoken_time_lift=0))
+    assert unlifted["in"] == pytest.approx(unlifted["out"])
+    # No time named: nothing lifted.
+    plain = similarities([inside, outside], {}, replace(query, spoken_window=None))
+    assert plain["in"] == pytest.approx(plain["out"])
+
+
+@pytest.mark.parametrize(
+    ("text", "subject", "named"),
+    [
+        ("what did caroline take away from the book?", "Caroline", True),
+        ("what did caroline's sister say?", "Caroline", True),
+        ("what did carol say?", "Caroline", False),
+        ("what did alice say?", "Al", False),  # a whole word, not a piece of one
+        ("what did mary ann bake?", "Mary Ann", True),
+        ("妈妈上周说了什么", "妈妈", True),
+        ("妈妈上周说了什么", "爸爸", False),
+        ("what did the user say?", "user-123", False),
+        ("ｃａｒｏｌｉｎｅ".casefold(), "Caroline", False),  # the pipeline normalises the query (NFKC) first
+    ],
+)
+def test_names_finds_a_subject_the_query_names(text: str, subject: str, named: bool) -> None:
+    assert names(text, subject) is named
+
+
+def test_a_memory_whose_subject_the_query_names_is_lifted() -> None:
+    hers = Candidate(memory(id="hers", subject="Caroline"), {}, 0.01, lexical=2.0)
+    his = Candidate(memory(id="his", subject="Melanie"), {}, 0.01, lexical=2.0)
+    query = replace(QUERY, named_subject_lift=0.25, text="what did caroline paint?")
+    hits = similarities([hers, his], {}, query)
+    assert math.log(hits["hers"]) - math.log(hits["his"]) == pytest.approx(0.25)
+    same = similarities([hers, his], {}, replace(query, text="what was painted?"))
+    assert same["hers"] == pytest.approx(same["his"])
 
 
 def test_the_time_the_query_speaks_of_counts_as_a_match_of_structure() -> None:

@@ -116,13 +116,25 @@ def test_rrf_limits_the_candidates() -> None:
 @pytest.mark.parametrize(
     ("mix", "neighbours", "expected"),
     [
-        ([2.0, 0.0, -1.0], [[1], [0, 2], [1]], [2.0 + 0.5 * 0.0, 0.0 + 0.5 * 2.0, -1.0 + 0.5 * 0.0]),
+        (
+            [2.0, 0.0, -1.0],
+            [[(1, 0.5)], [(0, 0.5), (2, 0.5)], [(1, 0.5)]],
+            [2.0 + 0.5 * 0.0, 0.0 + 0.5 * 2.0, -1.0 + 0.5 * 0.0],
+        ),
+        # Each edge its own share: the answer after a question borrows all of it.
+        ([2.0, 0.0, -1.0], [[(1, 0.5)], [(0, 1.0)], [(1, 0.5)]], [2.0, 0.0 + 2.0, -1.0]),
+        # Below the mean a neighbour costs at most `weight` of its score: a question that matched badly
+        # costs its answer no more than any neighbour, a smaller share less.
+        ([-1.0, 0.0], [[], [(0, 1.0)]], [-1.0 - 0.5, 0.0 - 0.5]),
+        ([-1.0, 0.0], [[], [(0, 0.2)]], [-1.0 - 0.5, 0.0 - 0.2]),
+        # The best of the borrowed scores, not the best neighbour's: 1.0 x 2.0 beats 0.5 x 3.0.
+        ([2.0, 0.0, 3.0], [[], [(0, 1.0), (2, 0.5)], []], [2.0 - 0.5 * 0.0, 2.0, 3.0 - 0.5 * 0.0]),
         ([1.0, -1.0], [[], []], [1.0 - 0.5, -1.0 - 0.5]),  # no known neighbour: borrows the lowest score
         ([], [], []),
     ],
 )
 def test_with_context_adds_the_best_neighbour(
-    mix: list[float], neighbours: list[list[int]], expected: list[float]
+    mix: list[float], neighbours: list[list[tuple[int, float]]], expected: list[float]
 ) -> None:
     assert scoring.with_context(mix, neighbours, weight=0.5) == pytest.approx(expected)
 
