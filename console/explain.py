@@ -16,6 +16,8 @@ COMPONENTS = (
     "tier_priority",
     "entity_match",
     "exact_evidence",
+    "context_lift",
+    "query_lift",
     "fusion",
     "rerank",
     "final",

@@ -553,6 +553,9 @@ class Components(BaseModel):
     recency: float
     tier_priority: float
     entity_match: float
+    exact_evidence: float = Field(description="The share of the query's rare terms the memory holds.")
+    context_lift: float = Field(description="What the turns around it lent its similarity (deviations).")
+    query_lift: float = Field(description="What the time and subject the query names added (deviations).")
     fusion: float
     rerank: float
     final: float
@@ -617,6 +620,9 @@ def _ranked(hit: pb.RecallHit) -> Ranked:
             recency=c.recency,
             tier_priority=c.tier_priority,
             entity_match=c.entity_match,
+            exact_evidence=c.exact_evidence,
+            context_lift=c.context_lift,
+            query_lift=c.query_lift,
             fusion=c.fusion,
             rerank=c.rerank,
             final=c.final,
@@ -672,6 +678,20 @@ def with_audit(
     return f"{text}\n{_audit_text(memory_id, entries)}", result.model_copy(update={"audit": entries})
 
 
+def _lifts(c: Components) -> str:
+    """What lifted a hit's similarity, where anything did."""
+    parts = [
+        f"{label} {value:+.2f}"
+        for label, value in (
+            ("evidence", c.exact_evidence),
+            ("context", c.context_lift),
+            ("named", c.query_lift),
+        )
+        if value
+    ]
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 def _debug_text(result: DebugResult) -> str:
     w = result.weights
     lines = [
@@ -691,6 +711,7 @@ def _debug_text(result: DebugResult) -> str:
         lines.append(
             f"  {place}. {hit.score:.3f} sim {c.similarity:.3f} rec {c.recency:.3f} "
             f"tier {c.tier_priority:.3f} ent {c.entity_match:.3f} rerank {c.rerank:.3f}"
+            f"{_lifts(c)}"
             f"{' packed' if hit.packed else ''} "
             f"[{', '.join(h.channel for h in hit.channels)}] {hit.id}: {hit.content[:80]}"
         )

@@ -592,7 +592,8 @@ _DEBUG = ToolSpec(
         "Diagnostics for developers, not for answering users: runs a recall with its explanation and "
         "returns each channel's raw candidates (structured, vector, lexical, session, context) with "
         "timings, and the score components of the final ranking (similarity, recency, tier priority, "
-        "entity match, rerank).",
+        "entity match, rerank, and what lifted the similarity: exact evidence of rare terms, the turns "
+        "around it, the time and subject the query names).",
         "With memory_id: also (or, without query, only) that memory's audit: the recalls that returned "
         "it, when, for which agent and request, and whether it was packed.",
         "Call it only when asked why a memory was or was not recalled, or which recalls used it.",

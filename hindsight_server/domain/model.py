@@ -377,6 +377,8 @@ class ScoreBreakdown:
     rerank: float
     final: float
     exact_evidence: float = 0.0  # the share of the query's rare terms the memory holds
+    context_lift: float = 0.0  # what neighbouring turns lent to its mix (deviations)
+    query_lift: float = 0.0  # what the time and subject the query names added to its mix (deviations)
 
 
 @dataclass(frozen=True, slots=True)

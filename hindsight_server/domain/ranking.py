@@ -119,25 +119,29 @@ def rank(candidates: Sequence[Candidate], around: Around, query: RankQuery) -> l
     lifted by its share of them times the whole spread of the mix and one deviation more, so it ranks
     above every memory that only resembles the query (a vector's near-identical neighbours), and
     recency or tier cannot undo it (they move a score by at most its similarity's share)."""
-    neighbours = _adjacent(candidates, around, query)
-    mix = scoring.with_context(_mix(candidates, query.lexical_weight), neighbours, query.context_weight)
+    own = _mix(candidates, query.lexical_weight)
+    borrowed = scoring.with_context(own, _adjacent(candidates, around, query), query.context_weight)
     named = _named_subjects(candidates, query)
-    mix = [score + _lift(candidate, query, named) for score, candidate in zip(mix, candidates, strict=True)]
+    lifts = [_lift(candidate, query, named) for candidate in candidates]
+    mix = [score + lift for score, lift in zip(borrowed, lifts, strict=True)]
     evidence = [exact_evidence(candidate, query.rare_terms) for candidate in candidates]
     if any(evidence):
-        lift = max(mix) - min(mix) + _EVIDENCE_MARGIN
-        mix = [score + share * lift for score, share in zip(mix, evidence, strict=True)]
+        spread = max(mix) - min(mix) + _EVIDENCE_MARGIN
+        mix = [score + share * spread for score, share in zip(mix, evidence, strict=True)]
     context_of = {n for pair in around.values() for n in pair if n}
+    similarities = scoring.relative_to_best(mix)
     ranked = [
         RankedMemory(
             candidate.memory,
             candidate.channels,
-            breakdown(candidate, similarity, query, held),
+            replace(
+                breakdown(candidate, similarities[i], query, evidence[i]),
+                context_lift=borrowed[i] - own[i],
+                query_lift=lifts[i],
+            ),
             directly_relevant=candidate.matches,
         )
-        for candidate, similarity, held in zip(
-            candidates, scoring.relative_to_best(mix), evidence, strict=True
-        )
+        for i, candidate in enumerate(candidates)
         if is_relevant(candidate, context_of, query.entities)
     ]
     return best_first(ranked)

@@ -413,6 +413,8 @@ def _hit_to_proto(hit: RankedMemory) -> pb.RecallHit:
             rerank=s.rerank,
             final=s.final,
             exact_evidence=s.exact_evidence,
+            context_lift=s.context_lift,
+            query_lift=s.query_lift,
         ),
         packed=hit.packed,
         matches_query=hit.directly_relevant,

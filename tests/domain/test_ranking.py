@@ -299,3 +299,27 @@ def test_the_cross_encoder_does_not_undo_exact_evidence() -> None:
     # the cross-encoder much prefers the look-alike: the memory holding the code still comes first
     again = reranked(evidence, [-8.0, 8.0], [], 0.7, QUERY.weights)
     assert [hit.score.exact_evidence for hit in again] == [1.0, 0.0]
+
+
+def test_a_hit_carries_what_lifted_its_similarity() -> None:
+    """explain shows the context lent and the query's named time and subject, in deviations of the mix."""
+    question = turn(1, "Where did you go on that trip?", lexical=6.0)
+    answer = replace(
+        turn(2, "Porto, for a week.", from_context=True),
+        memory=replace(turn(2, "Porto, for a week.").memory, subject="Ana"),
+    )
+    window = TimeWindow(NOW - timedelta(days=2), NOW)
+    query = replace(
+        QUERY,
+        answer_weight=1.0,
+        spoken_time_lift=1.0,
+        named_subject_lift=0.25,
+        spoken_window=window,
+        text="ana",
+    )
+    hits = {hit.memory.id: hit.score for hit in rank([question, answer], {"m1": (None, "m2")}, query)}
+    mix = scoring.hybrid_mix([6.0, None], [None, None], QUERY.lexical_weight)
+    assert hits["m2"].context_lift == pytest.approx(mix[0])  # all of the question's score
+    assert hits["m1"].context_lift == pytest.approx(0.5 * mix[1])  # half of its answer's
+    assert hits["m1"].query_lift == pytest.approx(1.0)  # inside the time named
+    assert hits["m2"].query_lift == pytest.approx(1.25)  # and the subject named

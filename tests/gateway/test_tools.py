@@ -87,9 +87,14 @@ async def test_debug_tool_is_listed_and_explains_when_enabled(connect: Connect) 
         written = await _ok(
             session,
             "memory_write",
-            {"session_id": "s-debug", "memory_type": "semantic", "summary": "用户偏好CSV格式导出"},
+            {
+                "session_id": "s-debug",
+                "memory_type": "semantic",
+                "summary": "用户偏好CSV格式导出",
+                "subject": "mia",
+            },
         )
-        explained = await _ok(session, "memory_debug", {"query": "CSV格式", "session_id": "s-debug"})
+        explained = await _ok(session, "memory_debug", {"query": "mia的CSV格式", "session_id": "s-debug"})
     debug = explained.structured_content
     assert debug is not None
     lexical = next(channel for channel in debug["channels"] if channel["channel"] == "lexical")
@@ -99,6 +104,9 @@ async def test_debug_tool_is_listed_and_explains_when_enabled(connect: Connect) 
     top = debug["ranking"][0]
     assert top["id"] == memory_id
     assert set(top["components"]) >= {"similarity", "recency", "tier_priority", "entity_match", "final"}
+    # The query names the memory's subject: the lift is shown, in the structure and in the text.
+    assert top["components"]["query_lift"] == pytest.approx(0.25)
+    assert "named +0.25" in _text(explained)
     assert debug["weights"]["similarity"] > 0
     assert "channel lexical" in _text(explained) and "final ranking" in _text(explained)
 
