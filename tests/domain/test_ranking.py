@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -323,3 +324,18 @@ def test_a_hit_carries_what_lifted_its_similarity() -> None:
     assert hits["m1"].context_lift == pytest.approx(0.5 * mix[1])  # half of its answer's
     assert hits["m1"].query_lift == pytest.approx(1.0)  # inside the time named
     assert hits["m2"].query_lift == pytest.approx(1.25)  # and the subject named
+
+
+def test_looking_for_named_subjects_is_bounded_by_the_candidates_not_the_text() -> None:
+    """A 4 KB query against 70 candidates of 70 different 256-character subjects: one search per
+    distinct subject, each linear in the query."""
+    text = ("a" * 255 + " ") * 16
+    candidates = [
+        Candidate(memory(id=f"m{n}", subject=f"{n:03d}" + "a" * 253), {}, 0.01, lexical=float(n % 7))
+        for n in range(70)
+    ]
+    query = replace(QUERY, named_subject_lift=0.25, text=text)
+    started = time.perf_counter()
+    ranked = rank(candidates, {}, query)
+    assert time.perf_counter() - started < 0.2
+    assert all(hit.score.query_lift == 0.0 for hit in ranked)  # "000aaa..." is not a word of the text
