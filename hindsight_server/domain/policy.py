@@ -106,13 +106,13 @@ class RecallPolicy:
     # The turn right after a turn that ends asking a question borrows this share of it: it is the answer
     # to what the query matched, mostly in other words ("What did you take away from it?" / "It taught
     # me self-acceptance"). Other neighbours lend nothing: memories written one after another may be
-    # unrelated facts. LoCoMo dev (BENCHMARKS.md): R@1 +8, R@5 +5.
+    # unrelated facts. LoCoMo dev (BENCHMARKS.md): R@1 +7, R@5 +2.4.
     answer_weight: float = 1.0
     # The query's own structure, in deviations of the hybrid mix: a memory inside the time the query
     # names (not a vague one: "on 25 May, 2022", "last week") and one whose subject the query names
     # ("what did Caroline ..." for subject "Caroline") rank as that much more similar. Preferred, never
     # filtered: a memory dated a day off or filed under another subject is still found. LoCoMo dev
-    # (BENCHMARKS.md): R@5 +2 for the time, +1.5 for the subject.
+    # (BENCHMARKS.md): R@5 +1.6 for the time, +1.6 for the subject.
     spoken_time_lift: float = 1.0
     named_subject_lift: float = 0.25
     # With a cross-encoder in the inference tier, a recall whose query is mostly Latin script (the
