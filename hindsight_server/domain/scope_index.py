@@ -276,21 +276,6 @@ class ScopeIndex:
         current: npt.NDArray[np.bool_] = visible & self._alive.values[: len(visible)]
         return current
 
-    def nearest(
-        self,
-        visible: npt.NDArray[np.bool_],
-        space: VectorSpace,
-        query: FloatVector,
-        limit: int,
-        *,
-        without: VectorSpace | None = None,
-    ) -> list[Scored]:
-        """The `limit` visible memories nearest to `query` by cosine in `space`, nearest first (exact);
-        `without`: only memories lacking a vector in that space. The ask, then its search here:
-        pipelines/vector_searches.py runs the search off the event loop, several asks at once."""
-        ask = self.nearest_ask(visible, space, query, limit, without=without)
-        return [] if ask is None else self.searched(space, ask)
-
     def searched(self, space: VectorSpace, ask: NearestAsk) -> list[Scored]:
         """One ask's search, on the calling thread."""
         (found,) = nearest_slots(*self.matrix(space), [ask])
@@ -305,7 +290,10 @@ class ScopeIndex:
         *,
         without: VectorSpace | None = None,
     ) -> NearestAsk | None:
-        """What a vector search needs beside the matrix (`nearest`); None when it can find nothing."""
+        """What a vector search needs beside the matrix: the `limit` visible memories nearest to `query`
+        by cosine in `space` (exact; `without`: only memories lacking a vector in that space), found by
+        `searched` here or by pipelines/vector_searches.py off the event loop, several asks at once.
+        None when it can find nothing."""
         n = len(visible)
         mask = self._current(visible) & self._has[space].values[:n]
         if without is not None:

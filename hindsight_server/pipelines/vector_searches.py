@@ -60,7 +60,8 @@ class VectorSearches:
         *,
         without: VectorSpace | None = None,
     ) -> list[Scored]:
-        """What `index.nearest` answers, computed with the other searches of the same matrix waiting."""
+        """The `limit` visible memories nearest to `query` by cosine in `space`, nearest first (exact;
+        ScopeIndex.nearest_ask), computed with the other searches of the same matrix waiting."""
         ask = index.nearest_ask(visible, space, query, limit, without=without)
         if ask is None:
             return []
@@ -80,6 +81,10 @@ class VectorSearches:
         # Shielded: a cancelled recall leaves the product to the others waiting on it.
         shared: Found = await asyncio.shield(batch.done)
         return index.found(*shared[position])
+
+    def close(self) -> None:
+        """Ends the thread once the product it runs, if any, is done (a server's stop: no recall waits)."""
+        self._thread.shutdown(wait=True, cancel_futures=True)
 
     async def _drain(self, key: tuple[ScopeIndex, VectorSpace]) -> None:
         """Runs the waiting batch of a matrix, then the one that gathered meanwhile, until none waits."""

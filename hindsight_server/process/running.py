@@ -20,6 +20,7 @@ from hindsight_server.pipelines.access import AccessTracker
 from hindsight_server.pipelines.audit import RecallAudit
 from hindsight_server.pipelines.feed import FeedPipeline
 from hindsight_server.pipelines.jobs import JobRunner
+from hindsight_server.pipelines.vector_searches import VectorSearches
 from hindsight_server.store.pool import BoundedPool
 from hindsight_server.store.routing import ReadRouting
 from hindsight_server.telemetry.status import StatusBoard
@@ -43,6 +44,7 @@ class RunningServer:
     feed: FeedPipeline | None = None  # the Watch streams, ended before the pool closes
     audit: RecallAudit | None = None  # the recall audit's buffer, written before the pool closes
     webhooks: WebhookSender | None = None  # closed after the deliveries (background tasks) stop
+    vector_searches: VectorSearches | None = None  # its thread, ended once the calls have
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
@@ -57,6 +59,8 @@ class RunningServer:
         if self.feed is not None:
             self.feed.close()
         await self.server.stop(self.grace_s)
+        if self.vector_searches is not None:
+            self.vector_searches.close()
         if self.access is not None:
             with contextlib.suppress(HindsightError):
                 await self.access.flush()  # what the last calls recalled

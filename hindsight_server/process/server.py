@@ -147,6 +147,7 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
     running.audit = pipelines.audit
     running.webhooks = sender
     running.summarizer = pipelines.summarizer
+    running.vector_searches = pipelines.hot.vector_searches
     running.status = status
     status.name = f"{settings.server.host}:{port}"
     _spawn_background(running, settings, backends, pipelines, status, webhook_dispatcher, clock)

@@ -6,8 +6,21 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from hindsight_server.domain.model import EmbeddingState, Kind, Memory, RecallQuery, Status, Tier
+import numpy as np
+import numpy.typing as npt
+
+from hindsight_server.domain.model import (
+    EmbeddingState,
+    Kind,
+    Memory,
+    RecallQuery,
+    Status,
+    Tier,
+    VectorSpace,
+)
 from hindsight_server.domain.policy import RecallKnobs, RecallPolicy
+from hindsight_server.domain.scope_index import ScopeIndex, Scored
+from hindsight_server.domain.vectors import FloatVector
 
 _BASE = Memory(
     id="00000000-0000-7000-8000-000000000001",
@@ -60,3 +73,18 @@ def recall_query(text: str, now: datetime, policy: RecallPolicy | None = None, *
         min_score=knobs.min_score,
     )
     return replace(query, **fields)
+
+
+def nearest(
+    index: ScopeIndex,
+    visible: npt.NDArray[np.bool_],
+    space: VectorSpace,
+    query: FloatVector,
+    limit: int,
+    *,
+    without: VectorSpace | None = None,
+) -> list[Scored]:
+    """An index's exact vector search on the calling thread: the reference the batched searches of
+    pipelines/vector_searches.py must agree with."""
+    ask = index.nearest_ask(visible, space, query, limit, without=without)
+    return [] if ask is None else index.searched(space, ask)

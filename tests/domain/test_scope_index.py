@@ -14,7 +14,7 @@ import pytest
 from hindsight_server.domain.bm25 import Bm25, Bm25Plan
 from hindsight_server.domain.model import Kind, Scope, Status, Tier, TimeWindow, VectorSpace, Visibility
 from hindsight_server.domain.scope_index import IndexedMemory, ScopeIndex, nearest_slots
-from tests.domain.builders import numbered
+from tests.domain.builders import nearest, numbered
 
 NOW = datetime(2024, 3, 15, 12, tzinfo=UTC)
 EN, ML = VectorSpace.ENGLISH, VectorSpace.MULTILINGUAL
@@ -123,11 +123,11 @@ def test_the_nearest_are_ranked_by_cosine_whatever_the_vectors_length() -> None:
         _row(5, {EN: [-1.0, 0.0], ML: [0, 0, 1]}),
     )
     visible = index.visible(_scope())
-    found = index.nearest(visible, EN, np.array([2.0, 0.0], dtype=np.float32), 3)
+    found = nearest(index, visible, EN, np.array([2.0, 0.0], dtype=np.float32), 3)
     assert [(s.memory.id[-1], round(s.score, 6)) for s in found] == [("1", 1.0), ("2", 0.6), ("5", -1.0)]
-    only_without = index.nearest(visible, ML, np.array([1, 0, 0], dtype=np.float32), 5, without=EN)
+    only_without = nearest(index, visible, ML, np.array([1, 0, 0], dtype=np.float32), 5, without=EN)
     assert [(s.memory.id[-1], round(s.score, 6)) for s in only_without] == [("4", round(1 / math.sqrt(2), 6))]
-    assert index.nearest(visible, EN, np.zeros(2, dtype=np.float32), 3) == []
+    assert nearest(index, visible, EN, np.zeros(2, dtype=np.float32), 3) == []
 
 
 def _bm25(tf: float, idf: float, length: float, average: float) -> float:
@@ -189,7 +189,7 @@ def test_a_changed_memory_takes_a_new_slot_and_the_old_one_dies() -> None:
     tiger = Bm25Plan(idf={"tiger": 1.0}, match=("tiger",))
     assert [s.memory.id for s in index.lexical(visible, tiger, BM25, 1.0, 5)] == [numbered(1).id]
     np.testing.assert_array_equal(index.vectors_of(numbered(1).id)[EN], [0.0, 1.0])
-    assert [s.score for s in index.nearest(visible, EN, np.array([1.0, 0.0], dtype=np.float32), 5)] == [0.0]
+    assert [s.score for s in nearest(index, visible, EN, np.array([1.0, 0.0], dtype=np.float32), 5)] == [0.0]
     index.remove([numbered(2).id, "not-held"])
     assert (
         (index.live, index.dead) == (1, 2) and numbered(2).id not in index and index.ids() == [numbered(1).id]
@@ -212,7 +212,7 @@ def test_a_batch_of_searches_finds_what_each_search_finds_alone(memories: int, q
     together = nearest_slots(*index.matrix(EN), [ask for ask in asks if ask is not None])
     for ask, (slots, cosines) in zip(asks, together, strict=True):
         assert ask is not None
-        alone = index.nearest(visible, EN, ask.query, ask.limit)
+        alone = nearest(index, visible, EN, ask.query, ask.limit)
         assert [s.memory.id for s in index.found(slots, cosines)] == [s.memory.id for s in alone]
         np.testing.assert_allclose(cosines, [s.score for s in alone], atol=1e-6)
         assert len(alone) == min(ask.limit, sum(1 for n in range(1, memories + 1) if n % 7))
@@ -241,7 +241,7 @@ def test_a_recalls_searches_survive_the_index_changing_under_them() -> None:
     index.remove([numbered(3).id])
     ids = {n: numbered(n).id for n in range(1, 5)}
     assert [s.memory.id for s in index.found(slots, cosines)] == [ids[1]]  # 2 and 3 died meanwhile
-    assert [s.memory.id for s in index.nearest(visible, EN, ask.query, 5)] == [ids[1]]
+    assert [s.memory.id for s in nearest(index, visible, EN, ask.query, 5)] == [ids[1]]
     kitten = Bm25Plan(idf={"kitten": 1.0}, match=("kitten",))
     assert [s.memory.id for s in index.lexical(visible, kitten, BM25, 1.0, 5)] == [ids[1]]
     memories, around = index.adjacent(visible, [ids[1]])

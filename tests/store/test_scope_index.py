@@ -25,6 +25,7 @@ from hindsight_server.pipelines.indexed_reads import IndexedReads
 from hindsight_server.pipelines.vector_searches import VectorSearches
 from hindsight_server.process.running import RunningServer
 from hindsight_server.store.memories import MemoryStore
+from tests.domain.builders import nearest
 
 SUBJECT = "ann"
 _WORDS = (
@@ -232,8 +233,8 @@ async def test_the_index_sees_every_change_made_after_it_was_read(
     assert found.hits and found.hits[0].memory.id == written.memory.id
     assert victim.id in fresh  # deleted: still held (a neighbour of others), no longer found
     near_victim = fresh.vectors_of(victim.id)[VectorSpace.MULTILINGUAL]
-    nearest = fresh.nearest(fresh.visible(replace_now(scope)), VectorSpace.MULTILINGUAL, near_victim, 200)
-    assert victim.id not in {s.memory.id for s in nearest} and len(nearest) > 50
+    near = nearest(fresh, fresh.visible(replace_now(scope)), VectorSpace.MULTILINGUAL, near_victim, 200)
+    assert victim.id not in {s.memory.id for s in near} and len(near) > 50
 
     await client.update(tenant, moved.id, subject="bob")
     # Moved away: the tenant's removal mark makes the next look build the subject again.
