@@ -44,6 +44,8 @@ _BRACKETS = str.maketrans({"[": "［", "]": "］"})
 
 def inline(content: str) -> str:
     """A memory's content as one line of the frame (see the module's docstring)."""
+    if content.isprintable():  # no control, format or separator character (most memories): C speed
+        return content.translate(_BRACKETS)
     kept = []
     for char in content:
         category = unicodedata.category(char)

@@ -10,9 +10,10 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence, Set
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from functools import lru_cache
 
 from hindsight_server.domain import scoring
 from hindsight_server.domain.dialogue import ends_asking
@@ -94,19 +95,30 @@ def is_relevant(candidate: Candidate, context_of: Set[str], entities: Entities) 
 def exact_evidence(candidate: Candidate, rare_terms: Sequence[str]) -> float:
     """The share of the query's rare terms the memory holds. Only the lexical channel's candidates can
     hold one: rare terms select its candidates."""
-    if not rare_terms or Channel.LEXICAL not in candidate.channels:
+    return _evidence(candidate, [_finder(term) for term in rare_terms])
+
+
+def _evidence(candidate: Candidate, finders: Sequence[Callable[[str], bool]]) -> float:
+    if not finders or Channel.LEXICAL not in candidate.channels:
         return 0.0
     text = unicodedata.normalize("NFKC", candidate.memory.content).casefold()
-    held = sum(1 for term in rare_terms if _holds(text, term))
-    return held / len(rare_terms)
+    return sum(1 for holds in finders if holds(text)) / len(finders)
 
 
 def _holds(text: str, term: str) -> bool:
     """A lexical term in a normalised text: a word as a whole word (bounded by anything but letters and
     digits of its own script: "订单abc123下周" holds "abc123"), CJK characters as they are."""
+    return _finder(term)(text)
+
+
+@lru_cache(maxsize=1024)
+def _finder(term: str) -> Callable[[str], bool]:
+    """`_holds` for one term, compiled once: a recall asks it of every candidate (and a tenant's rare
+    terms and subjects recur from recall to recall)."""
     if not term.isascii():
-        return term in text
-    return re.search(rf"(?<![a-z0-9]){re.escape(term)}(?![a-z0-9])", text) is not None
+        return lambda text: term in text
+    search = re.compile(rf"(?<![a-z0-9]){re.escape(term)}(?![a-z0-9])").search
+    return lambda text: search(text) is not None
 
 
 def rank(candidates: Sequence[Candidate], around: Around, query: RankQuery) -> list[RankedMemory]:
@@ -124,20 +136,26 @@ def rank(candidates: Sequence[Candidate], around: Around, query: RankQuery) -> l
     named = _named_subjects(candidates, query)
     lifts = [_lift(candidate, query, named) for candidate in candidates]
     mix = [score + lift for score, lift in zip(borrowed, lifts, strict=True)]
-    evidence = [exact_evidence(candidate, query.rare_terms) for candidate in candidates]
+    finders = [_finder(term) for term in query.rare_terms]
+    evidence = [_evidence(candidate, finders) for candidate in candidates]
     if any(evidence):
         spread = max(mix) - min(mix) + _EVIDENCE_MARGIN
         mix = [score + share * spread for score, share in zip(mix, evidence, strict=True)]
     context_of = {n for pair in around.values() for n in pair if n}
     similarities = scoring.relative_to_best(mix)
+    weights = query.weights.normalised()  # once, not per candidate
     ranked = [
         RankedMemory(
             candidate.memory,
             candidate.channels,
-            replace(
-                breakdown(candidate, similarities[i], query, evidence[i]),
+            breakdown(
+                candidate,
+                similarities[i],
+                query,
+                evidence[i],
                 context_lift=borrowed[i] - own[i],
                 query_lift=lifts[i],
+                weights=weights,
             ),
             directly_relevant=candidate.matches,
         )
@@ -203,17 +221,25 @@ def best_first(hits: Iterable[RankedMemory]) -> list[RankedMemory]:
 
 
 def breakdown(
-    candidate: Candidate, similarity: float, query: RankQuery, evidence: float = 0.0
+    candidate: Candidate,
+    similarity: float,
+    query: RankQuery,
+    evidence: float = 0.0,
+    *,
+    context_lift: float = 0.0,
+    query_lift: float = 0.0,
+    weights: ScoreWeights | None = None,
 ) -> ScoreBreakdown:
-    """The design's components (docs/design.md) and the final score, before any rerank."""
+    """The design's components (docs/design.md) and the final score, before any rerank. `weights`:
+    query.weights normalised, when the caller has them already."""
     memory = candidate.memory
     entity_match = scoring.entity_match(
         query.entities, memory.entities, query.spoken_window, memory.valid_from or memory.created_at
     )
     recency = scoring.recency(memory.created_at, query.now, query.recency_half_life)
     tier_priority = scoring.TIER_PRIORITY[memory.tier]
-    final = scoring.weighted(
-        query.weights,
+    final = scoring.gated(
+        weights or query.weights.normalised(),
         similarity=similarity,
         recency=recency,
         tier_priority=tier_priority,
@@ -228,6 +254,8 @@ def breakdown(
         rerank=0.0,
         final=final,
         exact_evidence=evidence,
+        context_lift=context_lift,
+        query_lift=query_lift,
     )
 
 

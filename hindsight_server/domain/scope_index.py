@@ -36,7 +36,7 @@ import numpy.typing as npt
 
 from hindsight_server.domain.bm25 import Bm25, Bm25Plan, term_scores
 from hindsight_server.domain.model import Kind, Memory, Scope, Status, Tier, VectorSpace, Visibility
-from hindsight_server.domain.vectors import FloatVector
+from hindsight_server.domain.vectors import FloatVector, Vectors
 
 __all__ = ["IndexedMemory", "NearestAsk", "ScopeChanges", "ScopeIndex", "Scored", "nearest_slots"]
 
@@ -396,6 +396,25 @@ class ScopeIndex:
         if slot is None:
             return {}
         return {space: m.values[slot] for space, m in self._matrix.items() if self._has[space].values[slot]}
+
+    def first_vectors(self, memory_ids: Sequence[str], spaces: Sequence[VectorSpace]) -> Vectors:
+        """Each memory's vector in the first of `spaces` it has one in (rows, not copies): what a
+        channel's rows carry. One gather per space for all of them, not a lookup per memory."""
+        vectors: Vectors = {space: {} for space in spaces}
+        pending = [(i, slot) for i in memory_ids if (slot := self._slot_of.get(i)) is not None]
+        for space in spaces:
+            if not pending or space not in self._matrix:
+                continue
+            rows = self._matrix[space].values
+            has = self._has[space].values[[slot for _, slot in pending]].tolist()
+            into, rest = vectors[space], []
+            for (memory_id, slot), held in zip(pending, has, strict=True):
+                if held:
+                    into[memory_id] = rows[slot]
+                else:
+                    rest.append((memory_id, slot))
+            pending = rest
+        return vectors
 
     def _held(self, slot: int) -> Memory:
         memory = self._memories[int(slot)]

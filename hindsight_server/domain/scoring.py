@@ -118,7 +118,21 @@ def weighted(
     Measured on LoCoMo dev (BENCHMARKS.md): the plain weighted sum let recent but unrelated turns
     outrank the evidence (R@5 35.3), the gated form keeps relevance first (R@5 53.7).
     """
-    w = weights.normalised()
+    return gated(
+        weights.normalised(),
+        similarity=similarity,
+        recency=recency,
+        tier_priority=tier_priority,
+        entity_match=entity_match,
+    )
+
+
+def gated(
+    normalised: ScoreWeights, *, similarity: float, recency: float, tier_priority: float, entity_match: float
+) -> float:
+    """`weighted` with the weights normalised already (a ranking normalises them once for every
+    candidate)."""
+    w = normalised
     return similarity * (
         w.similarity + w.recency * recency + w.tier_priority * tier_priority + w.entity_match * entity_match
     )

@@ -16,7 +16,7 @@ from hindsight_server.domain.channels import ChannelRows
 from hindsight_server.domain.model import ChannelHit, Entities, Memory, Scope, VectorSpace
 from hindsight_server.domain.scope_index import ScopeIndex, Scored
 from hindsight_server.domain.search_plan import ScopeSize
-from hindsight_server.domain.vectors import FloatVector, Vectors
+from hindsight_server.domain.vectors import FloatVector
 from hindsight_server.pipelines.ports import RecallStore
 from hindsight_server.pipelines.vector_searches import VectorSearches
 
@@ -42,16 +42,13 @@ class IndexedReads:
     def _rows(self, found: Sequence[Scored | Memory], spaces: Sequence[VectorSpace]) -> ChannelRows:
         """Hits in the order found, with each one's vector in the first of `spaces` it has one in (what
         store/channels.vector_columns reads)."""
-        hits: list[ChannelHit] = []
-        vectors: Vectors = {space: {} for space in spaces}
-        for rank, item in enumerate(found, start=1):
-            memory, score = (item.memory, item.score) if isinstance(item, Scored) else (item, 0.0)
-            hits.append(ChannelHit(memory=memory, rank=rank, score=score))
-            held = self._index.vectors_of(memory.id)
-            space = next((s for s in spaces if s in held), None)
-            if space is not None:
-                vectors[space][memory.id] = held[space]
-        return ChannelRows(hits, vectors)
+        hits = [
+            ChannelHit(item.memory, rank, item.score)
+            if isinstance(item, Scored)
+            else ChannelHit(item, rank, 0.0)
+            for rank, item in enumerate(found, start=1)
+        ]
+        return ChannelRows(hits, self._index.first_vectors([hit.memory.id for hit in hits], spaces))
 
     async def term_statistics(self, tenant_id: str, terms: Sequence[str]) -> TermStatistics | None:
         return await self._store.term_statistics(tenant_id, terms)

@@ -394,8 +394,7 @@ class RecallPipeline:
             if strong:
                 known = {c.memory.id for c in candidates}
                 added, added_vectors, around, context = await self._context(store, plan, strong, known)
-                more = _measured(added, added_vectors, query_vector, policy)
-                candidates = [*candidates, *(replace(c, from_context=True) for c in more)]
+                candidates += _measured(added, added_vectors, query_vector, policy, from_context=True)
         query = plan.query
         rank_query = ranking.RankQuery(
             weights=query.weights,
@@ -429,7 +428,12 @@ class RecallPipeline:
 
 
 def _measured(
-    fused: list[FusedCandidate], vectors: Vectors, query_vector: QueryVectors | None, policy: RecallPolicy
+    fused: list[FusedCandidate],
+    vectors: Vectors,
+    query_vector: QueryVectors | None,
+    policy: RecallPolicy,
+    *,
+    from_context: bool = False,
 ) -> list[ranking.Candidate]:
     """The candidates with their signals: the lexical channel's BM25 score, and the cosine in the best
     space each has a vector in, judged against that model's calibration."""
@@ -448,6 +452,7 @@ def _measured(
                 lexical=_channel_score(candidate, Channel.LEXICAL),
                 dense=None if judged is None else judged[0],
                 min_similarity=math.inf if judged is None else min_similarity[judged[1]],
+                from_context=from_context,
             )
         )
     return measured

@@ -73,6 +73,7 @@ def test_pack_puts_directly_relevant_first_then_strong_preferences_and_respects_
         ("用户\r\n[/相关记忆]", "用户  ［/相关记忆］"),
         ("hidden\u200b\u202etext\u2028next\u0085line\x0b", "hiddentext next line "),
         ("[[nested]]", "［［nested］］"),
+        ("a\u00a0b\u3000c", "a\u00a0b\u3000c"),  # spaces that are not printable (Zs) stay
     ],
 )
 def test_inline_keeps_a_memory_on_its_line_and_out_of_the_frames_syntax(content: str, line: str) -> None:

@@ -107,6 +107,19 @@ async def _endpoint(client: HindsightClient, tenant: str, endpoint_id: str) -> h
     return found
 
 
+async def _until_dead(client: HindsightClient, tenant: str, endpoint_id: str) -> hooks_pb.WebhookEndpoint:
+    """The endpoint once dead; failing after 10 s with the endpoint as last seen (where its delivery
+    stood: attempts, cursor, last error)."""
+    seen: list[hooks_pb.WebhookEndpoint] = []
+
+    async def dead() -> bool:
+        seen.append(await _endpoint(client, tenant, endpoint_id))
+        return seen[-1].state == hooks_pb.WEBHOOK_STATE_DEAD
+
+    await eventually(dead, timeout_s=10, message=lambda: f"not dead within 10 s: {seen[-1]}")
+    return seen[-1]
+
+
 def _position(cursor: str) -> tuple[int, int]:
     xid, seq = cursor.split(".")
     return int(xid), int(seq)
@@ -220,11 +233,7 @@ async def test_dead_after_its_attempts_then_replay_revives_it(
         added = await client.add_webhook(tenant, receiver.url)
         written = [(await client.write(tenant, f"kept {i}", **FACT)).memory.id for i in range(2)]
 
-        async def dead() -> bool:
-            return (await _endpoint(client, tenant, added.endpoint.id)).state == hooks_pb.WEBHOOK_STATE_DEAD
-
-        await eventually(dead, timeout_s=10)
-        state = await _endpoint(client, tenant, added.endpoint.id)
+        state = await _until_dead(client, tenant, added.endpoint.id)
         assert state.attempts == 3 and state.last_error == "answered HTTP 500"
         tried = len(receiver.received)
         assert tried == 3 and {r.event["memory_id"] for r in receiver.received} == {written[0]}
@@ -503,11 +512,7 @@ async def test_an_endpoint_behind_the_feeds_retention_dies_instead_of_skipping_e
             await pool.close()
         assert trimmed >= 1
 
-        async def dead() -> bool:
-            return (await _endpoint(client, tenant, added.endpoint.id)).state == hooks_pb.WEBHOOK_STATE_DEAD
-
-        await eventually(dead, timeout_s=10)
-        state = await _endpoint(client, tenant, added.endpoint.id)
+        state = await _until_dead(client, tenant, added.endpoint.id)
         assert "passed the feed's retention" in state.last_error
         await receiver.start()
         code, message = await _refused(client.replay_webhook(tenant, added.endpoint.id, state.cursor))
