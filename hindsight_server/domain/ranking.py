@@ -121,8 +121,11 @@ def _finder(term: str) -> Callable[[str], bool]:
     return lambda text: search(text) is not None
 
 
-def rank(candidates: Sequence[Candidate], around: Around, query: RankQuery) -> list[RankedMemory]:
-    """Scores the relevant candidates, best first (ties: fusion, then id). A candidate's similarity is
+def rank(
+    candidates: Sequence[Candidate], around: Around, query: RankQuery, keep: int | None = None
+) -> list[RankedMemory]:
+    """Scores the relevant candidates, best first (ties: fusion, then id); the best `keep` of them
+    when given (a recall returns a few of its ~70 candidates). A candidate's similarity is
     its hybrid mix plus the best its neighbours lend (_adjacent), plus what the query names (the time,
     spoken_time_lift, and the subject, named_subject_lift, in deviations of the mix), relative to the
     best candidate's.
@@ -144,10 +147,8 @@ def rank(candidates: Sequence[Candidate], around: Around, query: RankQuery) -> l
     context_of = {n for pair in around.values() for n in pair if n}
     similarities = scoring.relative_to_best(mix)
     weights = query.weights.normalised()  # once, not per candidate
-    ranked = [
-        RankedMemory(
-            candidate.memory,
-            candidate.channels,
+    scored = [
+        (
             breakdown(
                 candidate,
                 similarities[i],
@@ -157,12 +158,16 @@ def rank(candidates: Sequence[Candidate], around: Around, query: RankQuery) -> l
                 query_lift=lifts[i],
                 weights=weights,
             ),
-            directly_relevant=candidate.matches,
+            candidate,
         )
         for i, candidate in enumerate(candidates)
         if is_relevant(candidate, context_of, query.entities)
     ]
-    return best_first(ranked)
+    scored.sort(key=lambda pair: (-pair[0].final, -pair[0].fusion, pair[1].memory.id))  # as best_first
+    return [
+        RankedMemory(candidate.memory, candidate.channels, score, directly_relevant=candidate.matches)
+        for score, candidate in scored[:keep]
+    ]
 
 
 def _adjacent(

@@ -339,3 +339,16 @@ def test_looking_for_named_subjects_is_bounded_by_the_candidates_not_the_text() 
     ranked = rank(candidates, {}, query)
     assert time.perf_counter() - started < 0.2
     assert all(hit.score.query_lift == 0.0 for hit in ranked)  # "000aaa..." is not a word of the text
+
+
+@pytest.mark.parametrize("keep", [0, 1, 5, 69, 70, 100])
+def test_keep_returns_the_head_of_the_whole_ranking(keep: int) -> None:
+    """A recall reads its top_k (after a rerank of the head): only those are built, in the same order
+    and with the same scores as the whole ranking's head, ties included."""
+    candidates = [
+        Candidate(memory(id=f"m{n:02d}"), {}, 0.01 * (n % 3), lexical=1.0 + n % 7, dense=0.1 * (n % 5))
+        for n in range(70)
+    ]
+    whole = rank(candidates, {}, QUERY)
+    assert len(whole) == 70
+    assert rank(candidates, {}, QUERY, keep) == whole[:keep]
