@@ -94,7 +94,8 @@ class QueryVectors:
             held = vectors.get(space, {})
             here = [i for i in pending if memory_ids[i] in held]
             if here:
-                cosines = query.cosines(np.stack([held[memory_ids[i]] for i in here]))
+                rows = np.concatenate([held[memory_ids[i]] for i in here]).reshape(len(here), -1)
+                cosines = query.cosines(rows)
                 for i, cosine in zip(here, cosines, strict=True):
                     judged[i] = (cosine, space)
             pending = [i for i in pending if judged[i] is None]
