@@ -152,8 +152,12 @@ def _time_in(message: Message, name: str, field: str) -> datetime | None:
 
 
 def _time_out(target: timestamp_pb2.Timestamp, value: datetime | None) -> None:
+    """Timestamp.FromDatetime's value at a fraction of its cost (up to seven a memory, every hit of every
+    recall): timedelta keeps days, seconds and microseconds normalised as Timestamp wants them."""
     if value is not None:
-        target.FromDatetime(value.astimezone(UTC))
+        since = value - _EPOCH
+        target.seconds = since.days * 86_400 + since.seconds
+        target.nanos = since.microseconds * 1000
 
 
 def _plain(value: Any) -> JsonValue:
