@@ -515,10 +515,22 @@ async def _server_figures(target: str) -> dict[str, Any]:
         return {}
 
 
-async def server_pids(target: str) -> list[int]:
-    """The memory server's pid, from its Ops/Status (for its CPU time: cpu.py)."""
-    pid = (await _server_figures(target)).get("pid")
-    return [int(pid)] if pid else []
+async def server_pids(target: str, most_calls: int = 12) -> list[int]:
+    """The memory servers' pids, from their Ops/Status (for their CPU time: cpu.py). Behind a gateway
+    each call is answered by one of them (nginx spreads calls one at a time round robin): asked again
+    until three calls in a row name no new one. One server counted of two halved "server" CPU a recall."""
+    found: list[int] = []
+    quiet = 0
+    for _ in range(most_calls):
+        pid = (await _server_figures(target)).get("pid")
+        if pid and int(pid) not in found:
+            found.append(int(pid))
+            quiet = 0
+        else:
+            quiet += 1
+            if quiet == 3:
+                break
+    return found
 
 
 async def _recall_stages(target: str) -> dict[str, dict[str, float]]:

@@ -26,6 +26,7 @@ import httpx2
 import pytest
 
 from hindsight.client import HindsightClient
+from hindsight_server.bench.recall import server_pids
 from hindsight_server.stack.nginx import (
     NginxGateway,
     NginxNotFound,
@@ -203,6 +204,9 @@ async def test_calls_through_the_gateway_are_spread_over_the_servers(cluster: Cl
     assert console is not None and f"web console      {console.group(1)}" in output, output
     async with httpx2.AsyncClient(base_url=console.group(1), timeout=10) as http:
         assert (await http.get("/healthz")).text == "ok"
+
+    # The benches count every server's CPU, not only the one that answered their first Status.
+    assert set(await server_pids(cluster.target)) == {cluster.server_pid(a) for a in cluster.servers}
 
     # The access log is flushed every second: each line names the server that answered the call.
     logged, waited = before + 32, "timed out waiting for the access log"
