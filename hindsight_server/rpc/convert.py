@@ -151,7 +151,7 @@ def _time_in(message: Message, name: str, field: str) -> datetime | None:
     return _EPOCH + timedelta(seconds=stamp.seconds, microseconds=stamp.nanos // 1000)
 
 
-def _time_out(target: timestamp_pb2.Timestamp, value: datetime | None) -> None:
+def time_out(target: timestamp_pb2.Timestamp, value: datetime | None) -> None:
     """Timestamp.FromDatetime's value at a fraction of its cost (up to seven a memory, every hit of every
     recall): timedelta keeps days, seconds and microseconds normalised as Timestamp wants them."""
     if value is not None:
@@ -369,13 +369,13 @@ def memory_to_proto(memory: Memory) -> pb.Memory:
     )
     _entities_out(message.entities, memory.entities)
     _entities_out(message.provenance, memory.provenance)
-    _time_out(message.last_seen_at, memory.last_seen_at)
-    _time_out(message.valid_from, memory.valid_from)
-    _time_out(message.valid_to, memory.valid_to)
-    _time_out(message.created_at, memory.created_at)
-    _time_out(message.updated_at, memory.updated_at)
-    _time_out(message.expires_at, memory.expires_at)
-    _time_out(message.last_accessed_at, memory.last_accessed_at)
+    time_out(message.last_seen_at, memory.last_seen_at)
+    time_out(message.valid_from, memory.valid_from)
+    time_out(message.valid_to, memory.valid_to)
+    time_out(message.created_at, memory.created_at)
+    time_out(message.updated_at, memory.updated_at)
+    time_out(message.expires_at, memory.expires_at)
+    time_out(message.last_accessed_at, memory.last_accessed_at)
     return message
 
 
@@ -395,8 +395,8 @@ def page_to_proto(page: Page, query: ListQuery) -> pb.ListResponse:
 
 
 def _window_out(target: pb.TimeRange, window: TimeWindow) -> None:
-    _time_out(target.start, window.start)
-    _time_out(target.end, window.end)
+    time_out(target.start, window.start)
+    time_out(target.end, window.end)
 
 
 def _hit_to_proto(hit: RankedMemory) -> pb.RecallHit:
@@ -497,7 +497,7 @@ def turn_request_from_proto(request: pb.AppendTurnRequest) -> TurnRequest:
 def turn_to_proto(turn: Turn) -> pb.Turn:
     message = pb.Turn(index=turn.index, role=_ROLE[turn.role], text=turn.text)
     _entities_out(message.entities, turn.entities)
-    _time_out(message.occurred_at, turn.occurred_at)
+    time_out(message.occurred_at, turn.occurred_at)
     return message
 
 
@@ -514,7 +514,7 @@ def session_view_to_proto(view: SessionView) -> pb.SessionSummary:
         summarizer=view.summarizer,
     )
     _entities_out(message.confirmed, summary.confirmed)
-    _time_out(message.updated_at, summary.updated_at)
+    time_out(message.updated_at, summary.updated_at)
     return message
 
 
@@ -570,7 +570,7 @@ def export_header_to_proto(header: ExportHeader) -> pb.ExportItem:
     )
     if header.subject is not None:
         message.subject = header.subject
-    _time_out(message.exported_at, header.exported_at)
+    time_out(message.exported_at, header.exported_at)
     return pb.ExportItem(header=message)
 
 
@@ -685,7 +685,7 @@ def erasure_to_proto(record: ErasureRecord) -> pb.EraseResponse:
         turns=record.turns,
         replies=record.replies,
     )
-    _time_out(response.erased_at, record.finished_at)
+    time_out(response.erased_at, record.finished_at)
     return response
 
 
@@ -712,7 +712,7 @@ def watch_query_from_proto(request: pb.WatchRequest, viewer: str | None, limits:
 def feed_item_to_proto(item: ChangeEvent | Heartbeat, now: datetime) -> pb.WatchItem:
     if isinstance(item, Heartbeat):
         beat = pb.FeedHeartbeat(cursor=str(item.cursor))
-        _time_out(beat.at, now)
+        time_out(beat.at, now)
         return pb.WatchItem(heartbeat=beat)
     event = pb.ChangeEvent(
         id=item.id,
@@ -731,7 +731,7 @@ def feed_item_to_proto(item: ChangeEvent | Heartbeat, now: datetime) -> pb.Watch
     )
     if item.content is not None:
         event.content = item.content
-    _time_out(event.at, item.at)
+    time_out(event.at, item.at)
     return pb.WatchItem(event=event)
 
 
@@ -777,5 +777,5 @@ def audit_page_to_proto(page: AuditPage, query: AuditQuery) -> pb.AuditRecallsRe
         )
         if entry.query_text is not None:
             out.query_text = entry.query_text
-        _time_out(out.at, entry.at)
+        time_out(out.at, entry.at)
     return response

@@ -4,11 +4,9 @@ interceptor, as for MemoryService."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import grpc
-from google.protobuf import timestamp_pb2
 
 from hindsight.v1 import webhooks_pb2 as pb
 from hindsight.v1 import webhooks_pb2_grpc as pb_grpc
@@ -17,17 +15,13 @@ from hindsight_server.domain.validation import validate_tenant
 from hindsight_server.domain.webhooks import Endpoint, EndpointState
 from hindsight_server.pipelines.webhooks import WebhookRegistry
 from hindsight_server.rpc.context import current_principal
+from hindsight_server.rpc.convert import time_out
 
 __all__ = ["WEBHOOKS_SERVICE", "WebhooksServicer", "add_webhooks_service", "endpoint_to_proto"]
 
 WEBHOOKS_SERVICE = pb.DESCRIPTOR.services_by_name["WebhooksService"].full_name
 
 _STATES = {EndpointState.ACTIVE: pb.WEBHOOK_STATE_ACTIVE, EndpointState.DEAD: pb.WEBHOOK_STATE_DEAD}
-
-
-def _time(target: timestamp_pb2.Timestamp, value: datetime | None) -> None:
-    if value is not None:
-        target.FromDatetime(value.astimezone(UTC))
 
 
 def endpoint_to_proto(endpoint: Endpoint) -> pb.WebhookEndpoint:
@@ -42,10 +36,10 @@ def endpoint_to_proto(endpoint: Endpoint) -> pb.WebhookEndpoint:
         last_error=endpoint.last_error,
         delivered=endpoint.delivered,
     )
-    _time(message.next_attempt_at, endpoint.next_attempt_at)
-    _time(message.created_at, endpoint.created_at)
-    _time(message.dead_at, endpoint.dead_at)
-    _time(message.previous_secret_expires_at, endpoint.previous_secret_until)
+    time_out(message.next_attempt_at, endpoint.next_attempt_at)
+    time_out(message.created_at, endpoint.created_at)
+    time_out(message.dead_at, endpoint.dead_at)
+    time_out(message.previous_secret_expires_at, endpoint.previous_secret_until)
     return message
 
 

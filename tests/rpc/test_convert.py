@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from google.protobuf import timestamp_pb2
 
-from hindsight_server.rpc.convert import _time_out
+from hindsight_server.rpc.convert import time_out
 
 BERLIN_SUMMER = timezone(timedelta(hours=2))
 
@@ -27,12 +27,12 @@ def test_a_time_goes_out_as_timestamp_from_datetime_writes_it(moment: datetime) 
     expected = timestamp_pb2.Timestamp()
     expected.FromDatetime(moment.astimezone(UTC))
     written = timestamp_pb2.Timestamp()
-    _time_out(written, moment)
+    time_out(written, moment)
     assert written == expected
     assert 0 <= written.nanos < 1_000_000_000
 
 
 def test_no_time_leaves_the_field_unset() -> None:
     written = timestamp_pb2.Timestamp()
-    _time_out(written, None)
+    time_out(written, None)
     assert written == timestamp_pb2.Timestamp()
