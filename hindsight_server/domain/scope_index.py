@@ -390,13 +390,6 @@ class ScopeIndex:
             order = self._ordered[session] = ([(at, i) for at, i, _ in keyed], [s for *_, s in keyed])
         return order
 
-    def vectors_of(self, memory_id: str) -> dict[VectorSpace, FloatVector]:
-        """The memory's vectors, by space (rows of the matrices, not copies)."""
-        slot = self._slot_of.get(memory_id)
-        if slot is None:
-            return {}
-        return {space: m.values[slot] for space, m in self._matrix.items() if self._has[space].values[slot]}
-
     def first_vectors(self, memory_ids: Sequence[str], spaces: Sequence[VectorSpace]) -> Vectors:
         """Each memory's vector in the first of `spaces` it has one in (rows, not copies): what a
         channel's rows carry. One gather per space for all of them, not a lookup per memory."""

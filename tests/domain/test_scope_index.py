@@ -188,7 +188,7 @@ def test_a_changed_memory_takes_a_new_slot_and_the_old_one_dies() -> None:
     assert index.lexical(visible, kitten, BM25, 1.0, 5) == []  # the old words are gone
     tiger = Bm25Plan(idf={"tiger": 1.0}, match=("tiger",))
     assert [s.memory.id for s in index.lexical(visible, tiger, BM25, 1.0, 5)] == [numbered(1).id]
-    np.testing.assert_array_equal(index.vectors_of(numbered(1).id)[EN], [0.0, 1.0])
+    np.testing.assert_array_equal(index.first_vectors([numbered(1).id], [EN])[EN][numbered(1).id], [0.0, 1.0])
     assert [s.score for s in nearest(index, visible, EN, np.array([1.0, 0.0], dtype=np.float32), 5)] == [0.0]
     index.remove([numbered(2).id, "not-held"])
     assert (
@@ -259,3 +259,19 @@ def test_its_size_grows_with_what_it_holds() -> None:
     )
     assert 0 < small.nbytes < large.nbytes
     assert large.nbytes > 199 * 500  # at least the text
+
+
+def test_first_vectors_gives_each_memory_its_vector_in_the_first_space_it_has_one_in() -> None:
+    index = _index(
+        _row(1, {EN: [1.0, 0.0], ML: [0.0, 0.0, 1.0]}),  # both: English first
+        _row(2, {ML: [0.0, 1.0, 0.0]}),  # no English vector: the multilingual one
+        _row(3),  # none yet (not embedded)
+    )
+    ids = [numbered(n).id for n in (1, 2, 3)] + ["not-held"]
+    found = index.first_vectors(ids, [EN, ML])
+    assert {space: sorted(by_id) for space, by_id in found.items()} == {EN: [ids[0]], ML: [ids[1]]}
+    np.testing.assert_array_equal(found[EN][ids[0]], [1.0, 0.0])
+    np.testing.assert_array_equal(found[ML][ids[1]], [0.0, 1.0, 0.0])
+    multilingual_only = index.first_vectors(ids, [ML])
+    assert sorted(multilingual_only[ML]) == sorted(ids[:2])
+    assert index.first_vectors([], [EN, ML]) == {EN: {}, ML: {}}

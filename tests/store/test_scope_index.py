@@ -177,7 +177,9 @@ async def test_every_channel_of_the_index_answers_as_the_statements(
             Scope(tenant_id=tenant, now=now, subject=""),
         ]
     rng = random.Random(3)
-    held = [index.vectors_of(i) for i in index.ids()]  # queries near real memories
+    held = {
+        space: index.first_vectors(index.ids(), [space])[space] for space in VectorSpace
+    }  # queries near real memories
     compared = 0
     for scope in scopes:
         for query in ["lake hiking with her sister", "咖啡 拿铁", "order X033Q", "piano tennis Updated"]:
@@ -189,7 +191,7 @@ async def test_every_channel_of_the_index_answers_as_the_statements(
                 assert got.rare_terms == expected.rare_terms
                 compared += len(expected.hits)
         for space in VectorSpace:
-            vectors = [v[space] for v in held if space in v]
+            vectors = list(held[space].values())
             for _ in range(3):
                 query_vector = (rng.choice(vectors) + rng.gauss(0, 0.02)).astype(np.float32)
                 searched = (space, VectorSpace.MULTILINGUAL) if space is VectorSpace.ENGLISH else (space,)
@@ -232,7 +234,9 @@ async def test_the_index_sees_every_change_made_after_it_was_read(
     )
     assert found.hits and found.hits[0].memory.id == written.memory.id
     assert victim.id in fresh  # deleted: still held (a neighbour of others), no longer found
-    near_victim = fresh.vectors_of(victim.id)[VectorSpace.MULTILINGUAL]
+    near_victim = fresh.first_vectors([victim.id], [VectorSpace.MULTILINGUAL])[VectorSpace.MULTILINGUAL][
+        victim.id
+    ]
     near = nearest(fresh, fresh.visible(replace_now(scope)), VectorSpace.MULTILINGUAL, near_victim, 200)
     assert victim.id not in {s.memory.id for s in near} and len(near) > 50
 
