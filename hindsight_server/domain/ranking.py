@@ -95,26 +95,18 @@ def is_relevant(candidate: Candidate, context_of: Set[str], entities: Entities) 
 def exact_evidence(candidate: Candidate, rare_terms: Sequence[str]) -> float:
     """The share of the query's rare terms the memory holds. Only the lexical channel's candidates can
     hold one: rare terms select its candidates."""
-    return _evidence(candidate, [_finder(term) for term in rare_terms])
-
-
-def _evidence(candidate: Candidate, finders: Sequence[Callable[[str], bool]]) -> float:
-    if not finders or Channel.LEXICAL not in candidate.channels:
+    if not rare_terms or Channel.LEXICAL not in candidate.channels:
         return 0.0
     text = unicodedata.normalize("NFKC", candidate.memory.content).casefold()
-    return sum(1 for holds in finders if holds(text)) / len(finders)
-
-
-def _holds(text: str, term: str) -> bool:
-    """A lexical term in a normalised text: a word as a whole word (bounded by anything but letters and
-    digits of its own script: "订单abc123下周" holds "abc123"), CJK characters as they are."""
-    return _finder(term)(text)
+    return sum(1 for term in rare_terms if _finder(term)(text)) / len(rare_terms)
 
 
 @lru_cache(maxsize=1024)
 def _finder(term: str) -> Callable[[str], bool]:
-    """`_holds` for one term, compiled once: a recall asks it of every candidate (and a tenant's rare
-    terms and subjects recur from recall to recall)."""
+    """Whether a normalised text holds the lexical term: a word as a whole word (bounded by anything but
+    letters and digits of its own script: "订单abc123下周" holds "abc123"), CJK characters as they are.
+    Compiled once per term (a recall asks it of every candidate, and a tenant's rare terms and subjects
+    recur from recall to recall); bounded, shared by every tenant, a function of the term alone."""
     if not term.isascii():
         return lambda text: term in text
     search = re.compile(rf"(?<![a-z0-9]){re.escape(term)}(?![a-z0-9])").search
@@ -139,8 +131,7 @@ def rank(
     named = _named_subjects(candidates, query)
     lifts = [_lift(candidate, query, named) for candidate in candidates]
     mix = [score + lift for score, lift in zip(borrowed, lifts, strict=True)]
-    finders = [_finder(term) for term in query.rare_terms]
-    evidence = [_evidence(candidate, finders) for candidate in candidates]
+    evidence = [exact_evidence(candidate, query.rare_terms) for candidate in candidates]
     if any(evidence):
         spread = max(mix) - min(mix) + _EVIDENCE_MARGIN
         mix = [score + share * spread for score, share in zip(mix, evidence, strict=True)]
@@ -163,7 +154,7 @@ def rank(
         for i, candidate in enumerate(candidates)
         if is_relevant(candidate, context_of, query.entities)
     ]
-    scored.sort(key=lambda pair: (-pair[0].final, -pair[0].fusion, pair[1].memory.id))  # as best_first
+    scored.sort(key=lambda pair: _order_key(pair[0], pair[1].memory.id))
     return [
         RankedMemory(candidate.memory, candidate.channels, score, directly_relevant=candidate.matches)
         for score, candidate in scored[:keep]
@@ -212,7 +203,7 @@ def _lift(candidate: Candidate, query: RankQuery, named: Set[str]) -> float:
 
 def names(text: str, subject: str) -> bool:
     """The normalised query `text` names `subject` (a whole word of it, or as written in CJK)."""
-    return _holds(text, unicodedata.normalize("NFKC", subject).casefold())
+    return _finder(unicodedata.normalize("NFKC", subject).casefold())(text)
 
 
 # Beyond the spread: e^-2 in similarity, more than recency and tier can make up (at most 1 / w_sim,
@@ -221,8 +212,13 @@ _EVIDENCE_MARGIN = 2.0
 
 
 def best_first(hits: Iterable[RankedMemory]) -> list[RankedMemory]:
-    """The final order: the best score first, then the best fusion, then the id (a stable answer)."""
-    return sorted(hits, key=lambda hit: (-hit.score.final, -hit.score.fusion, hit.memory.id))
+    """The final order (_order_key)."""
+    return sorted(hits, key=lambda hit: _order_key(hit.score, hit.memory.id))
+
+
+def _order_key(score: ScoreBreakdown, memory_id: str) -> tuple[float, float, str]:
+    """The best score first, then the best fusion, then the id (a stable answer)."""
+    return (-score.final, -score.fusion, memory_id)
 
 
 def breakdown(

@@ -128,11 +128,10 @@ def weighted(
 
 
 def gated(
-    normalised: ScoreWeights, *, similarity: float, recency: float, tier_priority: float, entity_match: float
+    w: ScoreWeights, *, similarity: float, recency: float, tier_priority: float, entity_match: float
 ) -> float:
-    """`weighted` with the weights normalised already (a ranking normalises them once for every
+    """`weighted` with the weights `w` normalised already (a ranking normalises them once for every
     candidate)."""
-    w = normalised
     return similarity * (
         w.similarity + w.recency * recency + w.tier_priority * tier_priority + w.entity_match * entity_match
     )

@@ -153,7 +153,8 @@ def _time_in(message: Message, name: str, field: str) -> datetime | None:
 
 def time_out(target: timestamp_pb2.Timestamp, value: datetime | None) -> None:
     """Timestamp.FromDatetime's value at a fraction of its cost (up to seven a memory, every hit of every
-    recall): timedelta keeps days, seconds and microseconds normalised as Timestamp wants them."""
+    recall): timedelta keeps days, seconds and microseconds normalised as Timestamp wants them. Every
+    time the server holds is timezone-aware (the database's timestamptz, the UTC clock)."""
     if value is not None:
         since = value - _EPOCH
         target.seconds = since.days * 86_400 + since.seconds
