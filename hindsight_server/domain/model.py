@@ -54,11 +54,15 @@ class Visibility(StrEnum):
 
 class VectorSpace(StrEnum):
     """Which model a vector comes from. Every memory has a multilingual vector (zh + en, cross-lingual);
-    English memories also get an English model's, which ranks English far better (LoCoMo dev dense
-    R@5 50.1 against 22.8, BENCHMARKS.md). Vectors of different spaces are never compared."""
+    a memory also gets its own language's model's (domain/language.OWN_SPACE): English memories an
+    English model's, which ranks English far better (LoCoMo dev dense R@5 50.1 against 22.8), Chinese
+    memories a second multilingual model's, which sees Chinese differently from the first (MADial dev,
+    the two cosines together: R@5 +8 over either alone; BENCHMARKS.md). Vectors of different spaces are
+    never compared."""
 
     MULTILINGUAL = "multilingual"
     ENGLISH = "english"
+    CHINESE = "chinese"
 
 
 class Channel(StrEnum):

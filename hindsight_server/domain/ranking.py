@@ -41,6 +41,7 @@ class Candidate:
     lexical: float | None = None  # its BM25 score, when the lexical channel found it
     dense: float | None = None  # its cosine to the query, when it has a vector in a searched space
     min_similarity: float = math.inf  # the cosine that counts as a match in that space's model
+    companion: float | None = None  # its cosine in the query's companion space, when both have one
     from_context: bool = False  # added by the context stage (a turn next to a strong candidate)
 
     @property
@@ -69,7 +70,12 @@ class RankQuery:
 
 
 def _mix(candidates: Sequence[Candidate], lexical_weight: float) -> list[float]:
-    return scoring.hybrid_mix([c.lexical for c in candidates], [c.dense for c in candidates], lexical_weight)
+    return scoring.hybrid_mix(
+        [c.lexical for c in candidates],
+        [c.dense for c in candidates],
+        lexical_weight,
+        [c.companion for c in candidates],
+    )
 
 
 def strongest(candidates: Sequence[Candidate], lexical_weight: float, count: int) -> list[str]:

@@ -36,7 +36,7 @@ import numpy.typing as npt
 
 from hindsight_server.domain.bm25 import Bm25, Bm25Plan, term_scores
 from hindsight_server.domain.model import Kind, Memory, Scope, Status, Tier, VectorSpace, Visibility
-from hindsight_server.domain.vectors import FloatVector, Vectors
+from hindsight_server.domain.vectors import COMPANION_SPACES, FloatVector, Vectors
 
 __all__ = ["IndexedMemory", "NearestAsk", "ScopeChanges", "ScopeIndex", "Scored", "nearest_slots"]
 
@@ -391,22 +391,27 @@ class ScopeIndex:
         return order
 
     def first_vectors(self, memory_ids: Sequence[str], spaces: Sequence[VectorSpace]) -> Vectors:
-        """Each memory's vector in the first of `spaces` it has one in (rows, not copies): what a
-        channel's rows carry. One gather per space for all of them, not a lookup per memory."""
+        """Each memory's vector in the first of `spaces` it has one in, and in each companion space
+        (domain/vectors.COMPANION_SPACES) whatever else it has (rows, not copies): what a channel's rows
+        carry. One gather per space for all of them, not a lookup per memory."""
         vectors: Vectors = {space: {} for space in spaces}
-        pending = [(i, slot) for i in memory_ids if (slot := self._slot_of.get(i)) is not None]
+        found = [(i, slot) for i in memory_ids if (slot := self._slot_of.get(i)) is not None]
+        pending = found
         for space in spaces:
-            if not pending or space not in self._matrix:
+            companion = space in COMPANION_SPACES
+            asked = found if companion else pending
+            if not asked or space not in self._matrix:
                 continue
             rows = self._matrix[space].values
-            has = self._has[space].values[[slot for _, slot in pending]].tolist()
+            has = self._has[space].values[[slot for _, slot in asked]].tolist()
             into, rest = vectors[space], []
-            for (memory_id, slot), held in zip(pending, has, strict=True):
+            for (memory_id, slot), held in zip(asked, has, strict=True):
                 if held:
                     into[memory_id] = rows[slot]
                 else:
                     rest.append((memory_id, slot))
-            pending = rest
+            if not companion:
+                pending = rest
         return vectors
 
     def _held(self, slot: int) -> Memory:

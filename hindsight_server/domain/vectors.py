@@ -15,6 +15,10 @@ FloatVector = npt.NDArray[np.float32]  # [dimension]
 FloatMatrix = FloatVector  # [n, dimension]: the same array type, named for its shape
 
 Vectors = dict[VectorSpace, dict[str, FloatVector]]  # per space, by memory id
+# Spaces whose cosine joins the judging space's instead of standing in for it where a memory lacks that
+# one (a Chinese query's second multilingual model): a channel reads a memory's vector there whatever
+# other vector it has, where the other spaces are read in order of preference, the first one a memory has.
+COMPANION_SPACES = frozenset({VectorSpace.CHINESE})
 # What a write stores: per space, vectors parallel to its memories (None: not embedded yet).
 WriteVectors = Mapping[VectorSpace, Sequence[FloatVector | None]]
 

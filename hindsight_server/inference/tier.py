@@ -2,8 +2,9 @@
 
 Knows whether the tier answers now, checks each model's dimension against the table's, and turns the
 embedder's errors into domain errors, so pipelines degrade instead of failing. The multilingual model
-is required for dense search at all; the English model (VectorSpace.ENGLISH) is optional: while it is
-configured but away, English queries use the multilingual vectors and English memories wait for theirs.
+is required for dense search at all; a language's own model (VectorSpace.ENGLISH, VectorSpace.CHINESE)
+is optional: while it is configured but away, queries use the multilingual vectors alone and the
+memories of its language wait for theirs.
 """
 
 from __future__ import annotations
@@ -20,6 +21,12 @@ from hindsight_server.domain.model import VectorSpace
 from hindsight_server.domain.vectors import DocumentEmbeddings, QueryVector
 
 log = logging.getLogger(__name__)
+# The setting that sizes each space's column (HINDSIGHT_EMBEDDING__<setting>).
+_DIMENSION_SETTING = {
+    VectorSpace.MULTILINGUAL: "DIMENSION",
+    VectorSpace.ENGLISH: "ENGLISH_DIMENSION",
+    VectorSpace.CHINESE: "CHINESE_DIMENSION",
+}
 
 
 class DimensionMismatch(RuntimeError):
@@ -38,7 +45,11 @@ class InferenceTier:
         if VectorSpace.MULTILINGUAL not in embedders:
             raise ValueError("the inference tier needs the multilingual embedder")
         self._embedder = embedders[VectorSpace.MULTILINGUAL]
-        self._english = embedders.get(VectorSpace.ENGLISH)
+        # The languages' own models, and those of them that answered the last probe.
+        self._own: dict[VectorSpace, TritonEmbedder] = {
+            space: e for space, e in embedders.items() if space is not VectorSpace.MULTILINGUAL
+        }
+        self._own_available: set[VectorSpace] = set()
         self._reranker = reranker
         # Each model's query twin (a queue of its own), used while its last probe found it ready.
         self._query_twins = {
@@ -48,7 +59,6 @@ class InferenceTier:
         self._twin_max_chars = twin_max_chars  # longer queries go to the model itself; 0: no limit
         self._expected = dict(expected_dimensions)
         self._available = False
-        self._english_available = False
         self._can_rerank = False
         self._rerank_on_gpu = False
         self.problem = "not checked yet"
@@ -58,15 +68,15 @@ class InferenceTier:
         """The multilingual model answers: writes can embed, recall can search densely."""
         return self._available
 
-    @property
-    def english_configured(self) -> bool:
-        return self._english is not None
+    def configured(self, space: VectorSpace) -> bool:
+        """The deployment embeds in the space (whether or not its model answers now)."""
+        return space is VectorSpace.MULTILINGUAL or space in self._own
 
     def serves(self, space: VectorSpace) -> bool:
         """The space's model answered the last probe."""
-        if space is VectorSpace.ENGLISH:
-            return self._available and self._english_available
-        return self._available
+        if space is VectorSpace.MULTILINGUAL:
+            return self._available
+        return self._available and space in self._own_available
 
     @property
     def can_rerank(self) -> bool:
@@ -87,18 +97,21 @@ class InferenceTier:
             self._mark(False, problem)
             return False
         self._mark(True, "")
-        if self._english is not None:
-            english_problem = await self._probe(
-                self._english, VectorSpace.ENGLISH, self._english_available, timeout_s
-            )
-            if bool(english_problem) == self._english_available:
+        for space, embedder in self._own.items():
+            up = space in self._own_available
+            problem = await self._probe(embedder, space, up, timeout_s)
+            if bool(problem) == up:
                 log.log(
-                    logging.WARNING if english_problem else logging.INFO,
-                    "English embedding model %s%s",
-                    "unavailable: " if english_problem else "available",
-                    english_problem,
+                    logging.WARNING if problem else logging.INFO,
+                    "%s embedding model %s%s",
+                    space.value,
+                    "unavailable: " if problem else "available",
+                    problem,
                 )
-            self._english_available = not english_problem
+            if problem:
+                self._own_available.discard(space)
+            else:
+                self._own_available.add(space)
         self._can_rerank = self._reranker is not None and await self._reranker.ready(timeout_s=timeout_s)
         if self._can_rerank and self._reranker is not None:
             self._rerank_on_gpu = await self._placed_on_gpu(self._reranker, timeout_s)
@@ -136,7 +149,7 @@ class InferenceTier:
         expected = self._expected[space]
         if dimension != expected:
             self._mark(False, f"model {embedder.model!r} dimension {dimension} != table dimension {expected}")
-            setting = "DIMENSION" if space is VectorSpace.MULTILINGUAL else "ENGLISH_DIMENSION"
+            setting = _DIMENSION_SETTING[space]
             raise DimensionMismatch(
                 f"the inference tier's {embedder.model!r} model makes {dimension}-dimensional embeddings "
                 f"but the memories table stores {expected}: configure the model the database was built "
@@ -156,7 +169,7 @@ class InferenceTier:
         if not self.serves(space):
             problem = self.problem if not self._available else f"the {space.value} model is not ready"
             raise InferenceUnavailable(f"inference tier unavailable: {problem}")
-        return self._english if space is VectorSpace.ENGLISH and self._english else self._embedder
+        return self._own.get(space, self._embedder)
 
     async def embed_documents(
         self, texts: Sequence[str], timeout_s: float, space: VectorSpace = VectorSpace.MULTILINGUAL
@@ -212,32 +225,28 @@ class InferenceTier:
             # next one tries again. Taking the tier for down here made its health flap under load.
             return InferenceUnavailable(f"inference tier: {error}")
         # Until the next probe (refresh) calls skip the model at once instead of each waiting for a deadline.
-        if space is VectorSpace.ENGLISH:
-            self._english_available = False
-        else:
+        if space is VectorSpace.MULTILINGUAL:
             self._mark(False, str(error))
+        else:
+            self._own_available.discard(space)
         return InferenceUnavailable(f"inference tier: {error}")
 
     def forget_queries(self, tenant_id: str | None = None) -> None:
         """Every model's cached query vectors of the tenant (None: of all) dropped, after an erasure."""
-        embedders = [self._embedder, self._english, *self._query_twins.values()]
-        for embedder in embedders:
-            if embedder is not None:
-                embedder.forget_queries(tenant_id)
+        for embedder in [self._embedder, *self._own.values(), *self._query_twins.values()]:
+            embedder.forget_queries(tenant_id)
 
     def query_cache_stats(self) -> dict[VectorSpace, CacheStats]:
         """Each space's query cache (its twin's, when it has one): hits, misses, entries."""
-        embedders = {VectorSpace.MULTILINGUAL: self._embedder, VectorSpace.ENGLISH: self._english}
+        embedders: dict[VectorSpace, TritonEmbedder] = {VectorSpace.MULTILINGUAL: self._embedder, **self._own}
         return {
             space: self._query_twins.get(space, embedder).query_cache_stats()
             for space, embedder in embedders.items()
-            if embedder is not None
         }
 
     async def close(self) -> None:
-        await self._embedder.close()
-        if self._english is not None:
-            await self._english.close()
+        for embedder in [self._embedder, *self._own.values()]:
+            await embedder.close()
         for twin in self._query_twins.values():
             await twin.close()
         if self._reranker is not None:

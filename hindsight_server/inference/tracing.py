@@ -62,7 +62,9 @@ def inference_figures(tier: InferenceTier) -> InferenceFigures:
     return InferenceFigures(
         available=tier.available,
         problem=tier.problem,
-        english=tier.serves(VectorSpace.ENGLISH),
+        own_spaces=tuple(
+            s.value for s in VectorSpace if s is not VectorSpace.MULTILINGUAL and tier.serves(s)
+        ),
         rerank=tier.can_rerank,
         rerank_on_gpu=tier.rerank_on_gpu,
     )

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from hindsight_server.domain.errors import InferenceUnavailable
+from hindsight_server.domain.language import OWN_SPACE
 from hindsight_server.domain.model import VectorSpace
 from hindsight_server.domain.vectors import FloatVector, PendingEmbedding
 from hindsight_server.pipelines.activity import WriteActivity
@@ -48,9 +49,11 @@ class BackfillSettings:
 
     @property
     def lease(self) -> timedelta:
-        """Longer than a round can take (every chunk of both spaces at its deadline and give-way), so
-        a live worker's rows are never offered to another; a dead worker's wait this long."""
-        chunks = math.ceil(self.batch / self.chunk) * len(VectorSpace)
+        """Longer than a round can take (every chunk at its deadline and give-way), so a live worker's
+        rows are never offered to another; a dead worker's wait this long. A row needs at most two
+        vectors (the multilingual one and its language's own); the languages' rows chunk apart, each
+        language's last chunk maybe partial."""
+        chunks = math.ceil(self.batch / self.chunk) * 2 + len(OWN_SPACE) - 1
         return timedelta(seconds=max(60.0, 2 * chunks * (self.timeout_s + self.max_give_way_s)))
 
     def backoff(self, attempts: int) -> timedelta:
@@ -78,14 +81,14 @@ class EmbeddingBackfill:
         inference = self._inference
         if not inference.available:
             return 0
-        # While a configured English model is away, English rows get their multilingual vector and wait
-        # for the English one; a server without an English model never asks for English vectors.
-        english_now = inference.serves(VectorSpace.ENGLISH)
+        # While a language's configured model is away, its rows get their multilingual vector and wait for
+        # their own; a server without a language's model never asks for that language's vectors.
+        own = [space for space in OWN_SPACE.values() if inference.configured(space)]
         rows = await self._store.claim_pending_embeddings(
             self._settings.batch,
             self._settings.lease,
-            english=inference.english_configured,
-            english_now=english_now,
+            own=own,
+            own_now=[space for space in own if inference.serves(space)],
         )
         if not rows:
             return 0

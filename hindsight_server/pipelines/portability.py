@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from hindsight_server.domain.clock import Clock
 from hindsight_server.domain.errors import InvalidArgument, ResourceExhausted
-from hindsight_server.domain.language import ENGLISH, language
+from hindsight_server.domain.language import OWN_SPACE, language
 from hindsight_server.domain.model import EmbeddingState, VectorSpace
 from hindsight_server.domain.policy import Limits
 from hindsight_server.domain.portability import (
@@ -129,10 +129,7 @@ class PortabilityPipeline:
         reusable = reusable_spaces(models, self._models)
         here = {model.space for model in self._models}
         stored = [self._stored(tenant_id, item, new_ids, reusable, here) for item in memories]
-        vectors = {
-            space: [item.vectors.get(space) for item in stored]
-            for space in (VectorSpace.MULTILINGUAL, VectorSpace.ENGLISH)
-        }
+        vectors = {space: [item.vectors.get(space) for item in stored] for space in VectorSpace}
         inserted = await self._writes.import_batch([item.memory for item in stored], vectors, self._clock())
         new = [item for item in stored if item.memory.id in inserted]
         self._note_grown(tenant_id, new)
@@ -172,8 +169,8 @@ class PortabilityPipeline:
             if space in reusable and len(vector) == self._dimension(space)
         }
         needed = {VectorSpace.MULTILINGUAL}
-        if VectorSpace.ENGLISH in here and language(memory.content) == ENGLISH:
-            needed.add(VectorSpace.ENGLISH)
+        if (own := OWN_SPACE[language(memory.content)]) in here:
+            needed.add(own)
         state = embedding_state(kept, frozenset(needed), self._inference)
         return PortableMemory(replace(memory, embedding_state=state), kept)
 

@@ -9,7 +9,7 @@ then the rest."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import date, datetime, timedelta
 from typing import Protocol
@@ -203,9 +203,8 @@ class DocumentEmbedder(Embedder, Protocol):
     def available(self) -> bool:
         """The multilingual model answers."""
 
-    @property
-    def english_configured(self) -> bool:
-        """English memories also get an English model's vector (when it answers)."""
+    def configured(self, space: VectorSpace) -> bool:
+        """The deployment embeds in the space (a language's own model: whether or not it answers now)."""
 
     async def embed_documents(
         self, texts: Sequence[str], timeout_s: float, space: VectorSpace = VectorSpace.MULTILINGUAL
@@ -345,10 +344,10 @@ class EmbeddingClaims(Protocol):
     """The memories waiting for vectors, leased to the embedding workers while their vectors are computed."""
 
     async def claim_pending_embeddings(
-        self, limit: int, lease: timedelta, *, english: bool, english_now: bool
+        self, limit: int, lease: timedelta, *, own: Collection[VectorSpace], own_now: Collection[VectorSpace]
     ) -> list[PendingEmbedding]:
         """Up to `limit` of the oldest pending memories not leased or backing off, leased for `lease`.
-        `english`: English vectors are computed at all; `english_now`: they can be right now."""
+        `own`: the languages' own spaces computed at all; `own_now`: those that can be right now."""
 
     async def complete(
         self,

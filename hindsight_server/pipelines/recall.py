@@ -10,7 +10,7 @@ import asyncio
 import math
 import time
 import unicodedata
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -20,10 +20,11 @@ from hindsight_server.domain.bm25 import Bm25
 from hindsight_server.domain.channels import ChannelRows
 from hindsight_server.domain.errors import HindsightError, InferenceUnavailable
 from hindsight_server.domain.fusion import FusedCandidate, reciprocal_rank_fusion
-from hindsight_server.domain.language import ENGLISH, language
+from hindsight_server.domain.language import CHINESE, ENGLISH, language
 from hindsight_server.domain.lexical import query_terms
 from hindsight_server.domain.model import (
     Channel,
+    ChannelHit,
     ChannelResult,
     RankedMemory,
     RecallQuery,
@@ -68,6 +69,8 @@ ChannelRun = Callable[[], Awaitable[ChannelRows]]
 class SpaceQuery:
     main: FloatVector  # the (focused) query's embedding: what the vector channel searches with
     turns: FloatMatrix | None  # a dialogue's user turns, one row each
+    truncated: bool = False  # a text was longer than the model reads
+    cached: bool = False  # every text's vector came from the query cache
 
     def cosines(self, rows: FloatMatrix) -> list[float]:
         """Each row's similarity to the query, plus to its best-matching turn for a dialogue (MADial
@@ -80,8 +83,18 @@ class SpaceQuery:
 
 @dataclass(frozen=True, slots=True)
 class QueryVectors:
-    by_space: dict[VectorSpace, SpaceQuery]  # the preferred space first
+    by_space: dict[VectorSpace, SpaceQuery]  # the judging spaces, the preferred first
     truncated: bool
+    companion: tuple[VectorSpace, SpaceQuery] | None = None  # the space whose cosine joins the judged one
+
+    def companion_cosines(self, memory_ids: Sequence[str], vectors: Vectors) -> list[float | None]:
+        """Each memory's cosine in the companion space (None: no companion, or no vector there)."""
+        cosines: list[float | None] = [None] * len(memory_ids)
+        if self.companion is not None:
+            space, query = self.companion
+            for i, cosine in _cosines(query, memory_ids, range(len(memory_ids)), vectors.get(space, {})):
+                cosines[i] = cosine
+        return cosines
 
     def similarities(
         self, memory_ids: Sequence[str], vectors: Vectors
@@ -89,17 +102,23 @@ class QueryVectors:
         """Each memory's cosine in the best space it has a vector in, and that space (None: no vector
         in any): one product per space for all of them."""
         judged: list[tuple[float, VectorSpace] | None] = [None] * len(memory_ids)
-        pending = list(range(len(memory_ids)))
+        pending: Sequence[int] = range(len(memory_ids))
         for space, query in self.by_space.items():
-            held = vectors.get(space, {})
-            here = [i for i in pending if memory_ids[i] in held]
-            if here:
-                rows = np.concatenate([held[memory_ids[i]] for i in here]).reshape(len(here), -1)
-                cosines = query.cosines(rows)
-                for i, cosine in zip(here, cosines, strict=True):
-                    judged[i] = (cosine, space)
+            for i, cosine in _cosines(query, memory_ids, pending, vectors.get(space, {})):
+                judged[i] = (cosine, space)
             pending = [i for i in pending if judged[i] is None]
         return judged
+
+
+def _cosines(
+    query: SpaceQuery, memory_ids: Sequence[str], indexes: Sequence[int], held: Mapping[str, FloatVector]
+) -> list[tuple[int, float]]:
+    """(index, cosine) of each of the memories at `indexes` that has a vector in `held`: one product."""
+    here = [i for i in indexes if memory_ids[i] in held]
+    if not here:
+        return []
+    rows = np.concatenate([held[memory_ids[i]] for i in here]).reshape(len(here), -1)
+    return list(zip(here, query.cosines(rows), strict=True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,9 +130,17 @@ class RecallPlan:
     spoken: TimeExpression | None  # the time the query speaks of
     scope: Scope
     size: ScopeSize | None  # the scope's counted size, with an inference tier
-    spaces: tuple[VectorSpace, ...]  # the vector spaces compared in, preferred first
+    spaces: tuple[VectorSpace, ...]  # the vector spaces a memory is judged in, preferred first
     embedding: asyncio.Task[QueryVectors] | None  # the query's, started at once
     lexical_weight: float  # BM25's share of the similarity
+    # A second space compared in beside the judging one (a Chinese query: multilingual-e5's cosine joins
+    # USE's), whose own search adds candidates to the vector channel.
+    companion: VectorSpace | None = None
+
+    @property
+    def read_spaces(self) -> tuple[VectorSpace, ...]:
+        """The spaces whose vectors the channels read for their candidates."""
+        return self.spaces if self.companion is None else (*self.spaces, self.companion)
 
     @property
     def embedded(self) -> QueryVectors | None:
@@ -243,6 +270,7 @@ class RecallPipeline:
         # Usually cached; counted on a scope's first recall on this server.
         size = await self._scope_sizes.of(scope.tenant_id, scope.subject) if self._inference else None
         spaces = self._spaces_for(query.text, size)
+        companion = self._companion_for(query.text)
         policy = self._settings.policy
         if spaces[0] is VectorSpace.ENGLISH:
             lexical_weight = policy.english_lexical_weight
@@ -255,8 +283,9 @@ class RecallPipeline:
             scope=scope,
             size=size,
             spaces=spaces,
-            embedding=self._start_query_embedding(query.tenant_id, focused, spaces),
+            embedding=self._start_query_embedding(query.tenant_id, focused, spaces, companion),
             lexical_weight=lexical_weight,
+            companion=companion,
         )
 
     @staged("recall.rerank")
@@ -294,37 +323,87 @@ class RecallPipeline:
             return (VectorSpace.ENGLISH,)
         return (VectorSpace.ENGLISH, VectorSpace.MULTILINGUAL)
 
+    def _companion_for(self, text: str) -> VectorSpace | None:
+        """A Chinese query is also compared in the Chinese space, when the tier serves it: its model and
+        the multilingual one see Chinese differently, and their cosines together rank better than
+        either (MADial dev, BENCHMARKS.md). A memory without a Chinese vector is judged by the
+        multilingual cosine alone."""
+        chinese = self._inference is not None and self._inference.serves(VectorSpace.CHINESE)
+        return VectorSpace.CHINESE if chinese and language(text) == CHINESE else None
+
     def _start_query_embedding(
-        self, tenant_id: str, focused: QueryFocus, spaces: tuple[VectorSpace, ...]
+        self,
+        tenant_id: str,
+        focused: QueryFocus,
+        spaces: tuple[VectorSpace, ...],
+        companion: VectorSpace | None,
     ) -> asyncio.Task[QueryVectors] | None:
         """Starts embedding the query (and a dialogue's user turns) at once, so it overlaps the
         database channels."""
         if self._inference is None:
             return None
-        return asyncio.ensure_future(self._embed(self._inference, tenant_id, focused, spaces))
+        return asyncio.ensure_future(self._embed(self._inference, tenant_id, focused, spaces, companion))
 
     async def _embed(
-        self, inference: RecallInference, tenant_id: str, focused: QueryFocus, spaces: tuple[VectorSpace, ...]
+        self,
+        inference: RecallInference,
+        tenant_id: str,
+        focused: QueryFocus,
+        spaces: tuple[VectorSpace, ...],
+        companion: VectorSpace | None,
     ) -> QueryVectors:
-        timeout_s = self._settings.query_timeout_s
         texts = (focused.text, *focused.turns)
-        with stage("recall.embed", **{"hindsight.texts": len(texts) * len(spaces)}) as span:
-            embedded = await asyncio.gather(
-                *(inference.embed_query(t, timeout_s, space, tenant_id) for space in spaces for t in texts)
+        # The companion embeds the joined text only: a second model's pass over each turn too cost 3x
+        # the tier's CPU and missed the query deadline under load (MADial dev: R@5 65.3 with the
+        # turns, the companion late for 70% of recalls; 69.8 without them; BENCHMARKS.md).
+        companion_texts = texts[:1]
+        asked = len(texts) * len(spaces) + (len(companion_texts) if companion else 0)
+        with stage("recall.embed", **{"hindsight.texts": asked}) as span:
+            judged, second = await asyncio.gather(
+                asyncio.gather(*(self._space_query(inference, tenant_id, space, texts) for space in spaces)),
+                self._companion_query(inference, tenant_id, companion, companion_texts),
             )
-            span.set_attribute("hindsight.cache_hit", all(e.cached for e in embedded))
-        by_space = {}
-        for index, space in enumerate(spaces):
-            mine = embedded[index * len(texts) : (index + 1) * len(texts)]
-            turns = np.stack([e.vector for e in mine[1:]]) if len(mine) > 1 else None
-            by_space[space] = SpaceQuery(mine[0].vector, turns)
-        return QueryVectors(by_space, any(e.truncated for e in embedded))
+            span.set_attribute("hindsight.cache_hit", all(query.cached for query in judged))
+            span.set_attribute("hindsight.companion_missed", companion is not None and second is None)
+        return QueryVectors(
+            dict(zip(spaces, judged, strict=True)),
+            any(query.truncated for query in judged),
+            None if second is None or companion is None else (companion, second),
+        )
+
+    async def _space_query(
+        self, inference: RecallInference, tenant_id: str, space: VectorSpace, texts: Sequence[str]
+    ) -> SpaceQuery:
+        """The texts' embeddings in one space: the joined text, then a dialogue's turns."""
+        timeout_s = self._settings.query_timeout_s
+        embedded = await asyncio.gather(
+            *(inference.embed_query(t, timeout_s, space, tenant_id) for t in texts)
+        )
+        return SpaceQuery(
+            embedded[0].vector,
+            np.stack([e.vector for e in embedded[1:]]) if len(embedded) > 1 else None,
+            truncated=any(e.truncated for e in embedded),
+            cached=all(e.cached for e in embedded),
+        )
+
+    async def _companion_query(
+        self, inference: RecallInference, tenant_id: str, companion: VectorSpace | None, texts: Sequence[str]
+    ) -> SpaceQuery | None:
+        """The companion space's query, None when there is none or it did not come in time: the recall
+        then judges by the first space alone (said in the embed stage's span)."""
+        if companion is None:
+            return None
+        try:
+            return await self._space_query(inference, tenant_id, companion, texts)
+        except InferenceUnavailable:
+            return None
 
     def _channels(self, store: RecallStore, plan: RecallPlan) -> dict[Channel, ChannelRun]:
         """Every channel reads the memories' vectors in the query's spaces, to score all candidates alike."""
         policy = self._settings.policy
         limit = policy.channel_limit
-        query, scope, spaces, spoken = plan.query, plan.scope, plan.spaces, plan.spoken
+        query, scope, spoken = plan.query, plan.scope, plan.spoken
+        spaces = plan.read_spaces
         channels: dict[Channel, ChannelRun] = {}
         if plan.embedding is not None and plan.size is not None:
             query_vector, size = plan.embedding, plan.size
@@ -333,8 +412,8 @@ class RecallPipeline:
                 embedded = await query_vector
                 # After an English search, the multilingual one looks only where it cannot.
                 english_covers = VectorSpace.ENGLISH in embedded.by_space
-                quota = split_limit(limit, size) if len(embedded.by_space) > 1 else {spaces[0]: limit}
-                searches = await asyncio.gather(
+                quota = split_limit(limit, size) if len(embedded.by_space) > 1 else {plan.spaces[0]: limit}
+                judged = asyncio.gather(
                     *(
                         store.vector_channel(
                             scope,
@@ -352,7 +431,15 @@ class RecallPipeline:
                         for space, q in embedded.by_space.items()
                     )
                 )
-                return _judged_by_best_space(searches, spaces)
+                if embedded.companion is None:
+                    return _judged_by_best_space(await judged, plan.spaces)
+                space, q = embedded.companion
+                # Its rows: the scope's with a vector there, at most all of it (no count of them is kept).
+                exact = prefers_exact_search(size.rows, size.table_rows, policy.exact_search_factor)
+                searches, second = await asyncio.gather(
+                    judged, store.vector_channel(scope, q.main, limit, space, spaces, exact=exact)
+                )
+                return _with_companion(_judged_by_best_space(searches, plan.spaces), second, policy.rrf_k)
 
             channels[Channel.VECTOR] = vector
         terms = query_terms(query.text)[-policy.max_query_terms :]  # a long dialogue: its latest words
@@ -432,7 +519,7 @@ class RecallPipeline:
         vectors, each strong one's neighbours, and the stage's channel result."""
         with stage("recall.channel.context") as span:
             started = time.perf_counter()
-            rows, around = await store.adjacent_turns(plan.scope, strong, plan.spaces)
+            rows, around = await store.adjacent_turns(plan.scope, strong, plan.read_spaces)
             added = [hit for hit in rows.hits if hit.memory.id not in known]
             span.set_attribute("hindsight.rows", len(added))
         result = ChannelResult(Channel.CONTEXT, added, (time.perf_counter() - started) * 1000)
@@ -456,8 +543,9 @@ def _measured(
     }
     ids = [candidate.memory.id for candidate in fused]
     similarities = [None] * len(fused) if query_vector is None else query_vector.similarities(ids, vectors)
+    companions = [None] * len(fused) if query_vector is None else query_vector.companion_cosines(ids, vectors)
     measured = []
-    for candidate, judged in zip(fused, similarities, strict=True):
+    for candidate, judged, companion in zip(fused, similarities, companions, strict=True):
         measured.append(
             ranking.Candidate(
                 candidate.memory,
@@ -466,6 +554,7 @@ def _measured(
                 lexical=_channel_score(candidate, Channel.LEXICAL),
                 dense=None if judged is None else judged[0],
                 min_similarity=math.inf if judged is None else min_similarity[judged[1]],
+                companion=companion,
                 from_context=from_context,
             )
         )
@@ -492,6 +581,20 @@ def _judged_by_best_space(searches: list[ChannelRows], spaces: tuple[VectorSpace
         covered = set().union(*(rows.vectors.get(space, {}) for space in spaces[:later]))
         hits += [hit for hit in rows.hits if hit.memory.id not in covered and hit.memory.id not in seen]
     return ChannelRows([replace(hit, rank=rank) for rank, hit in enumerate(hits, start=1)], vectors)
+
+
+def _with_companion(judged: ChannelRows, companion: ChannelRows, k: int) -> ChannelRows:
+    """The vector channel's hits and the companion space's search as one ranking, by reciprocal rank
+    (each list's rank r adds 1 / (k + r)); a memory in both keeps its judged hit."""
+    score: dict[str, float] = {}
+    hit_of: dict[str, ChannelHit] = {}
+    for rows in (judged, companion):
+        for rank, hit in enumerate(rows.hits, start=1):
+            score[hit.memory.id] = score.get(hit.memory.id, 0.0) + 1.0 / (k + rank)
+            hit_of.setdefault(hit.memory.id, hit)
+    order = sorted(score, key=lambda memory_id: -score[memory_id])  # stable: ties keep the judged order
+    hits = [replace(hit_of[memory_id], rank=rank) for rank, memory_id in enumerate(order, start=1)]
+    return ChannelRows(hits, _merged(judged.vectors, companion.vectors))
 
 
 def _understood(query: RecallQuery) -> tuple[RecallQuery, QueryFocus, TimeExpression | None]:

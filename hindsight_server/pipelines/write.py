@@ -19,7 +19,7 @@ from hindsight_server.domain.conflicts import Action, ConflictPolicy, Existing, 
 from hindsight_server.domain.conflicts import Resolution as ConflictResolution
 from hindsight_server.domain.errors import InferenceUnavailable
 from hindsight_server.domain.ids import new_memory_id
-from hindsight_server.domain.language import ENGLISH, language
+from hindsight_server.domain.language import OWN_SPACE, language
 from hindsight_server.domain.lifecycle import default_expiry, initial_status, resolves_conflicts
 from hindsight_server.domain.model import (
     EmbeddingState,
@@ -60,7 +60,11 @@ Decide = Callable[[Memory, list[Existing]], ConflictResolution]
 @dataclass(frozen=True, slots=True)
 class InlineEmbeddings:
     multilingual: DocumentEmbeddings
-    english: dict[int, FloatVector]  # by position in the write; those that got one inline
+    # A language's own vectors, by space, by position in the write: those that got one inline.
+    own: dict[VectorSpace, dict[int, FloatVector]]
+
+    def has_own(self, index: int, space: VectorSpace | None) -> bool:
+        return space is None or index in self.own.get(space, {})
 
 
 class WritePipeline:
@@ -116,23 +120,26 @@ class WritePipeline:
     ) -> list[WriteOutcome]:
         """Embeds (within the inline budget) and stores memories built by this pipeline or by the
         lifecycle (episodes, patterns); all or nothing. `decide` replaces the conflict rules."""
-        wants_english = await self._want_english([m.content for m in memories])
-        embedded = await self._embed_inline([m.content for m in memories], wants_english)
+        wanted = await self._own_spaces([m.content for m in memories])
+        embedded = await self._embed_inline([m.content for m in memories], wanted)
         if embedded is None:
             # Nothing embedded: these memories enter the scope's counts when the worker embeds them.
             outcomes = await self._store_all(memories, {}, now, verbatim=verbatim, decide=decide)
         else:
-            # Ready once it has every vector it needs; an English one still missing comes from the worker.
+            # Ready once it has every vector it needs; its own language's still missing comes from the worker.
             complete = [
-                replace(m, embedding_state=EmbeddingState.READY) if not wanted or i in embedded.english else m
-                for i, (m, wanted) in enumerate(zip(memories, wants_english, strict=True))
+                replace(m, embedding_state=EmbeddingState.READY) if embedded.has_own(i, space) else m
+                for i, (m, space) in enumerate(zip(memories, wanted, strict=True))
             ]
             vectors = {
                 VectorSpace.MULTILINGUAL: list(embedded.multilingual.vectors),
-                VectorSpace.ENGLISH: [embedded.english.get(i) for i in range(len(memories))],
+                **{
+                    space: [by_row.get(i) for i in range(len(memories))]
+                    for space, by_row in embedded.own.items()
+                },
             }
             stored = await self._store_all(complete, vectors, now, verbatim=verbatim, decide=decide)
-            self._note_created(stored, frozenset(embedded.english))
+            self._note_created(stored, frozenset(embedded.own.get(VectorSpace.ENGLISH, {})))
             outcomes = [
                 replace(outcome, embedding_truncated=truncated) if outcome.created else outcome
                 for outcome, truncated in zip(stored, embedded.multilingual.truncated, strict=True)
@@ -207,46 +214,51 @@ class WritePipeline:
         if memory_ids:
             await self._store.expire_now(tenant_id, memory_ids, self._clock())
 
-    async def _want_english(self, contents: list[str]) -> list[bool]:
-        """Which contents also get the English model's vector: those in English, when it is configured.
-        Detecting the language of a megabyte batch takes tens of ms: off the loop (offload.py)."""
-        if self._inference is None or not self._inference.english_configured:
-            return [False] * len(contents)
-        return await run_pure(sum(map(len, contents)), _in_english, contents)
+    async def _own_spaces(self, contents: list[str]) -> list[VectorSpace | None]:
+        """The space of each content's own language when the deployment embeds in it (English: an English
+        model's; Chinese: a second multilingual model's), else None. Detecting the language of a
+        megabyte batch takes tens of ms: off the loop (offload.py)."""
+        inference = self._inference
+        configured = [s for s in OWN_SPACE.values() if inference is not None and inference.configured(s)]
+        if not configured:
+            return [None] * len(contents)
+        return await run_pure(sum(map(len, contents)), _own_spaces, contents, frozenset(configured))
 
     @staged("write.embed")
-    async def _embed_inline(self, texts: list[str], wants_english: list[bool]) -> InlineEmbeddings | None:
+    async def _embed_inline(
+        self, texts: list[str], wanted: list[VectorSpace | None]
+    ) -> InlineEmbeddings | None:
         """The multilingual vectors (None when they do not arrive in the budget) and, concurrently, the
-        English ones of a small write."""
+        languages' own ones of a small write."""
         inference = self._inference
         if inference is None or not inference.available:
             return None
         self._activity.touch()
         budget = self._settings.inline_budget_s + self._settings.inline_budget_per_item_s * len(texts)
-        english_rows = [i for i, wanted in enumerate(wants_english) if wanted]
-        inline_english = (
-            english_rows
+        rows = {
+            space: [i for i, own in enumerate(wanted) if own is space]
+            for space in OWN_SPACE.values()
+            if space in wanted
             and len(texts) <= self._settings.english_inline_max_batch
-            and inference.serves(VectorSpace.ENGLISH)
-        )
-        jobs = [inference.embed_documents(texts, timeout_s=budget)]
-        if inline_english:
-            english_texts = [texts[i] for i in english_rows]
-            jobs.append(inference.embed_documents(english_texts, timeout_s=budget, space=VectorSpace.ENGLISH))
-        multilingual, *english_result = await asyncio.gather(*jobs, return_exceptions=True)
-        english = english_result[0] if english_result else None
+            and inference.serves(space)
+        }
+        jobs = [inference.embed_documents(texts, timeout_s=budget)] + [
+            inference.embed_documents([texts[i] for i in indexes], timeout_s=budget, space=space)
+            for space, indexes in rows.items()
+        ]
+        multilingual, *own_results = await asyncio.gather(*jobs, return_exceptions=True)
         if isinstance(multilingual, BaseException):
             if isinstance(multilingual, InferenceUnavailable):
                 return None
             raise multilingual
-        if isinstance(english, BaseException) and not isinstance(english, InferenceUnavailable):
-            raise english
-        by_row = (
-            dict(zip(english_rows, english.vectors, strict=True))
-            if isinstance(english, DocumentEmbeddings)
-            else {}
-        )
-        return InlineEmbeddings(multilingual, by_row)
+        own: dict[VectorSpace, dict[int, FloatVector]] = {}
+        for (space, indexes), result in zip(rows.items(), own_results, strict=True):
+            if isinstance(result, BaseException):
+                if not isinstance(result, InferenceUnavailable):
+                    raise result
+                continue  # the worker gives them theirs
+            own[space] = dict(zip(indexes, result.vectors, strict=True))
+        return InlineEmbeddings(multilingual, own)
 
     def new_memory(self, draft: MemoryDraft, now: datetime) -> Memory:
         """A memory built from a draft as Write stores it: id, status, expiry, embedding state."""
@@ -297,5 +309,5 @@ class WritePipeline:
         return await self._store.soft_delete(tenant_id, memory_id, self._clock(), agent_id)
 
 
-def _in_english(contents: list[str]) -> list[bool]:
-    return [language(content) == ENGLISH for content in contents]
+def _own_spaces(contents: list[str], configured: frozenset[VectorSpace]) -> list[VectorSpace | None]:
+    return [space if (space := OWN_SPACE[language(content)]) in configured else None for content in contents]

@@ -12,7 +12,6 @@ from datetime import timedelta
 from hindsight_server.config import Settings
 from hindsight_server.domain.clock import Clock
 from hindsight_server.domain.consolidation import ConsolidationPolicy
-from hindsight_server.domain.model import VectorSpace
 from hindsight_server.domain.portability import EmbeddingModel
 from hindsight_server.inference.summarizer import LlmSummarizer
 from hindsight_server.outbound.webhook_http import WebhookSender
@@ -44,7 +43,11 @@ from hindsight_server.store.webhooks import WebhookStore
 def schema_shape(settings: Settings) -> SchemaShape:
     """What a new database's tables are built with (store/migrate.py)."""
     return SchemaShape(
-        EmbeddingDimensions(settings.embedding.dimension, settings.embedding.english_dimension),
+        EmbeddingDimensions(
+            settings.embedding.dimension,
+            settings.embedding.english_dimension,
+            settings.embedding.chinese_dimension,
+        ),
         settings.database.memory_partitions,
     )
 
@@ -126,12 +129,9 @@ def embedding_models(settings: Settings) -> list[EmbeddingModel]:
     inference, dimensions = settings.inference, settings.embedding
     if not inference.url:
         return []
-    models = [EmbeddingModel(VectorSpace.MULTILINGUAL, inference.embed_model, dimensions.dimension)]
-    if inference.english_model:
-        models.append(
-            EmbeddingModel(VectorSpace.ENGLISH, inference.english_model, dimensions.english_dimension)
-        )
-    return models
+    by_space = dimensions.by_space()
+    models = inference.space_models()
+    return [EmbeddingModel(space, model.model, by_space[space]) for space, model in models.items()]
 
 
 def hot_scope_settings(settings: Settings) -> HotScopeSettings:

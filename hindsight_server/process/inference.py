@@ -5,8 +5,7 @@ from __future__ import annotations
 import logging
 
 from embedder.client import TritonEmbedder, TritonReranker
-from hindsight_server.config import Settings
-from hindsight_server.domain.model import VectorSpace
+from hindsight_server.config import Settings, SpaceModel
 from hindsight_server.inference.tier import DimensionMismatch, InferenceTier
 from hindsight_server.inference.tracing import record_call
 from hindsight_server.process.errors import StartupError
@@ -20,15 +19,14 @@ async def connect_inference(settings: Settings) -> InferenceTier | None:
     config = settings.inference
     if not config.url:
         return None
-    models = {VectorSpace.MULTILINGUAL: (config.embed_model, "")}
-    if config.english_model:
-        models[VectorSpace.ENGLISH] = (config.english_model, config.english_query_prefix)
+    models = config.space_models()
 
-    def embedder(model: str, query_prefix: str) -> TritonEmbedder:
+    def embedder(model: str, space: SpaceModel) -> TritonEmbedder:
         return TritonEmbedder(
             config.url,
             model=model,
-            query_prefix=query_prefix,
+            query_prefix=space.query_prefix,
+            document_prefix=space.document_prefix,
             cache_size=config.query_cache_size,
             cache_ttl_s=config.query_cache_ttl_s,
             cache_max_share=config.query_cache_max_share,
@@ -36,21 +34,15 @@ async def connect_inference(settings: Settings) -> InferenceTier | None:
             tls=config.client_tls,
         )
 
-    embedders = {space: embedder(model, prefix) for space, (model, prefix) in models.items()}
+    embedders = {space: embedder(model.model, model) for space, model in models.items()}
     query_embedders = (
-        {
-            space: embedder(model + config.query_model_suffix, prefix)
-            for space, (model, prefix) in models.items()
-        }
+        {space: embedder(model.model + config.query_model_suffix, model) for space, model in models.items()}
         if config.query_model_suffix
         else {}
     )
     tier = InferenceTier(
         embedders,
-        {
-            VectorSpace.MULTILINGUAL: settings.embedding.dimension,
-            VectorSpace.ENGLISH: settings.embedding.english_dimension,
-        },
+        settings.embedding.by_space(),
         reranker=(
             TritonReranker(config.url, model=config.rerank_model, on_call=record_call, tls=config.client_tls)
             if config.rerank_model

@@ -17,7 +17,6 @@ from hindsight_server.config import Settings
 from hindsight_server.domain.admission import Admission
 from hindsight_server.domain.clock import Clock, system_clock
 from hindsight_server.domain.errors import HindsightError
-from hindsight_server.domain.model import VectorSpace
 from hindsight_server.domain.ratelimit import RateLimiter
 from hindsight_server.inference.summarizer import LlmSummarizer
 from hindsight_server.inference.tier import InferenceTier
@@ -222,7 +221,7 @@ def _build_pipelines(settings: Settings, backends: _Backends, clock: Clock) -> _
     hot = HotScopes(
         store,
         hot_scope_settings(settings),
-        {VectorSpace.MULTILINGUAL: dimensions.dimension, VectorSpace.ENGLISH: dimensions.english_dimension},
+        dimensions.by_space(),
     )
     recalls = RecallPipeline(
         store,

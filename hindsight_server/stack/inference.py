@@ -17,7 +17,7 @@ from hindsight_server.config import StackSettings
 
 
 def embedded_triton(
-    settings: StackSettings, data_dir: Path, dimension: int, english: EncoderModelOptions | None
+    settings: StackSettings, data_dir: Path, dimension: int, encoders: tuple[EncoderModelOptions, ...]
 ) -> TritonServer:
     """A TritonServer ready to start(); the repository is rebuilt from the templates on every start."""
     work_dir = data_dir / "triton"
@@ -34,7 +34,6 @@ def embedded_triton(
         dimension=dimension,
         batch_invariant=settings.embed_batch_invariant,
     )
-    encoders = () if english is None else (english,)
     models = build_repository(
         work_dir / "models", RepositoryOptions(embed=embed, rerank=rerank, encoders=encoders)
     )

@@ -32,7 +32,7 @@ from typing import Any
 
 from console.config import HEALTH_PATH as CONSOLE_HEALTH_PATH
 from console.config import ConsoleConfigError, ConsoleSettings, load_console_settings
-from embedder.repository import EncoderModelOptions
+from embedder.repository import EncoderModelOptions, default_chinese_encoder_dir
 from embedder.triton import TritonServer
 from gateway_mcp.config import HEALTH_PATH, GatewaySettings, is_loopback, load_gateway_settings
 from hindsight.tls import ClientTls
@@ -127,8 +127,14 @@ class Stack:
             env["HINDSIGHT_DATABASE__REPLICA_DSNS"] = json.dumps(self.replica_dsns)
         if not self.keys_required:  # on loopback only (keyless_refusal)
             env["HINDSIGHT_SECURITY__REQUIRE_API_KEYS"] = "false"
-        if self._triton_english() is None and not self.settings.inference.url:
-            env["HINDSIGHT_INFERENCE__ENGLISH_MODEL"] = ""  # the embedded tier serves no English model
+        if not self.settings.inference.url:  # the embedded tier: the servers ask only for what it serves
+            served = {encoder.name for encoder in self._triton_encoders()}
+            for setting, model in (
+                ("ENGLISH", self.settings.inference.english_model),
+                ("CHINESE", self.settings.inference.chinese_model),
+            ):
+                if model not in served:
+                    env[f"HINDSIGHT_INFERENCE__{setting}_MODEL"] = ""
         if not self.settings.stack.rerank and not self.settings.inference.url:
             env["HINDSIGHT_INFERENCE__RERANK_MODEL"] = ""  # nor a cross-encoder: never probed for one
         return [
@@ -298,18 +304,31 @@ class Stack:
         if not self._starts_triton:
             return None
         return embedded_triton(
-            self.settings.stack, data_dir, self.settings.embedding.dimension, self._triton_english()
+            self.settings.stack, data_dir, self.settings.embedding.dimension, self._triton_encoders()
         )
 
-    def _triton_english(self) -> EncoderModelOptions | None:
-        stack, inference = self.settings.stack, self.settings.inference
-        if not stack.english_encoder or not inference.english_model:
-            return None
-        return EncoderModelOptions(
-            name=inference.english_model,
-            model_dir=Path(stack.english_encoder_dir) if stack.english_encoder_dir else None,
-            dimension=self.settings.embedding.english_dimension,
-        )
+    def _triton_encoders(self) -> tuple[EncoderModelOptions, ...]:
+        """The languages' own encoders the embedded tier serves."""
+        stack, inference, dimensions = self.settings.stack, self.settings.inference, self.settings.embedding
+        encoders = []
+        if stack.english_encoder and inference.english_model:
+            encoders.append(
+                EncoderModelOptions(
+                    name=inference.english_model,
+                    model_dir=Path(stack.english_encoder_dir) if stack.english_encoder_dir else None,
+                    dimension=dimensions.english_dimension,
+                )
+            )
+        if stack.chinese_encoder and inference.chinese_model:
+            encoders.append(
+                EncoderModelOptions(
+                    name=inference.chinese_model,
+                    model_dir=Path(stack.chinese_encoder_dir or default_chinese_encoder_dir()),
+                    dimension=dimensions.chinese_dimension,
+                    pooling="mean",
+                )
+            )
+        return tuple(encoders)
 
     @property
     def keys_required(self) -> bool:

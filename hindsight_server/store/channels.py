@@ -21,7 +21,7 @@ from hindsight_server.domain.model import (
     VectorSpace,
 )
 from hindsight_server.domain.search_plan import ScopeSize
-from hindsight_server.domain.vectors import FloatVector
+from hindsight_server.domain.vectors import COMPANION_SPACES, FloatVector
 from hindsight_server.store.errors import translate_errors
 from hindsight_server.store.rows import MEMORY_COLUMNS, memory_from_row
 from hindsight_server.store.sql import (
@@ -59,11 +59,14 @@ def where_in_scope(sql: Sql, scope: Scope) -> None:
 
 def vector_columns(spaces: Sequence[VectorSpace]) -> str:
     """Each memory's vector in the first of `spaces` (preferred first) it has one in: a query scores a
-    memory in one space only, so the others would be bytes on the wire for nothing."""
+    memory in one judging space only, so the others would be bytes on the wire for nothing; and its
+    vector in each companion space (domain/vectors.COMPANION_SPACES), read whatever else it has."""
     columns = []
-    for index, space in enumerate(spaces):
+    judging = [space for space in spaces if space not in COMPANION_SPACES]
+    for space in spaces:
         column = VECTOR_COLUMN[space]
-        earlier = " AND ".join(f"{VECTOR_COLUMN[s]} IS NULL" for s in spaces[:index])
+        before = [] if space in COMPANION_SPACES else judging[: judging.index(space)]
+        earlier = " AND ".join(f"{VECTOR_COLUMN[s]} IS NULL" for s in before)
         columns.append(f"CASE WHEN {earlier} THEN {column} END AS {column}" if earlier else column)
     return "".join(f", {column}" for column in columns)
 

@@ -10,48 +10,58 @@ take the rows batched with it down again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import timedelta
 
 from pgvector import Vector
 
-from hindsight_server.domain.language import ENGLISH
+from hindsight_server.domain.language import OWN_SPACE
 from hindsight_server.domain.model import VectorSpace
 from hindsight_server.domain.vectors import FloatVector, PendingEmbedding
 from hindsight_server.store.errors import translate_errors
-from hindsight_server.store.sql import OnPool
+from hindsight_server.store.sql import VECTOR_COLUMN, OnPool
 
 __all__ = ["EmbeddingQueue"]
 
 
+def _lacks_own(spaces: str, row: str = "") -> str:
+    """SQL: the row (`row`: its alias and a dot) lacks the vector of its language's own space, that
+    space among the text[] parameter `spaces` (VectorSpace values)."""
+    cases = " ".join(
+        f"WHEN '{lang}' THEN '{space.value}' = ANY({spaces}) AND {row}{VECTOR_COLUMN[space]} IS NULL"
+        for lang, space in OWN_SPACE.items()
+    )
+    return f"coalesce(CASE {row}language {cases} END, false)"
+
+
 class EmbeddingQueue(OnPool):
     async def claim_pending_embeddings(
-        self, limit: int, lease: timedelta, *, english: bool, english_now: bool
+        self, limit: int, lease: timedelta, *, own: Collection[VectorSpace], own_now: Collection[VectorSpace]
     ) -> list[PendingEmbedding]:
         """Leases up to `limit` of the oldest pending rows across tenants (a maintenance path, not a
         tenant request) that are not leased or backing off, for `lease`, with the vectors each lacks.
-        `english`: this server computes English vectors (else none is asked for); `english_now`: it can
-        right now (else rows lacking only that one are left for later, so they do not hold back the
+        `own`: the languages' own spaces this server computes (no other is asked for); `own_now`: those
+        it can right now (rows lacking only another one are left for later, so they do not hold back the
         rest)."""
+        can_now, needs = _lacks_own("$3::text[]"), _lacks_own("$2::text[]")
         async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
             rows = await connection.fetch(
-                """WITH due AS (
+                f"""WITH due AS (
                        SELECT tenant_id, id FROM memories
                        WHERE embedding_state = 'pending'
                          AND (embedding_retry_at IS NULL OR embedding_retry_at <= now())
-                         AND ($4 OR embedding IS NULL OR NOT ($2 AND language = $3 AND embedding_en IS NULL))
+                         AND (embedding IS NULL OR {can_now} OR NOT {needs})
                        ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED)
-                   UPDATE memories m SET embedding_retry_at = now() + $5::interval
+                   UPDATE memories m SET embedding_retry_at = now() + $4::interval
                    FROM due WHERE m.tenant_id = due.tenant_id AND m.id = due.id
                    RETURNING m.id, m.tenant_id, m.subject, m.content, m.created_at, m.embedding_attempts,
-                             md5(m.content) AS digest,
+                             m.language, md5(m.content) AS digest,
                              m.embedding IS NULL AS needs_multilingual,
-                             ($2 AND m.language = $3 AND m.embedding_en IS NULL) AS needs_english,
+                             {_lacks_own("$2::text[]", "m.")} AS needs_own,
                              m.embedding_en IS NOT NULL AS has_english""",
                 limit,
-                english,
-                ENGLISH,
-                english_now,
+                [space.value for space in own],
+                [space.value for space in own_now],
                 lease,
             )
         rows = sorted(rows, key=lambda r: (r["created_at"], str(r["id"])))  # RETURNING keeps no order
@@ -66,9 +76,9 @@ class EmbeddingQueue(OnPool):
                     space
                     for space, needed in (
                         (VectorSpace.MULTILINGUAL, r["needs_multilingual"]),
-                        (VectorSpace.ENGLISH, r["needs_english"]),
+                        (OWN_SPACE.get(r["language"]), r["needs_own"]),
                     )
-                    if needed
+                    if needed and space is not None
                 ),
                 r["embedding_attempts"],
                 r["digest"],
@@ -97,19 +107,21 @@ class EmbeddingQueue(OnPool):
                 """UPDATE memories AS m
                    SET embedding = coalesce(u.embedding, m.embedding),
                        embedding_en = coalesce(u.embedding_en, m.embedding_en),
+                       embedding_zh = coalesce(u.embedding_zh, m.embedding_zh),
                        embedding_state = CASE WHEN u.ready THEN 'ready' ELSE m.embedding_state END,
                        embedding_retry_at = CASE WHEN u.backoff IS NULL THEN NULL ELSE now() + u.backoff END,
                        embedding_attempts = CASE WHEN u.backoff IS NULL THEN 0
                                                  ELSE m.embedding_attempts + 1 END
-                   FROM unnest($1::text[], $2::uuid[], $3::vector[], $4::vector[], $5::bool[], $6::text[],
-                               $7::interval[])
-                        AS u(tenant_id, id, embedding, embedding_en, ready, digest, backoff)
+                   FROM unnest($1::text[], $2::uuid[], $3::vector[], $4::vector[], $5::vector[], $6::bool[],
+                               $7::text[], $8::interval[])
+                        AS u(tenant_id, id, embedding, embedding_en, embedding_zh, ready, digest, backoff)
                    WHERE m.tenant_id = u.tenant_id AND m.id = u.id
                      AND m.embedding_state = 'pending' AND md5(m.content) = u.digest""",
                 [row.tenant_id for row in rows],
                 [row.memory_id for row in rows],
                 column(VectorSpace.MULTILINGUAL),
                 column(VectorSpace.ENGLISH),
+                column(VectorSpace.CHINESE),
                 ready,
                 [row.digest for row in rows],
                 [failed.get(row.memory_id) for row in rows],

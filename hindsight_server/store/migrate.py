@@ -40,6 +40,13 @@ _LOCK_RETRY_S = 0.2
 _DIMENSION_PLACEHOLDERS = {
     "embedding": "{{EMBEDDING_DIM}}",
     "embedding_en": "{{ENGLISH_EMBEDDING_DIM}}",
+    "embedding_zh": "{{CHINESE_EMBEDDING_DIM}}",
+}
+# The setting that fixes each column's dimension (HINDSIGHT_EMBEDDING__<setting>).
+_DIMENSION_SETTINGS = {
+    "embedding": "DIMENSION",
+    "embedding_en": "ENGLISH_DIMENSION",
+    "embedding_zh": "CHINESE_DIMENSION",
 }
 _PARTITIONS_PLACEHOLDER = "{{MEMORY_PARTITIONS}}"
 NO_TRANSACTION_MARKER = "-- hindsight: no-transaction"
@@ -116,9 +123,10 @@ class EmbeddingDimensions:
 
     multilingual: int
     english: int
+    chinese: int
 
     def by_column(self) -> dict[str, int]:
-        return {"embedding": self.multilingual, "embedding_en": self.english}
+        return {"embedding": self.multilingual, "embedding_en": self.english, "embedding_zh": self.chinese}
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,7 +350,7 @@ async def check_embedding_dimensions(connection: asyncpg.Connection, dimensions:
     stored = {row["attname"]: row["atttypmod"] for row in rows}
     for column, wanted in dimensions.by_column().items():
         if stored.get(column) != wanted:
-            setting = "DIMENSION" if column == "embedding" else "ENGLISH_DIMENSION"
+            setting = _DIMENSION_SETTINGS[column]
             raise SchemaMismatch(
                 f"the database stores {stored.get(column)}-dimensional vectors in {column} but this server "
                 f"is configured for {wanted} (HINDSIGHT_EMBEDDING__{setting} or the embedding model). Use "

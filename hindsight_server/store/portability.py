@@ -9,11 +9,10 @@ from collections.abc import AsyncIterator
 
 import asyncpg
 
-from hindsight_server.domain.model import VectorSpace
 from hindsight_server.domain.portability import CURRENT_STATUSES, ExportQuery, PortableMemory
 from hindsight_server.store.errors import translate_errors
 from hindsight_server.store.rows import MEMORY_COLUMNS, memory_from_row
-from hindsight_server.store.sql import SEEN_BY, OnPool, Sql, where_subject_tier_kind
+from hindsight_server.store.sql import SEEN_BY, VECTOR_COLUMN, OnPool, Sql, where_subject_tier_kind
 
 
 class ExportSnapshot:
@@ -48,7 +47,11 @@ class ExportSnapshot:
         return counted
 
     async def pages(self, page_size: int) -> AsyncIterator[list[PortableMemory]]:
-        vectors = ", embedding, embedding_en" if self._query.include_embeddings else ""
+        vectors = (
+            "".join(f", {column}" for column in VECTOR_COLUMN.values())
+            if self._query.include_embeddings
+            else ""
+        )
         after = self._query.after_id
         while True:
             sql = Sql()
@@ -70,9 +73,7 @@ def _portable(row: asyncpg.Record, with_vectors: bool) -> PortableMemory:
     if not with_vectors:
         return PortableMemory(memory_from_row(row))
     found = {
-        space: row[column].to_numpy()
-        for space, column in ((VectorSpace.MULTILINGUAL, "embedding"), (VectorSpace.ENGLISH, "embedding_en"))
-        if row[column] is not None
+        space: row[column].to_numpy() for space, column in VECTOR_COLUMN.items() if row[column] is not None
     }
     return PortableMemory(memory_from_row(row), found)
 

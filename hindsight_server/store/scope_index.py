@@ -17,7 +17,7 @@ __all__ = ["ScopeIndexRows"]
 
 # Every column an indexed memory is built from: the memory, its vectors, its lexemes with the number of
 # positions of each (unnest walks a tsvector in the order tsvector_to_array lists it) and its length.
-_INDEXED_COLUMNS = f"""{MEMORY_COLUMNS}, embedding, embedding_en, lexical_terms,
+_INDEXED_COLUMNS = f"""{MEMORY_COLUMNS}, {", ".join(VECTOR_COLUMN.values())}, lexical_terms,
     coalesce(tsvector_to_array(lexical), '{{}}') AS lexemes,
     coalesce(ARRAY(SELECT cardinality(u.positions) FROM unnest(lexical) AS u), '{{}}') AS counts"""
 

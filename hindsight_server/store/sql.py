@@ -24,7 +24,11 @@ SEEN_BY = "(visibility = 'shared' OR agent_id = {agent})"
 TENANT_PARTITION = "(SELECT tableoid::regclass FROM memories WHERE tenant_id = {tenant} LIMIT 1)"
 
 # The column holding each space's vectors (identifiers from this table only, never from a caller).
-VECTOR_COLUMN = {VectorSpace.MULTILINGUAL: "embedding", VectorSpace.ENGLISH: "embedding_en"}
+VECTOR_COLUMN = {
+    VectorSpace.MULTILINGUAL: "embedding",
+    VectorSpace.ENGLISH: "embedding_en",
+    VectorSpace.CHINESE: "embedding_zh",
+}
 
 
 class OnPool:

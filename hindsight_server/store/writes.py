@@ -36,7 +36,7 @@ from hindsight_server.store.errors import translate_errors
 from hindsight_server.store.feed import event_insert
 from hindsight_server.store.reads import MemoryReads
 from hindsight_server.store.rows import MEMORY_COLUMNS, memory_from_row
-from hindsight_server.store.sql import SEEN_BY, Sql, graph_plans
+from hindsight_server.store.sql import SEEN_BY, VECTOR_COLUMN, Sql, graph_plans
 
 # The fields of a memory each event type says were set (the feed's `fields`).
 _MERGED_FIELDS = "'{seen_count,last_seen_at,confidence,expires_at}'::text[]"
@@ -133,7 +133,7 @@ class MemoryWrites(MemoryReads):
         the caller as for recall: domain/search_plan.py); the others' are found by an exact scan."""
         groups = sorted({_peer_group(m) for m in memories})
         multilingual = embeddings.get(VectorSpace.MULTILINGUAL) or [None] * len(memories)
-        english = embeddings.get(VectorSpace.ENGLISH) or [None] * len(memories)
+        own = {space: embeddings.get(space) or [None] * len(memories) for space in _OWN_SPACES}
         outcomes: list[WriteOutcome] = []
         created = self._created(memories[0].tenant_id, now)
         with_content = created.with_content
@@ -175,7 +175,10 @@ class MemoryWrites(MemoryReads):
                         memory = replace(memory, supersedes=resolution.target_id)
                     else:
                         resolution = _TARGET_GONE
-                vectors = {VectorSpace.MULTILINGUAL: [vector], VectorSpace.ENGLISH: [english[index]]}
+                vectors: dict[VectorSpace, list[FloatVector | None]] = {
+                    space: [column[index]] for space, column in own.items()
+                }
+                vectors[VectorSpace.MULTILINGUAL] = [vector]
                 (outcome,) = await _insert_rows(connection, [memory], vectors, created, [derived])
                 if memory.supersedes is not None:
                     await _mark_superseded(connection, memory, now)
@@ -212,7 +215,8 @@ class MemoryWrites(MemoryReads):
             assignments.append(f"content_key = {sql.param(derived.content_key)}")
             assignments.append(f"fact_slot = {sql.param(derived.fact_slot)}")
             assignments.append(
-                f"embedding_state = {sql.param(embedding_state.value)}, embedding = NULL, embedding_en = NULL"
+                f"embedding_state = {sql.param(embedding_state.value)}, "
+                + ", ".join(f"{column} = NULL" for column in VECTOR_COLUMN.values())
             )
             # New text: the worker may take it at once, whatever lease or backoff the old text had.
             assignments.append("embedding_retry_at = NULL, embedding_attempts = 0")
@@ -412,7 +416,8 @@ _COLUMNS: tuple[_Column, ...] = (
     _Column("last_seen_at", "timestamptz", lambda m, a: m.last_seen_at),
     _Column("fact_slot", "text", lambda m, a: a.fact_slot),
 )
-_VECTOR_COLUMNS = ("embedding", "embedding_en")  # VectorSpace.MULTILINGUAL, VectorSpace.ENGLISH
+_VECTOR_COLUMNS = tuple(VECTOR_COLUMN.values())
+_OWN_SPACES = [space for space in VECTOR_COLUMN if space is not VectorSpace.MULTILINGUAL]
 _INSERT_COLUMNS = ", ".join([*(c.name for c in _COLUMNS), *_VECTOR_COLUMNS])
 _INSERT_SELECT = ", ".join([*(f"u.{c.name}{c.cast}" for c in _COLUMNS), *(f"u.{v}" for v in _VECTOR_COLUMNS)])
 _INSERT_ARRAYS = ", ".join(
@@ -452,7 +457,7 @@ async def _insert(
     columns: list[list[Any]] = [
         [column.value(m, a) for m, a in zip(memories, analysed, strict=True)] for column in _COLUMNS
     ]
-    for space in (VectorSpace.MULTILINGUAL, VectorSpace.ENGLISH):
+    for space in VECTOR_COLUMN:
         vectors = embeddings.get(space) or [None] * len(memories)
         columns.append([None if v is None else Vector(v) for v in vectors])
     resolution = (

@@ -73,7 +73,7 @@ class CacheFigures:
 class InferenceFigures:
     available: bool  # the multilingual model answers
     problem: str  # why not, when it does not
-    english: bool  # the English model answers
+    own_spaces: tuple[str, ...]  # the languages' own models that answer (english, chinese)
     rerank: bool  # a cross-encoder answers
     rerank_on_gpu: bool  # ... on a GPU: recall reranks by default (recall.rerank unset)
 

@@ -275,3 +275,23 @@ def test_first_vectors_gives_each_memory_its_vector_in_the_first_space_it_has_on
     multilingual_only = index.first_vectors(ids, [ML])
     assert sorted(multilingual_only[ML]) == sorted(ids[:2])
     assert index.first_vectors([], [EN, ML]) == {EN: {}, ML: {}}
+
+
+def test_first_vectors_reads_a_companion_spaces_vector_whatever_else_a_memory_has() -> None:
+    zh = VectorSpace.CHINESE
+    index = ScopeIndex("acme", "user-7", {EN: 2, ML: 3, zh: 2})
+    index.upsert(
+        [
+            _row(1, {ML: [0.0, 0.0, 1.0], zh: [1.0, 0.0]}),  # Chinese: both multilingual models'
+            _row(2, {ML: [0.0, 1.0, 0.0]}),  # the second one not embedded yet
+            _row(3, {EN: [0.0, 1.0], ML: [1.0, 0.0, 0.0]}),  # English
+        ]
+    )
+    ids = [numbered(n).id for n in (1, 2, 3)]
+    found = index.first_vectors(ids, [ML, zh])
+    assert {space: sorted(by_id) for space, by_id in found.items()} == {ML: sorted(ids), zh: [ids[0]]}
+    np.testing.assert_array_equal(found[zh][ids[0]], [1.0, 0.0])
+    # the judging spaces still stand in for each other, the companion beside them
+    english_first = index.first_vectors(ids, [EN, ML, zh])
+    assert sorted(english_first[EN]) == [ids[2]] and sorted(english_first[ML]) == sorted(ids[:2])
+    assert sorted(english_first[zh]) == [ids[0]]

@@ -88,6 +88,30 @@ def test_similarity_from_the_hybrid_mix(
     assert similarities == pytest.approx(expected)
 
 
+@pytest.mark.parametrize(
+    ("dense", "companion", "expected"),
+    [
+        # no companion cosine at all: the first model's alone (as without the argument)
+        ([0.2, 0.6, 0.4], [None, None, None], [-Z, Z, 0.0]),
+        ([0.2, 0.6, 0.4], [], [-Z, Z, 0.0]),
+        # two models that agree: the same order and deviations
+        ([0.2, 0.6, 0.4], [0.7, 0.9, 0.8], [-Z, Z, 0.0]),
+        # they disagree completely: no candidate is ahead of another
+        ([0.2, 0.6, 0.4], [0.6, 0.2, 0.4], [0.0, 0.0, 0.0]),
+        # each puts a different one first: the one second by both comes first on their mean
+        ([0.2, 0.6, 0.5], [0.6, 0.2, 0.5], [-(0.5**0.5), -(0.5**0.5), 2**0.5]),
+        # a candidate without a companion vector keeps its first model's deviation, then all are
+        # standardised again
+        ([0.2, 0.6, 0.4], [0.7, 0.9, None], [-Z, Z, 0.0]),
+    ],
+)
+def test_a_companion_models_cosines_join_the_first_models_deviation_for_deviation(
+    dense: list[float | None], companion: list[float | None], expected: list[float]
+) -> None:
+    mix = scoring.hybrid_mix([None] * len(dense), dense, lexical_weight=0.5, companion=companion)
+    assert mix == pytest.approx(expected, abs=1e-6)
+
+
 def test_hybrid_similarity_keeps_the_order_of_the_mix() -> None:
     mix = scoring.hybrid_mix([5.0, 1.0, None, 3.0], [0.5, 0.6, 0.1, None], lexical_weight=0.3)
     similarities = scoring.relative_to_best(mix)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -144,12 +144,12 @@ class FailsFirstClaim(MemoryStore):
     failures = 0
 
     async def claim_pending_embeddings(
-        self, limit: int, lease: timedelta, *, english: bool, english_now: bool
+        self, limit: int, lease: timedelta, *, own: Collection[VectorSpace], own_now: Collection[VectorSpace]
     ) -> list[PendingEmbedding]:
         if self.failures == 0:
             self.failures += 1
             raise RuntimeError("an unforeseen bug in one round")
-        return await super().claim_pending_embeddings(limit, lease, english=english, english_now=english_now)
+        return await super().claim_pending_embeddings(limit, lease, own=own, own_now=own_now)
 
 
 async def test_the_worker_survives_any_exception_and_goes_on(

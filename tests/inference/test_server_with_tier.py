@@ -332,7 +332,7 @@ async def test_an_export_carries_the_embeddings_and_an_import_reuses_them(
     tier_client: HindsightClient, tenant: str
 ) -> None:
     """With the same models here, an import keeps the exported vectors (nothing to embed again); the
-    copy's export carries the same vectors, for both spaces of an English memory."""
+    copy's export carries the same vectors, for both spaces of an English or a Chinese memory."""
     await tier_client.write(
         tenant, "The user keeps a spare key under the blue pot", tier="semantic", kind="fact"
     )
@@ -348,9 +348,13 @@ async def test_an_export_carries_the_embeddings_and_an_import_reuses_them(
 
     await eventually(embedded)
     header, memories = await exported(tenant)
-    assert {(m.space, m.name) for m in header.models} == {("multilingual", "embed"), ("english", "embed_en")}
+    assert {(m.space, m.name) for m in header.models} == {
+        ("multilingual", "embed"),
+        ("english", "embed_en"),
+        ("chinese", "embed_zh"),
+    }
     spaces = {m.memory.content[:3]: sorted(e.space for e in m.embeddings) for m in memories}
-    assert spaces == {"The": ["english", "multilingual"], "用户的": ["multilingual"]}
+    assert spaces == {"The": ["english", "multilingual"], "用户的": ["chinese", "multilingual"]}
     answer = await tier_client.import_memories(f"{tenant}-copy", memories, models=header.models)
     assert (answer.imported, answer.embeddings_reused, answer.embeddings_pending) == (2, 2, 0)
     _, copied = await exported(f"{tenant}-copy")

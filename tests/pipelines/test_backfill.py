@@ -110,6 +110,29 @@ async def test_while_the_english_model_is_away_english_memories_wait_for_it_once
     assert [space for space, _ in w.tier.embedded] == [VectorSpace.MULTILINGUAL, VectorSpace.ENGLISH]
 
 
+@pytest.mark.parametrize(
+    ("content", "own"),
+    [("The user prefers window seats", VectorSpace.ENGLISH), ("用户偏好靠窗座位", VectorSpace.CHINESE)],
+)
+async def test_each_memory_gets_its_languages_own_vector_and_no_other(content: str, own: VectorSpace) -> None:
+    w = worker(pending(1, content), tier=FakeInferenceTier(english=True, chinese=True))
+    await w.backfill.run_once()
+    assert w.state(pending(1).id) is EmbeddingState.READY
+    assert {space for space in VectorSpace if w.has(space, pending(1).id)} == {VectorSpace.MULTILINGUAL, own}
+
+
+async def test_while_the_chinese_model_is_away_only_chinese_memories_wait_for_it() -> None:
+    english, chinese = pending(1, "The user prefers window seats"), pending(2, "用户偏好靠窗座位")
+    w = worker(english, chinese, tier=FakeInferenceTier(english=True, chinese=True, chinese_up=False))
+    assert await w.backfill.run_once() == 2
+    assert w.state(english.id) is EmbeddingState.READY and w.has(VectorSpace.ENGLISH, english.id)
+    assert w.state(chinese.id) is EmbeddingState.PENDING and w.has(VectorSpace.MULTILINGUAL, chinese.id)
+    assert await w.backfill.run_once() == 0  # lacking only the Chinese vector: left until it answers
+    w.tier.chinese_up = True
+    assert await w.backfill.run_once() == 1
+    assert w.state(chinese.id) is EmbeddingState.READY and w.has(VectorSpace.CHINESE, chinese.id)
+
+
 async def test_a_failing_chunk_backs_off_and_its_bad_row_is_retried_alone() -> None:
     bad = pending(1, "a text the model cannot take")
     w = worker(
@@ -151,7 +174,7 @@ def test_the_backoff_doubles_with_each_failure_up_to_its_cap(attempts: int, seco
 
 def test_a_lease_outlasts_a_round_at_every_deadline() -> None:
     settings = BackfillSettings(batch=256, chunk=32, timeout_s=10.0, max_give_way_s=2.0)
-    assert settings.lease == timedelta(seconds=2 * 16 * 12.0)
+    assert settings.lease == timedelta(seconds=2 * (8 + 8 + 1) * 12.0)
     assert BackfillSettings(batch=1, chunk=32, timeout_s=1.0).lease == timedelta(seconds=60)
 
 

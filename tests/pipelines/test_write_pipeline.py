@@ -89,6 +89,48 @@ async def test_an_english_write_gets_both_models_vectors_inline(content: str, en
     assert (outcome.memory.id in w.store.vectors.get(VectorSpace.ENGLISH, {})) is english_vector
 
 
+@pytest.mark.parametrize(
+    ("content", "own"),
+    [
+        ("The user lives in Lisbon", VectorSpace.ENGLISH),
+        ("用户住在里斯本", VectorSpace.CHINESE),
+        ("用户说 I moved to Porto last week", VectorSpace.ENGLISH),  # mostly Latin letters: English
+    ],
+)
+async def test_a_write_gets_its_own_languages_vector_beside_the_multilingual_one(
+    content: str, own: VectorSpace
+) -> None:
+    w = writes(FakeInferenceTier(english=True, chinese=True))
+    outcome = await w.pipeline.write(draft(content))
+    assert w.store.get("acme", outcome.memory.id).embedding_state is EmbeddingState.READY
+    held = {space for space, by_id in w.store.vectors.items() if outcome.memory.id in by_id}
+    assert held == {VectorSpace.MULTILINGUAL, own}
+    np.testing.assert_array_equal(w.store.vectors[own][outcome.memory.id], hashed_vector(content, own))
+
+
+async def test_a_mixed_batch_sends_each_language_to_its_own_model_once() -> None:
+    tier = FakeInferenceTier(english=True, chinese=True)
+    w = writes(tier)
+    contents = ["The user lives in Lisbon", "用户喜欢喝咖啡", "The user owns a bike", "用户住在杭州"]
+    await w.pipeline.write_batch([draft(content) for content in contents])
+    own_calls = [(space, texts) for space, texts in tier.embedded if space is not VectorSpace.MULTILINGUAL]
+    assert sorted(own_calls) == sorted(
+        [
+            (VectorSpace.ENGLISH, ("The user lives in Lisbon", "The user owns a bike")),
+            (VectorSpace.CHINESE, ("用户喜欢喝咖啡", "用户住在杭州")),
+        ]
+    )
+
+
+async def test_a_chinese_write_while_its_model_is_down_waits_for_the_worker_for_that_vector_only() -> None:
+    w = writes(FakeInferenceTier(english=True, chinese=True, chinese_up=False))
+    chinese = await w.pipeline.write(draft("用户住在里斯本"))
+    english = await w.pipeline.write(draft("The user lives in Lisbon"))
+    assert w.store.get("acme", chinese.memory.id).embedding_state is EmbeddingState.PENDING
+    assert chinese.memory.id in w.store.vectors[VectorSpace.MULTILINGUAL]
+    assert w.store.get("acme", english.memory.id).embedding_state is EmbeddingState.READY
+
+
 async def test_a_large_english_batch_leaves_its_english_vectors_to_the_worker() -> None:
     w = writes(FakeInferenceTier(english=True))
     drafts = [draft(f"The user visited museum number {n}", kind=Kind.EVENT) for n in range(17)]

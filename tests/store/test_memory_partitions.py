@@ -30,7 +30,7 @@ PARTITIONING = 12  # the migration that partitions the table
 
 
 def _shape(partitions: int) -> SchemaShape:
-    return SchemaShape(EmbeddingDimensions(multilingual=3, english=2), partitions)
+    return SchemaShape(EmbeddingDimensions(multilingual=3, english=2, chinese=2), partitions)
 
 
 async def _partitions(connection: asyncpg.Connection) -> list[str]:

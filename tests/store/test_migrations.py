@@ -28,7 +28,7 @@ from hindsight_server.store.migrate import (
     split_statements,
 )
 
-SHAPE = SchemaShape(EmbeddingDimensions(multilingual=3, english=2), 4)
+SHAPE = SchemaShape(EmbeddingDimensions(multilingual=3, english=2, chinese=2), 4)
 SHIPPED = Path(migrate_module.__file__).parent / "migrations"
 LOGGER = "hindsight_server.store.migrate"
 

@@ -6,12 +6,12 @@ once it has every one, and a failure's backoff counted in its attempts."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from hindsight_server.domain.clock import Clock
-from hindsight_server.domain.language import ENGLISH, language
+from hindsight_server.domain.language import OWN_SPACE, language
 from hindsight_server.domain.model import EmbeddingState, Memory, VectorSpace
 from hindsight_server.domain.vectors import FloatVector, PendingEmbedding
 from tests.support.fakes.memory_store import InMemoryMemoryStore
@@ -34,11 +34,13 @@ class InMemoryEmbeddingQueue(InMemoryMemoryStore):
     def _lacks(self, memory: Memory, space: VectorSpace) -> bool:
         return memory.id not in self.vectors.get(space, {})
 
-    def _needs_english(self, memory: Memory, english: bool) -> bool:
-        return english and language(memory.content) == ENGLISH and self._lacks(memory, VectorSpace.ENGLISH)
+    def _lacks_own(self, memory: Memory, spaces: Collection[VectorSpace]) -> VectorSpace | None:
+        """The memory's own space when it is among `spaces` and the memory lacks its vector."""
+        own = OWN_SPACE[language(memory.content)]
+        return own if own in spaces and self._lacks(memory, own) else None
 
     async def claim_pending_embeddings(
-        self, limit: int, lease: timedelta, *, english: bool, english_now: bool
+        self, limit: int, lease: timedelta, *, own: Collection[VectorSpace], own_now: Collection[VectorSpace]
     ) -> list[PendingEmbedding]:
         self._answer()
         now = self._now()
@@ -50,9 +52,9 @@ class InMemoryEmbeddingQueue(InMemoryMemoryStore):
                 if m.embedding_state is EmbeddingState.PENDING
                 and (m.id not in self.retry_at or self.retry_at[m.id] <= now)
                 and (
-                    english_now
-                    or self._lacks(m, VectorSpace.MULTILINGUAL)
-                    or not self._needs_english(m, english)
+                    self._lacks(m, VectorSpace.MULTILINGUAL)
+                    or self._lacks_own(m, own_now) is not None
+                    or self._lacks_own(m, own) is None
                 )
             ),
             key=lambda m: (m.created_at, m.id),
@@ -61,8 +63,8 @@ class InMemoryEmbeddingQueue(InMemoryMemoryStore):
         for memory in due:
             self.retry_at[memory.id] = now + lease
             missing = {VectorSpace.MULTILINGUAL} if self._lacks(memory, VectorSpace.MULTILINGUAL) else set()
-            if self._needs_english(memory, english):
-                missing.add(VectorSpace.ENGLISH)
+            if (needed := self._lacks_own(memory, own)) is not None:
+                missing.add(needed)
             claimed.append(
                 PendingEmbedding(
                     memory.id,

@@ -37,6 +37,8 @@ class FakeInferenceTier:
     up: bool = True  # the multilingual model answers
     english: bool = False  # an English model is configured (and answers while the tier and english_up are)
     english_up: bool = True
+    chinese: bool = False  # a Chinese model is configured (and answers while the tier and chinese_up are)
+    chinese_up: bool = True
     reranks: bool = False  # a cross-encoder is served
     on_gpu: bool = False  # ... on a GPU
     max_terms: int = 512  # a longer text is embedded truncated
@@ -47,12 +49,20 @@ class FakeInferenceTier:
     def available(self) -> bool:
         return self.up
 
-    @property
-    def english_configured(self) -> bool:
-        return self.english
+    def configured(self, space: VectorSpace) -> bool:
+        return {
+            VectorSpace.MULTILINGUAL: True,
+            VectorSpace.ENGLISH: self.english,
+            VectorSpace.CHINESE: self.chinese,
+        }[space]
 
     def serves(self, space: VectorSpace) -> bool:
-        return self.up and (space is VectorSpace.MULTILINGUAL or (self.english and self.english_up))
+        up = {
+            VectorSpace.MULTILINGUAL: True,
+            VectorSpace.ENGLISH: self.english_up,
+            VectorSpace.CHINESE: self.chinese_up,
+        }
+        return self.up and self.configured(space) and up[space]
 
     @property
     def can_rerank(self) -> bool:
