@@ -576,8 +576,11 @@ class Stack:
             try:
                 await child.wait_ready(self.settings.stack.start_timeout_s)
             except ChildFailed as exc:
-                if child.process.returncode is None:  # alive but not ready: said; an exit is counted next
-                    log.warning("%s", exc.what)
+                if child.process.returncode is None:
+                    # Alive but never ready (a tritonserver restarted after a crash once hung loading a
+                    # model, its CPU idle): stopped, so the loop counts an exit and starts it again.
+                    log.warning("%s; stopping it to start it again", exc.what)
+                    await child.stop(self.settings.server.grace_s + 2)
                 continue
             log.info("%s restarted: ready again, pid %s", child.name, child.pid)
 

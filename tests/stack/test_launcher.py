@@ -14,6 +14,7 @@ the third runs a light one (no Triton) on the session's PostgreSQL."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 import signal
@@ -27,8 +28,10 @@ from pathlib import Path
 
 import pytest
 
+from hindsight_server.config import load_settings
 from hindsight_server.stack.children import Child, ChildFailed, RestartPolicy
 from hindsight_server.stack.preflight import Binding, DataDirLock, busy, describe
+from hindsight_server.stack.supervisor import Stack
 from tests.support.eventually import eventually
 from tests.support.processes import Background, free_ports, pid_alive, run_cli
 
@@ -327,3 +330,37 @@ def test_the_data_directory_lock_names_its_holder_and_goes_with_it(tmp_path: Pat
 def test_restarts_back_off_doubling_up_to_the_cap() -> None:
     policy = RestartPolicy(backoff_s=0.5, backoff_max_s=5.0)
     assert [policy.pause(recent) for recent in range(1, 7)] == [0.5, 1.0, 2.0, 4.0, 5.0, 5.0]
+
+
+async def test_a_restarted_child_that_never_gets_ready_is_stopped_and_started_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its first run crashes, its second hangs without ever answering (as a tritonserver once did, stuck
+    loading a model after a crash), its third serves: the stack ends up with the third."""
+    (port,) = free_ports(1)
+    runs = tmp_path / "runs"
+    script = (
+        f"n=$(cat {runs} 2>/dev/null || echo 0); n=$((n + 1)); echo $n > {runs}; "
+        f"case $n in 1) exit 6;; 2) exec sleep 60;; *) exec {sys.executable} -m http.server {port} "
+        "--bind 127.0.0.1;; esac"
+    )
+    child = Child("flaky", f"127.0.0.1:{port}", ["sh", "-c", script], dict(os.environ), http_health="/")
+    settings = load_settings(
+        None,
+        data_dir=str(tmp_path),
+        stack__start_timeout_s=1.0,
+        stack__restart_backoff_s=0.1,
+        stack__restart_backoff_max_s=0.1,
+    )
+    stack, stop = Stack(settings), asyncio.Event()
+    await child.spawn()
+    keeping = asyncio.create_task(stack._keep_running(child, stop))
+    try:
+        with caplog.at_level(logging.INFO, logger="hindsight_server.stack.supervisor"):
+            await eventually(lambda: "flaky restarted: ready again" in caplog.text, 30, message=caplog.text)
+        assert "flaky is not ready after 1 s; stopping it to start it again" in caplog.text
+        assert runs.read_text().strip() == "3"
+    finally:
+        stop.set()
+        await child.stop(2)
+        await asyncio.wait_for(keeping, 10)
