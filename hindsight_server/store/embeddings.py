@@ -34,6 +34,12 @@ def _lacks_own(spaces: str, row: str = "") -> str:
     return f"coalesce(CASE {row}language {cases} END, false)"
 
 
+# The vector columns as `complete` writes them: parameters $3.. in VECTOR_COLUMN's order, then the rest.
+_VECTOR_COLUMNS = tuple(VECTOR_COLUMN.values())
+_VECTOR_ARRAYS = ", ".join(f"${n}::vector[]" for n in range(3, 3 + len(_VECTOR_COLUMNS)))
+_AFTER = 2 + len(_VECTOR_COLUMNS)
+
+
 class EmbeddingQueue(OnPool):
     async def claim_pending_embeddings(
         self, limit: int, lease: timedelta, *, own: Collection[VectorSpace], own_now: Collection[VectorSpace]
@@ -104,24 +110,20 @@ class EmbeddingQueue(OnPool):
         ready = [all(row.memory_id in vectors.get(space, {}) for space in row.missing) for row in rows]
         async with translate_errors():
             await self._pool.execute(
-                """UPDATE memories AS m
-                   SET embedding = coalesce(u.embedding, m.embedding),
-                       embedding_en = coalesce(u.embedding_en, m.embedding_en),
-                       embedding_zh = coalesce(u.embedding_zh, m.embedding_zh),
+                f"""UPDATE memories AS m
+                   SET {", ".join(f"{c} = coalesce(u.{c}, m.{c})" for c in _VECTOR_COLUMNS)},
                        embedding_state = CASE WHEN u.ready THEN 'ready' ELSE m.embedding_state END,
                        embedding_retry_at = CASE WHEN u.backoff IS NULL THEN NULL ELSE now() + u.backoff END,
                        embedding_attempts = CASE WHEN u.backoff IS NULL THEN 0
                                                  ELSE m.embedding_attempts + 1 END
-                   FROM unnest($1::text[], $2::uuid[], $3::vector[], $4::vector[], $5::vector[], $6::bool[],
-                               $7::text[], $8::interval[])
-                        AS u(tenant_id, id, embedding, embedding_en, embedding_zh, ready, digest, backoff)
+                   FROM unnest($1::text[], $2::uuid[], {_VECTOR_ARRAYS}, ${_AFTER + 1}::bool[],
+                               ${_AFTER + 2}::text[], ${_AFTER + 3}::interval[])
+                        AS u(tenant_id, id, {", ".join(_VECTOR_COLUMNS)}, ready, digest, backoff)
                    WHERE m.tenant_id = u.tenant_id AND m.id = u.id
                      AND m.embedding_state = 'pending' AND md5(m.content) = u.digest""",
                 [row.tenant_id for row in rows],
                 [row.memory_id for row in rows],
-                column(VectorSpace.MULTILINGUAL),
-                column(VectorSpace.ENGLISH),
-                column(VectorSpace.CHINESE),
+                *(column(space) for space in VECTOR_COLUMN),
                 ready,
                 [row.digest for row in rows],
                 [failed.get(row.memory_id) for row in rows],
