@@ -54,12 +54,19 @@ from hindsight_server.domain.errors import InvalidArgument
 from hindsight_server.domain.facts import (
     Preference,
     Slot,
+    adds,
     common_ends,
     has_update_cue,
+    historical,
     identifiers,
     names,
+    one_off,
     preference,
+    profile_field,
+    refers_back,
     relations,
+    replaces,
+    scope,
     slots,
     speaks_of_self,
     swapped,
@@ -106,6 +113,11 @@ class ConflictPolicy:
     # people supersedes it from this similarity: updates are worded far apart ("I bank with Chase",
     # "I closed my Chase account and moved to Ally"), look-alikes are not worded as changes.
     changed_supersede_from: float = 0.45
+    # A content with a cue as weak as "now" or "现在", the same people, a value that differs and this
+    # share of the earlier fact's content terms (Jaccard) supersedes it from `cued_supersede_from`:
+    # "Dad parks in spot 14", "the Honda goes in 22 now". Look-alikes carry no cue.
+    cued_supersede_from: float = 0.6
+    cued_overlap: float = 0.15
     value_keys: frozenset[str] | None = None  # entity keys whose change makes a new version; None: all
     # Entities that name the thing itself: differing, the memories are two things (two orders, two
     # sessions' episodes), never two versions of one.
@@ -121,6 +133,8 @@ class ConflictPolicy:
             ("reworded_merge_from", self.reworded_merge_from),
             ("reworded_overlap", self.reworded_overlap),
             ("changed_supersede_from", self.changed_supersede_from),
+            ("cued_supersede_from", self.cued_supersede_from),
+            ("cued_overlap", self.cued_overlap),
         )
         for name, value in thresholds:
             if not 0.0 <= value <= 1.0:
@@ -189,9 +203,18 @@ _NUMBER = r"[0-9]+(?:[.:/-][0-9]+)*|[零〇一二两三四五六七八九十百�
 _EN_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _EN_SHORT_WEEKDAYS = ("mon", "tue", "tues", "wed", "thu", "thur", "thurs", "fri", "sat", "sun")
 _ALL_WEEKDAYS = "|".join(_EN_WEEKDAYS + _EN_SHORT_WEEKDAYS)
+# A part of the day is a value too: a pill taken at night is not the one taken in the morning.
+_PART_OF_DAY = {
+    "morning": "morning", "mornings": "morning", "afternoon": "afternoon", "afternoons": "afternoon",
+    "evening": "evening", "evenings": "evening", "night": "night", "nights": "night", "tonight": "night",
+    "bedtime": "night", "早上": "morning", "早晨": "morning", "上午": "morning", "中午": "noon",
+    "下午": "afternoon", "傍晚": "evening", "晚上": "evening", "夜里": "night", "睡前": "night",
+}  # fmt: skip
+_EN_PARTS_OF_DAY = "|".join(word for word in _PART_OF_DAY if word.isascii())
+_ZH_PARTS_OF_DAY = "|".join(word for word in _PART_OF_DAY if not word.isascii())
 _DATE_WORD = (
-    rf"(?:周|星期|礼拜)[一二三四五六日天]|[春夏秋冬][天季]|\b(?:{_ALL_WEEKDAYS}|"
-    r"january|february|march|april|june|july|august|september|october|november|december)\b"
+    rf"(?:周|星期|礼拜)[一二三四五六日天]|[春夏秋冬][天季]|{_ZH_PARTS_OF_DAY}|\b(?:{_ALL_WEEKDAYS}|"
+    rf"{_EN_PARTS_OF_DAY}|january|february|march|april|june|july|august|september|october|november|december)\b"
 )
 # English numbers in words and ordinals are values like digits: "two kids", "2 children".
 _EN_NUMBER_WORDS = (
@@ -199,7 +222,12 @@ _EN_NUMBER_WORDS = (
     r"first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth)\b"
 )
 _EMAIL_ADDRESS = re.compile(r"[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9.-]{1,190}\.[A-Za-z]{2,24}")
-_ZH_TOKENS = re.compile(rf"{_DATE_WORD}|[0-9]+(?:[ -][0-9]+)+|{_NUMBER}|[a-z][a-z0-9+#.-]*", re.IGNORECASE)
+_HALF_PAST = re.compile(r"([0-9]+|[零〇一二两三四五六七八九十]+)点半")
+_ZH_TOKENS = re.compile(
+    rf"{_DATE_WORD}|(?:[0-9]+|[零〇一二两三四五六七八九十]+)点半|[0-9]+(?:[ -][0-9]+)+|{_NUMBER}|"
+    r"[a-z][a-z0-9+#.-]*",
+    re.IGNORECASE,
+)
 # A phone number's groups are one value, also at the end of a sentence ("... 415-555-0182.").
 _EN_TOKENS = re.compile(
     rf"{_DATE_WORD}|{_EN_NUMBER_WORDS}|[0-9]+(?:[ -][0-9]+)+(?![.:/][0-9])|[0-9]+(?:[.:/-][0-9]+)*",
@@ -231,6 +259,11 @@ def _canonical(token: str) -> str:
         return f"weekday:{_ZH_WEEKDAYS[key[-1]]}"
     if key in _ORDINALS:
         return str(_ORDINALS[key])
+    half_past = _HALF_PAST.fullmatch(key)
+    if half_past:  # 十点半 is 10:30
+        return f"{_canonical(half_past.group(1))}:30"
+    if key in _PART_OF_DAY:
+        return f"time:{_PART_OF_DAY[key]}"
     whole_hour = _WHOLE_HOUR.fullmatch(key)
     if whole_hour:  # 8:00 is 8 (am), as "8am" reads
         return str(int(whole_hour.group(1)))
@@ -255,10 +288,17 @@ def value_tokens(text: str) -> frozenset[str]:
     return frozenset(emails | tokens)
 
 
+def _parts_of_day(tokens: frozenset[str]) -> frozenset[str]:
+    return frozenset(token for token in tokens if token.startswith("time:"))
+
+
 def _differing(new: frozenset[str], new_text: str, old: frozenset[str], old_text: str) -> list[str]:
     """The value tokens one content has and the other has not. A name that the other content spells
     inside a longer token is not a difference: "Jake Miller" and "jake.miller@gmail.com"."""
     new_folded, old_folded = new_text.casefold(), old_text.casefold()
+    if not (_parts_of_day(new) and _parts_of_day(old)):
+        # A part of the day said on one side only is a detail left out, not another value.
+        new, old = new - _parts_of_day(new), old - _parts_of_day(old)
 
     def missing(token: str, other: str) -> bool:
         return not (token.isalpha() and token in other)
@@ -293,6 +333,15 @@ class _Reading:
     facets: FacetWords  # the facets of a person's life it is about (domain/topics.py)
     names: frozenset[str]  # the people it names by name (Emma, 小雨)
     of_self: bool  # opens with its subject itself: the people it names later are not whose fact it is
+    pronoun: bool  # speaks of one other person as "he", "she", "她": refers_back
+    lasting: bool  # not a one-off exception ("just this once"): facts.one_off
+    history: bool  # speaks of a time that is over ("used to", "以前"): facts.historical
+    adds: bool  # says it adds to what is known ("also", "还要"): facts.adds
+    replaces: bool  # a change word beyond starting something: facts.replaces
+    scope: frozenset[str] | None  # the situation it is said for ("for technical questions"): facts.scope
+    field: (
+        tuple[str, str] | None
+    )  # written as one profile field ("Time zone: Europe/Berlin"): facts.profile_field
 
     @classmethod
     def of(cls, content: str, kind: Kind) -> _Reading:
@@ -320,6 +369,13 @@ class _Reading:
             facets(content) if kind in _SLOT_KINDS else {},
             names(content),
             speaks_of_self(content),
+            refers_back(content),
+            not one_off(content),
+            historical(content),
+            adds(content),
+            replaces(content),
+            scope(content),
+            profile_field(content),
         )
 
 
@@ -505,8 +561,10 @@ def _rule(
         return 1, Resolution(Action.SUPERSEDE, old.id, reason, changed)
     if content_key(new.content) == content_key(old.content):
         return 2, Resolution(Action.MERGE, old.id, "same content")
+    # A fact of a time that is over stays beside a present one: neither replaces the other.
+    history = old_reading.history or (new_reading.history and not new_reading.cue)
     by_slot = _by_slot(new_reading, old_reading, old, policy)
-    if by_slot is not None:
+    if by_slot is not None and not (history and by_slot[1].action is Action.SUPERSEDE):
         return by_slot
     if old.similarity is None or _adds_to_preference(new_reading, old_reading):
         return None
@@ -523,26 +581,80 @@ def _rule(
         not differing
         and alike
         and not new_reading.changes
+        and (old_reading.cue or not new_reading.cue)  # "now" said only by the new one: it may have changed
         and old.similarity >= policy.reworded_merge_from
         and overlap >= policy.reworded_overlap
     ):
         reason = f"reworded (similarity {old.similarity:.3f}, {overlap:.0%} of its terms shared)"
         return 4, Resolution(Action.MERGE, old.id, reason)
+    if history or ((new_reading.adds or not new_reading.lasting) and old_reading.lasting):
+        return None  # beside a fact, or an exception to it: a change of nothing lasting
+    if _other_scope(new_reading.scope, old_reading.scope):
+        return None  # said for another situation ("for creative writing"): both stand
     same_thing = new_reading.identifiers & old_reading.identifiers
     if differing and old.similarity >= policy.supersede_from and (same_thing or new_reading.cue):
         why = f"the same {', '.join(sorted(same_thing))}" if same_thing else "worded as a change"
         values = ", ".join(differing[:6])
         reason = f"similar (similarity {old.similarity:.3f}), {why}, and a value differs: {values}"
         return 5, Resolution(Action.SUPERSEDE, old.id, reason)
-    if new_reading.changes and same_people and shared and old.similarity >= policy.changed_supersede_from:
-        terms = ", ".join(sorted(shared)[:4])
+    about = frozenset(term for term in shared if not _TIME_TERM.fullmatch(term))
+    # The earlier fact was already worded as this change ("Moving to Toronto", "relocating to Toronto"):
+    # with no value that differs, the new one says it again.
+    news = new_reading.changes and not (old_reading.changes and not differing)
+    if news and same_people and about and old.similarity >= policy.changed_supersede_from:
+        terms = ", ".join(sorted(about)[:4])
         reason = f"worded as a change of it (similarity {old.similarity:.3f}, about {terms})"
         return 6, Resolution(Action.SUPERSEDE, old.id, reason)
-    return _by_facet(new_reading, old_reading, old, bool(shared), bool(differing))
+    if (
+        differing
+        and new_reading.cue
+        and same_people
+        and old.similarity >= policy.cued_supersede_from
+        and overlap >= policy.cued_overlap
+    ):
+        values = ", ".join(differing[:6])
+        reason = (
+            f"similar (similarity {old.similarity:.3f}), worded as a change, and a value differs: {values}"
+        )
+        return 6, Resolution(Action.SUPERSEDE, old.id, reason)
+    return _by_field(new_reading, old_reading, old) or _by_facet(
+        new_reading, old_reading, old, bool(shared), bool(differing), news
+    )
+
+
+def _other_scope(new: frozenset[str] | None, old: frozenset[str] | None) -> bool:
+    """Whether two facts are said for different situations: one for a situation and the other for every
+    one, or each for its own (no term shared)."""
+    if new is None and old is None:
+        return False
+    return new is None or old is None or not new & old
+
+
+# Terms of when, not of what: two facts sharing only "weekends" or "下午" are not about one thing.
+_TIME_TERM = re.compile(
+    r"(?:every|daily|weekly|monthly|day|week|weekend|weekday|month|year|morn|morning|afternoon|even|evening|"
+    r"night|tonight|today|tomorrow|monday|tuesday|wednesday|thursday|friday|saturday|sunday)|"
+    r"[每周上下早晚中今明昨本这][天周午上晚末月年]|周[一二三四五六日天末]|星期.|礼拜.|早上|晚上|下午|上午|中午",
+    re.IGNORECASE,
+)
+
+
+def _by_field(new: _Reading, old: _Reading, old_memory: Existing) -> tuple[int, Resolution] | None:
+    """Rule 7, for profile fields: both written as the same field ("Time zone: America/New_York", "Time
+    zone: Europe/Berlin") with another value. A field of a many-valued facet ("Standing meeting: ...")
+    holds one of several values, and is left to the facet rule."""
+    if new.field is None or old.field is None or new.field[0] != old.field[0]:
+        return None
+    key = new.field[0]
+    if content_key(new.field[1]) == content_key(old.field[1]):
+        return None
+    if any(not facet_named(name).alone for name in facets(key)):
+        return None
+    return 7, Resolution(Action.SUPERSEDE, old_memory.id, f"same field, a new value: {key}")
 
 
 def _by_facet(
-    new: _Reading, old: _Reading, old_memory: Existing, share_a_term: bool, differ: bool
+    new: _Reading, old: _Reading, old_memory: Existing, share_a_term: bool, differ: bool, news: bool
 ) -> tuple[int, Resolution] | None:
     """Rule 7: the same facet of the same people's life (domain/topics.py), and the new content says it
     changed: on its own ("switched", "got engaged", "换了"); with a weaker cue ("now", "new") and a
@@ -554,27 +666,41 @@ def _by_facet(
     for name in sorted(new.facets.keys() & old.facets.keys()):
         facet = facet_named(name)
         now, before = new.facets[name], old.facets[name]
+        kinds_now, kinds_before = facet.kinds_of(now), facet.kinds_of(before)
+        if kinds_now and kinds_before and not kinds_now & kinds_before:
+            continue  # a dentist and a cardiologist, car and home insurance: two things
         if facet.states:
             changed = (new.changes or new.cue) and bool(now - before - {""})
         elif facet.alone:
             valued = facet.valued and not now <= before
-            changed = new.changes or (new.cue and (differ or valued))
+            # A facet whose value is a person (a manager, a doctor): another name is another value.
+            renamed = bool(facet.value_relations) and bool(_latin(new.names) - _latin(old.names))
+            changed = news or (new.cue and (differ or valued or renamed))
         else:
-            changed = new.changes and (share_a_term or bool(now & before))
+            changed = new.replaces and (share_a_term or bool(now & before))
         if changed and _same_people(new, old, facet):
-            how = "worded as a change" if new.changes else "a new value"
+            how = "worded as a change" if news else "a new value"
             return 7, Resolution(Action.SUPERSEDE, old_memory.id, f"same facet, {how}: {facet.name}")
     return None
+
+
+def _latin(names: frozenset[str]) -> frozenset[str]:
+    """The names written in Latin script: Chinese text has no capitals, so its "names" are guesses."""
+    return frozenset(name for name in names if name.isascii())
 
 
 def _same_people(new: _Reading, old: _Reading, facet: Facet) -> bool:
     """Whether two facts of a facet are about the same people: the same relations, less those that are
     the facet's value; or one names a relation the other leaves out and both name the same person
-    ("my daughter Emma goes to ...", "Emma started middle school")."""
+    ("my daughter Emma goes to ...", "Emma started middle school"), or the other says "he" or "she" where
+    the one names a single person ("老婆在银行上班", "她辞职了")."""
     now, before = _people(new, facet), _people(old, facet)
     if now == before:
         return True
-    return not (now and before) and bool(new.names & old.names)
+    if now and before:
+        return False
+    named, other = (now, old) if now else (before, new)
+    return bool(new.names & old.names) or (len(named) == 1 and other.pronoun and not other.of_self)
 
 
 def _people(reading: _Reading, facet: Facet) -> frozenset[str]:

@@ -81,6 +81,12 @@ _ZH_IDENTITY = re.compile(
     r"([A-Za-z0-9][A-Za-z0-9-]{2,})"
 )
 _TICKET = re.compile(r"#\s?([0-9]{3,})")
+# A quantity is not a code: 500mg, 1000mg, 16GB, 5km, 10am.
+_QUANTITY = re.compile(
+    r"[0-9]+(?:[.,][0-9]+)?(?:mg|mcg|ml|l|g|kg|km|mi|mb|gb|tb|k|m|lbs?|cm|mm|am|pm|hrs?|h|mins?|s|x|th|st|nd|rd|"
+    r"mah|w|kw|kwh|v|hz|ghz|mhz|fps|p|yo|iu)",
+    re.IGNORECASE,
+)
 
 
 def identifiers(text: str) -> frozenset[str]:
@@ -88,7 +94,7 @@ def identifiers(text: str) -> frozenset[str]:
     word that names a thing (order 12345, 订单号 88231), and #-numbers (#4521). A slot's value (a phone
     number) is not an identifier: see `slots`."""
     clean = _clean(text)
-    found = {match.group(0) for match in _CODE.finditer(clean)}
+    found = {match.group(0) for match in _CODE.finditer(clean) if not _QUANTITY.fullmatch(match.group(0))}
     for pattern in (_EN_IDENTITY, _ZH_IDENTITY):
         found.update(m.group(1) for m in pattern.finditer(clean) if any(c.isdigit() for c in m.group(1)))
     found.update(m.group(1) for m in _TICKET.finditer(clean))
@@ -107,18 +113,26 @@ _EN_CHANGE = (
     r"ported|pushed|going forward|passed away|died|ended|split up|separated|upgraded|doubled|halved|"
     r"increased|decreased|raised|lowered|reduced|"
     r"downgraded|returned|return to|gave up|gave away|signed a lease|done with|update|switch|relocated|"
-    r"graduated|accepted an offer|dropped|migrated|bumped|is off|called off|no more"
+    r"graduated|accepted an offer|dropped|migrated|bumped|is off|called off|no more|reorg|reorgani[sz]\w*|"
+    r"restructur\w*|relocat\w*|rehom\w*|overtaken|took over|taken over|handed over|handed off|joined|"
+    r"signed up|first day|last day|disconnected|out of service|went back to|back to|now that|"
+    r"from (?:this|next) (?:term|semester|year|month|week|season|quarter)|starting (?:this|next)|as of|"
+    r"effective|downsized|renewed|at renewal|cut back|cut down|took up|taking up|from here on|for good|gone|"
+    r"slipped|extended|extension|upgrad\w*|migrat\w*|moved over|raise|pay rise|pay cut|reached|"
+    r"qualified for|requalified"
 )
-_EN_WEAK = r"now|new|currently|these days|nowadays|latest|become|again"
+_EN_WEAK = r"now|new|currently|these days|nowadays|latest|become|again|since|lately|recently|right now"
 _ZH_CHANGE = (
-    r"改成|改为|改到|改在|改期|改了|改喝|改用|换成|换了|换到|换号|换车|搬|不再|变成|以后|推迟|提前|延期|已经不|离职|"
+    r"改成|改为|改到|改在|改期|改了|改喝|改用|换成|换了|换到|换号|换车|搬(?!砖)|不再|变成|以后|推迟|提前|延期|已经不|离职|"
     r"辞职|转学|转专业|转岗|调到|调走|分手|卖了|退休|涨|戒|不.{0,4}了|没有.{0,6}了|跳槽|订婚|结婚了|离婚|"
     r"升职|升为|升到|升了|升初中|升高中|转到|转去|转网|携号|评上|调整|取消|转掉|送给|送人|去世|开始|停了|"
     r"领证|"
-    r"毕业了|入职|放弃|暂停|走丢|丢了|死了|分了|调薪|降薪|加到|减到|降到|今后|"
-    r"(?<!交)换|(?<![修])改(?![善进革])"
+    r"毕业了|入职|放弃|暂停|走丢|丢了|死了|分了|调薪|降薪|加到|减到|降到|今后|接来|接过来|没续|不续|"
+    r"到期了|结束了|延期|走了|加量|减量|停药|掉到|掉回|销了|辞了|升级|降级|退掉|退了|注销|销户|推到|延到|延后|迁到|迁移|迁了|转用|不用了|停用|报到|上岗|接任|接手|改由|由.{1,8}负责|换人|续保|转投|裸辞|"
+    r"(?:月|周|年|学期|季度)起|从.{1,6}起|"
+    r"(?<!交)换|(?<![修批])改(?![善进革作卷稿])"
 )
-_ZH_WEAK = r"现在|目前|如今|新的|新号|最新|原来|旧"
+_ZH_WEAK = r"现在|目前|如今|新的|新号|最新|原来|旧|最近|近来|这阵子|这学期|了(?=[，,。；;！!]|$)"
 _EN_STRONG_CUE = re.compile(rf"\b(?:{_EN_CHANGE})\b", re.IGNORECASE)
 _EN_CUE = re.compile(rf"\b(?:{_EN_CHANGE}|{_EN_WEAK})\b", re.IGNORECASE)
 _ZH_STRONG_CUE = re.compile(_ZH_CHANGE)
@@ -250,6 +264,7 @@ _EN_FAVOURITE = re.compile(
     re.IGNORECASE,
 )
 _EN_RELATION = re.compile(
+    r"(?<!skip-level )(?<!former )(?<!ex-)(?<!previous )(?<!old )"
     r"\b(?P<rel>wife|husband|spouse|partner|girlfriend|boyfriend|fiancee|fiance|mother|mom|mum|father|dad|"
     r"boss|manager|landlord|doctor|dentist)(?:'s\s+name)?\s+(?:is|was)\s+(?:now\s+)?(?:called\s+|named\s+)?"
     r"(?P<value>[A-Z][\w.-]*(?:\s+[A-Z][\w.-]*)?)"
@@ -443,7 +458,9 @@ _ZH_MARRIED = re.compile(
 )
 
 
-_ZH_VALUE_FILLER = re.compile(r"^(?:[一两这那]?[辆台部个只件套家所])|的|(?<=\w)[市省](?=\w)")
+_ZH_VALUE_FILLER = re.compile(
+    r"^(?:[一两这那]?[辆台部个只件套家所])|的|(?<=\w)[市省](?=\w)|(?:那块|那边|那片|一带|附近|这边|那儿|这儿)$"
+)
 
 
 def _zh_holder(prefix: str) -> str:
@@ -584,6 +601,11 @@ _SAME_RELATION = {
 }  # fmt: skip
 
 
+# Who passed a fact on ("Mom says ...", "俺妈说...") is its source, not whose fact it is.
+_EN_SAYS = re.compile(r"\s+(?:says|said|told|tells|mentioned|reports|texted|wrote)\b", re.IGNORECASE)
+_ZH_SAYS = re.compile(r"(?:说|讲|告诉|提到|发消息|来电)")
+
+
 def relations(text: str) -> frozenset[str]:
     """The people other than the subject a content names by their relation to it (sister, 老公, boss):
     a fact of the user's sister is not a fact of the user's."""
@@ -593,12 +615,14 @@ def relations(text: str) -> frozenset[str]:
             match.group(0)
             for match in _ZH_HOLDER.finditer(clean)
             if not _ZH_JOB_TITLE.match(clean, max(0, match.start() - 1))
+            and not _ZH_SAYS.match(clean, match.end())
         }
     else:
         found = {
             match.group(1).casefold()
             for match in _EN_HOLDER.finditer(clean)
-            if match.group(1).casefold() not in _EN_TITLES or _EN_POSSESSED.search(clean, 0, match.start())
+            if (match.group(1).casefold() not in _EN_TITLES or _EN_POSSESSED.search(clean, 0, match.start()))
+            and not _EN_SAYS.match(clean, match.end())
         }
     return frozenset(_SAME_RELATION.get(word, word) for word in found - _NOT_PEOPLE)
 
@@ -608,6 +632,110 @@ _EN_SELF_OPENING = re.compile(
     re.IGNORECASE,
 )
 _ZH_SELF_OPENING = re.compile(r"^\W*(?:用户|我)(?![的们家妈爸哥姐弟妹女儿老爱对闺])")
+
+
+_EN_PRONOUN = re.compile(r"\b(?:he|she|him|his|her|he's|she's)\b", re.IGNORECASE)
+_ZH_PRONOUN = re.compile(r"[他她](?!们)")
+
+
+def refers_back(text: str) -> bool:
+    """Whether a content speaks of one other person by a pronoun ("she quit", "医生给她换成了"), not by
+    who they are: then it may be about the one person an earlier fact named ("my wife ..."). "They" and
+    "their" are left out: notes write them for the user."""
+    clean = _clean(text)
+    pattern = _ZH_PRONOUN if language(clean) == CHINESE else _EN_PRONOUN
+    return bool(pattern.search(clean))
+
+
+# A one-off exception to a habit ("gym this Friday is at 7pm, just this once") changes nothing lasting.
+_EN_ONE_OFF = re.compile(
+    r"\b(?:just this once|this time only|only this (?:time|week)|just (?:today|tonight|this week)|"
+    r"for (?:today|tonight)|today only|(?<!from )(?<!starting )this "
+    r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday))\b",
+    re.IGNORECASE,
+)
+_ZH_ONE_OFF = re.compile(
+    r"就这一次|只这一次|仅此一次|这一次|(?:这|本)周[一二三四五六日天](?!起|开始)|今天|今晚"
+)
+# Words that add a fact beside the known ones rather than replace one ("also", "还要", "另外").
+_EN_ADDS = re.compile(r"\b(?:also|too|as well|in addition|another|additionally)\b", re.IGNORECASE)
+_ZH_ADDS = re.compile(r"还要|还会|另外|此外|也(?:会|要|在|有|开始|报)|又(?:养|买|报|开|办)")
+
+
+# Starting something ("started swimming", "开始学游泳") adds to a many-valued part of life; it replaces
+# only with another change word ("switched", "改成").
+_STARTS = re.compile(
+    r"\b(?:started|starting|began|took up|taking up|signed up)\b|开始|报了|报名", re.IGNORECASE
+)
+
+
+def replaces(text: str) -> bool:
+    """Whether a content says on its own that something changed, beyond starting something new."""
+    return has_update_cue(_STARTS.sub(" ", _clean(text)), strong=True)
+
+
+# A preference said for one situation ("for technical questions", "聊育儿话题时"): another situation's
+# preference stands beside it.
+_EN_SCOPE = re.compile(
+    r"\b(?:when(?:ever)?|while|if)\b\s+(?P<scope>[^,.;!?]+)|"
+    r"\bfor\s+(?P<topic>(?:[a-z-]+\s+){0,2}(?:questions?|topics?|tasks?|writing|e-?mails?|code|coding|messages?|"
+    r"work|chats?))\b",
+    re.IGNORECASE,
+)
+_ZH_SCOPE = re.compile(r"(?P<scope>[\u4e00-\u9fffA-Za-z]{1,12}?)(?:时|的时候)[，,]")
+
+
+def scope(text: str) -> frozenset[str] | None:
+    """The terms of the situation a content is said for, or None when it is said for every situation."""
+    clean = _clean(text)
+    chinese = language(clean) == CHINESE
+    match = (_ZH_SCOPE if chinese else _EN_SCOPE).search(clean)
+    if match is None:
+        return None
+    said = match.group("scope") if chinese else (match.group("scope") or match.group("topic"))
+    return frozenset(query_terms(said)) if chinese else frozenset(fold(term) for term in query_terms(said))
+
+
+# A fact bounded in the past ("used to", "2018年到2022年") is history: nothing present replaces it.
+_EN_HISTORY = re.compile(
+    r"\b(?:used to|formerly|previously|back in (?:19|20)[0-9]{2}|from (?:19|20)[0-9]{2} (?:to|until|till) "
+    r"(?:19|20)[0-9]{2}|(?:19|20)[0-9]{2}\s*[-–]\s*(?:19|20)[0-9]{2})\b",
+    re.IGNORECASE,
+)
+_ZH_HISTORY = re.compile(r"以前|之前|曾经|早年|(?:19|20)[0-9]{2}年?\s*(?:到|至|-|–|~)\s*(?:19|20)[0-9]{2}年?")
+
+
+def historical(text: str) -> bool:
+    """Whether a content speaks of a time that is over ("used to", "以前", "2018年到2022年")."""
+    clean = _clean(text)
+    return bool((_ZH_HISTORY if language(clean) == CHINESE else _EN_HISTORY).search(clean))
+
+
+def one_off(text: str) -> bool:
+    """Whether a content is a one-time exception ("just this once", "这周五...就这一次")."""
+    clean = _clean(text)
+    return bool((_ZH_ONE_OFF if language(clean) == CHINESE else _EN_ONE_OFF).search(clean))
+
+
+def adds(text: str) -> bool:
+    """Whether a content says it adds to what is known ("also", "too", "还要", "另外")."""
+    clean = _clean(text)
+    return bool((_ZH_ADDS if language(clean) == CHINESE else _EN_ADDS).search(clean))
+
+
+# A profile field a note writes as "Key: value" ("Time zone: Europe/Berlin", "常用邮箱：..."): the key
+# is a few words without digits.
+_EN_FIELD = re.compile(r"^\s*(?P<key>[A-Za-z][A-Za-z '’/-]{0,38}[A-Za-z])\s*:\s+(?P<value>\S.*)$")
+_ZH_FIELD = re.compile(r"^\s*(?P<key>[\u4e00-\u9fffA-Za-z]{1,10})\s*[:：]\s*(?P<value>\S.*)$")
+
+
+def profile_field(text: str) -> tuple[str, str] | None:
+    """The (key, value) of a content written as one profile field, key case folded; None otherwise."""
+    clean = _clean(text).strip()
+    match = _EN_FIELD.match(clean) or _ZH_FIELD.match(clean)
+    if match is None or len(match.group("key").split()) > 4:
+        return None
+    return match.group("key").casefold(), match.group("value")
 
 
 def speaks_of_self(text: str) -> bool:

@@ -29,10 +29,11 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hindsight_server.domain.facts import MAX_FACT_CHARS, fold
 from hindsight_server.domain.language import CHINESE, language
+from hindsight_server.domain.lexical import ENGLISH_STOPWORDS
 from hindsight_server.domain.numerals import EN_NUMBER
 
 __all__ = ["FACETS", "FAVOURITE", "Facet", "FacetWords", "facet_named", "facets"]
@@ -61,9 +62,17 @@ class Facet:
     # Facets that also need this to match (the language of replies needs a word about replies).
     english_also: re.Pattern[str] | None = None
     chinese_also: re.Pattern[str] | None = None
+    # Kinds of the facet a person holds one of each (a dentist and a cardiologist, car and home
+    # insurance): its words that name a kind, each to its kind. Two facts naming different kinds are
+    # two things; one that names none may be about either.
+    kinds: Mapping[str, str] = field(default_factory=dict)
 
     def ignores(self, relation: str) -> bool:
         return self.value_relations == _ANY_RELATION or relation in self.value_relations
+
+    def kinds_of(self, words: frozenset[str]) -> frozenset[str]:
+        """The kinds of the facet these of its words name (none: the words name no kind)."""
+        return frozenset(self.kinds[word] for word in words if word in self.kinds)
 
 
 def _en(words: str) -> re.Pattern[str]:
@@ -89,14 +98,116 @@ _LANGUAGES_EN = (
 )
 _LANGUAGES_ZH = "中文|英文|英语|日语|日文|韩语|韩文|德语|法语|西班牙语|粤语|普通话"
 
+
+def _words(kinds: Mapping[str, str]) -> str:
+    """The alternation of every word of a kinds table ({kind: "word|word"})."""
+    return "|".join(kinds.values())
+
+
+def _kinds(*tables: Mapping[str, str]) -> dict[str, str]:
+    """{kind: "word|word"} tables -> {each word as `facets` spells it: its kind}. The words are
+    literals (no pattern), so that a match is looked up as it is."""
+    return {
+        fold(word.casefold()): kind
+        for table in tables
+        for kind, words in table.items()
+        for word in words.split("|")
+    }
+
+
+# Kinds a person holds one of each: a dentist and a cardiologist are two doctors.
+_CARE_EN = {
+    "general": "gp|family doctor|primary care|physician",
+    "dental": "dentist|orthodontist|dental",
+    "heart": "cardiologist|heart|cardiac",
+    "skin": "dermatologist|skin",
+    "eyes": "optometrist|optician|ophthalmologist|eye doctor",
+    "mind": "therapist|psychiatrist|psychologist|counsellor|counselor|therapy",
+    "children": "pediatrician|paediatrician",
+    "body": "physio|physiotherapist|chiropractor",
+    "pet": "vet|veterinarian",
+}
+_CARE_ZH = {
+    "dental": "牙医|牙科|看牙",
+    "heart": "心内科|心脏|心血管",
+    "skin": "皮肤科",
+    "eyes": "眼科",
+    "mind": "心理咨询师|心理医生",
+    "children": "儿科",
+    "general": "家庭医生|全科",
+    "pet": "兽医|宠物医院",
+}
+_INSURANCE_EN = {
+    "car": "car|auto|motor",
+    "home": "home|buildings|contents|renters|house",
+    "health": "health|medical|dental",
+    "life": "life",
+    "travel": "travel",
+    "pet": "pet",
+}
+_INSURANCE_ZH = {
+    "car": "车险|交强险|商业险",
+    "health": "医疗险|健康险|医保",
+    "life": "寿险|重疾险|人寿",
+    "home": "房屋险|家财险",
+    "travel": "旅行险",
+    "accident": "意外险",
+    "social": "社保",
+}
+# The words that make a fact one of insurance or of a utility; a kind's word alone ("car", "gas") does not.
+_INSURANCE_WORDS = r"insurance|insurer|insured|coverage|policy|cover|renewal|premium"
+_UTILITY_WORDS = r"energy|supplier|power supply|utility|utilities|provider|bill|bills|tariff|company"
+_UTILITY_EN = {"power": "electricity|electric|power", "gas": "gas", "water": "water"}
+_UTILITY_ZH = {"power": "电费|供电|电力", "gas": "燃气|煤气|天然气", "water": "水费|自来水"}
+# A runtime's versions: Node 16 -> 20 is one setting, Python's another.
+_RUNTIMES = {
+    "node": "node|node.js|nodejs",
+    "python": "python",
+    "java": "java|jdk",
+    "go": "golang",
+    "ruby": "ruby",
+    "php": "php",
+    "rust": "rust|rustc",
+    "dotnet": ".net|dotnet",
+    "postgres": "postgres|postgresql",
+    "react": "react",
+    "kubernetes": "kubernetes|k8s",
+}
+# A reply's length, layout and tone are three settings: "keep it short" and "use bullet points" both hold.
+_STYLE_EN = {
+    "length": "concise|short|shorter|brief|detailed|long|longer|lengthy|verbose|in depth|in-depth",
+    "layout": "bullet|bullets|bulleted|paragraphs|paragraph|paragraph-style|prose|table|tables|numbered",
+    "tone": "formal|casual|informal|friendly|professional|chatty",
+}
+_STYLE_ZH = {
+    "length": "简洁|简短|详细|长一点|短一点|长篇|啰嗦|那么长|太长|重点",
+    "layout": "表格|分点|要点|列表|段落",
+    "tone": "正式|随意|官方|口语",
+}
+_DEVICE_EN = {
+    "phone": "iphone|android|pixel|galaxy|smartphone|samsung|oneplus|huawei|xiaomi|motorola",
+    "computer": "macbook|thinkpad|chromebook|laptop|imac",
+    "tablet": "ipad|tablet|kindle",
+    "watch": "apple watch|smartwatch|fitbit|garmin",
+}
+_DEVICE_ZH = {
+    "phone": "苹果手机|安卓|华为mate|小米手机|荣耀|三星|oppo|vivo|红米|一加|iphone|pixel",
+    "computer": "笔记本|电脑|macbook|thinkpad|台式机",
+    "tablet": "平板|ipad",
+    "watch": "手表|手环",
+}
+
 FACETS: tuple[Facet, ...] = (
     Facet(
         "residence",
         _en(
             r"live[sd]?|living|apartment|flat|condo|house|lease|rent|rents|renting|neighbou?rhood|studio|"
-            r"roommates?|flatmates?|dorm|landlord|mov(?:ed|ing|e) (?:out|in|into)"
+            r"roommates?|flatmates?|dorm|landlord|mov(?:ed|ing|e) (?:out|in|into)|home city|hometown|"
+            r"our (?:new |own )?place|keys to|relocat\w*|home base|based in"
         ),
-        _zh(r"住|搬家|搬出|搬回|搬来|租|公寓|房子|房东|定居|安家|落户|一居室|两居室|宿舍|室友"),
+        _zh(
+            r"住|搬家|搬出|搬回|搬来|租|公寓|房子|房东|定居|安家|落户|一居室|两居室|宿舍|室友|老家|常驻|搬.{0,2}家|搬到(?![^，,。；;]{0,10}(?:园区|办公|公司|工位|写字楼|总部))"
+        ),
         value_relations=frozenset({"roommate", "flatmate", "室友", "landlord", "房东"}),
         slots=("residence",),
     ),
@@ -110,9 +221,12 @@ FACETS: tuple[Facet, ...] = (
         _en(
             rf"works?|working|worked|job|jobs|employ\w*|employer|hired|company|firm|career|promot\w*|"
             rf"position|role|title|resign\w*|laid off|fired|retire[sd]?|retiring|internship|startup|"
-            rf"freelanc\w*|offer|nursing|teaching|{_JOBS_EN}"
+            rf"freelanc\w*|offer|nursing|teaching|department|dept|org|division|first day|joined|{_JOBS_EN}"
         ),
-        _zh(rf"工作|上班|公司|单位|入职|离职|辞职|跳槽|职位|岗位|职务|升职|转岗|退休|评上|{_JOBS_ZH}"),
+        _zh(
+            rf"工作|上班|公司|单位|入职|离职|辞职|跳槽|职位|岗位|职务|升职|转岗|退休|评上|部门|报到|搬砖|组长|开发|前端|后端|全栈|测试|科室|调岗|调到|调去|"
+            rf"(?:财务|审计|人事|行政|市场|销售|技术|研发|法务|采购|运营|客服|产品)部|{_JOBS_ZH}"
+        ),
         slots=("employer", "job"),
     ),
     Facet(
@@ -123,8 +237,34 @@ FACETS: tuple[Facet, ...] = (
     ),
     Facet(
         "work_mode",
-        _en(r"remote(?:ly)?|from home|wfh|in the office|in-office|hybrid|commut\w*|return to the office"),
-        _zh(r"远程|居家办公|在家办公|坐班|通勤|回公司上班"),
+        _en(
+            r"remote(?:ly)?|from home|wfh|in the office|in office|in-office|hybrid|commut\w*|"
+            r"return to the office|"
+            r"onsite|on-site|office days?"
+        ),
+        _zh(r"远程|居家办公|在家办公|坐班|通勤|回公司上班|wfh|到岗|线下办公|驻场"),
+    ),
+    Facet(
+        "workplace",
+        _en(r"office|offices|site|campus|building|floor|hq|headquarters|onsite|on-site|coworking|cowork\w*"),
+        _zh(r"园区|办公室|办公楼|写字楼|工位|驻场|总部|办公(?!用品)"),
+    ),
+    Facet(
+        "shift",
+        _en(
+            r"night shifts?|day shifts?|late shifts?|early shifts?|on (?:days|nights|lates|earlies)|rota|"
+            r"rotation"
+        ),
+        _zh(r"夜班|白班|早班|中班|晚班|倒班|轮班|大夜"),
+        valued=True,
+    ),
+    Facet(
+        "pickup",
+        _en(
+            r"pick(?:ed|s)? up|pickup|pick-up|collected|collection|drop-?off|school run|aftercare|"
+            r"after-school club"
+        ),
+        _zh(r"(?<=[点半分])接|去接|接送|接娃|接孩子|托管|放学"),
     ),
     Facet(
         "school",
@@ -158,7 +298,7 @@ FACETS: tuple[Facet, ...] = (
         "phone_number",
         _en(
             r"phone number|new number|my number|(?:his|her|their) number|mobile|cell|cellphone|tel|"
-            r"phone(?=\s*[:#]|\s+(?:is|was)\s+\+?[0-9])"
+            r"old number|number is|reach (?:me|them|him|her)|phone(?=\s*[:#]|\s+(?:is|was)\s+\+?[0-9])"
         ),
         _zh(r"手机号|号码|电话|换号|携号|新号"),
         slots=("phone",),
@@ -178,7 +318,7 @@ FACETS: tuple[Facet, ...] = (
     Facet(
         "carrier",
         _en(
-            r"carrier|phone plan|data plan|provider|isp|isps|internet|broadband|fiber|verizon|t-mobile|"
+            r"carrier|phone plan|data plan|isp|isps|internet|broadband|fiber|verizon|t-mobile|"
             r"at&t|comcast|xfinity|vodafone|unlimited plan"
         ),
         _zh(r"套餐|运营商|中国移动|移动|联通|电信|宽带|携号转网|转网"),
@@ -186,9 +326,10 @@ FACETS: tuple[Facet, ...] = (
     ),
     Facet(
         "device",
-        _en(r"iphone|android|pixel|galaxy|smartphone|macbook|thinkpad|chromebook"),
-        _zh(r"iphone|苹果手机|安卓|华为mate|mate ?[0-9]+|小米手机|手机型号"),
+        _en(_words(_DEVICE_EN)),
+        _zh(rf"mate ?[0-9]+|手机型号|{_words(_DEVICE_ZH)}"),
         valued=True,
+        kinds=_kinds(_DEVICE_EN, _DEVICE_ZH),
     ),
     Facet(
         "vehicle",
@@ -202,8 +343,11 @@ FACETS: tuple[Facet, ...] = (
     ),
     Facet(
         "diet",
-        _en(r"vegetarian|vegan|pescatarian|keto|meat|carnivore|omnivore|plant-based|halal|kosher"),
-        _zh(r"吃素|素食|纯素|全素|吃肉|荤|清真|生酮"),
+        _en(
+            r"vegetarian|vegan|pescatarian|keto|meat|carnivore|omnivore|plant-based|halal|kosher|fish|chicken|"
+            r"beef|pork|seafood|dairy|animal products"
+        ),
+        _zh(r"吃素|素食|纯素|全素|吃肉|荤|清真|生酮|吃鱼|海鲜|不吃肉"),
         valued=True,
         slots=("diet",),
     ),
@@ -224,9 +368,9 @@ FACETS: tuple[Facet, ...] = (
         "sleep",
         _en(
             r"wakes?|woke|waking|get up|gets up|getting up|bed|bedtime|sleeps?|slept|asleep|night owl|"
-            r"early bird"
+            r"early bird|in bed|up at|lights out"
         ),
-        _zh(r"起床|睡|作息|上床|熬夜|早起|夜猫子"),
+        _zh(r"起床|睡|作息|上床|熬夜|早起|夜猫子|醒"),
     ),
     Facet(
         "team",
@@ -253,14 +397,15 @@ FACETS: tuple[Facet, ...] = (
     ),
     Facet(
         "reply_style",
-        _en(r"concise|short|brief|detailed|long|lengthy|verbose|bullet|bullets|formal|casual|tone"),
-        _zh(r"简洁|简短|详细|长一点|短一点|啰嗦|正式|随意|语气"),
+        _en(rf"bullet points|tone|{_words(_STYLE_EN)}"),
+        _zh(rf"长点|短点|{_words(_STYLE_ZH)}"),
         english_also=_en(
             r"repl(?:y|ies)|respond\w*|responses?|answers?|explanations?|messages?|sentences?|"
-            r"keep it|words"
+            r"keep it|words|format|write|writing"
         ),
-        chinese_also=_zh(r"回复|回答|解释|说话|讲"),
+        chinese_also=_zh(r"回复|回答|解释|说话|讲|写|分析|篇幅|字数|格式|呈现"),
         valued=True,
+        kinds=_kinds(_STYLE_EN, _STYLE_ZH),
     ),
     Facet(
         "name",
@@ -269,8 +414,12 @@ FACETS: tuple[Facet, ...] = (
     ),
     Facet(
         "timezone",
-        _en(r"time ?zone|pst|pdt|est|edt|cst|cet|cest|gmt|bst|utc|jst|ist|aest"),
-        _zh(r"时区"),
+        _en(
+            r"time ?zone|pst|pdt|est|edt|cst|cet|cest|gmt|bst|utc|jst|ist|aest|(?:eastern|central|mountain|"
+            r"pacific|uk|british|london|paris|berlin|beijing|tokyo|sydney|singapore|local) time|us eastern|"
+            r"us pacific|us central|(?-i:[A-Z][a-z]+) time|(?:america|europe|asia|africa|australia)/[a-z_]+"
+        ),
+        _zh(r"时区|[\u4e00-\u9fff]{2}时间|东八区|美东|美西|(?:america|europe|asia|africa|australia)/[a-z_]+"),
         valued=True,
     ),
     Facet(
@@ -288,21 +437,123 @@ FACETS: tuple[Facet, ...] = (
     ),
     Facet(
         "care",
-        _en(r"dentist|dentists|doctor|doctors|physician|therapist|gp|pediatrician|dermatologist"),
-        _zh(r"牙医|医生|大夫|心理咨询师"),
+        _en(rf"dentists|doctor|doctors|sees dr|see dr|seeing dr|{_words(_CARE_EN)}"),
+        _zh(rf"医生|大夫|主治|{_words(_CARE_ZH)}"),
         value_relations=frozenset({"doctor", "dentist"}),
+        kinds=_kinds(_CARE_EN, _CARE_ZH),
+    ),
+    Facet(
+        "insurance",
+        _en(rf"{_INSURANCE_WORDS}|{_words(_INSURANCE_EN)}"),
+        _zh(rf"保险|续保|投保|保单|保费|保额|{_words(_INSURANCE_ZH)}"),
+        english_also=_en(_INSURANCE_WORDS),
+        kinds=_kinds(_INSURANCE_EN, _INSURANCE_ZH),
+    ),
+    Facet(
+        "utility",
+        _en(rf"energy|power supply|{_words(_UTILITY_EN)}"),
+        _zh(_words(_UTILITY_ZH)),
+        english_also=_en(_UTILITY_WORDS),
+        kinds=_kinds(_UTILITY_EN, _UTILITY_ZH),
+    ),
+    Facet(
+        "loyalty",
+        _en(
+            r"status|tier|elite|gold|silver|platinum|diamond|premier|frequent flyer|mileageplus|"
+            r"executive club|"
+            r"skymiles|aadvantage|avios|bonvoy"
+        ),
+        _zh(r"会员等级|金卡|银卡|白金|钻石|常旅客|里程"),
+        valued=True,
+    ),
+    Facet(
+        "seat",
+        _en(r"aisle|window seats?|middle seat|exit row|seat|seats|seating"),
+        _zh(r"座位|靠窗|靠过道|过道|中间座|选座"),
+        valued=True,
+    ),
+    Facet(
+        "gym",
+        _en(
+            r"gym|gyms|fitness club|health club|leisure centre|leisure center|train(?:s|ing)? at|"
+            r"work(?:s|ing)? out at"
+        ),
+        _zh(r"健身房|健身卡|年卡|团课|私教|健身中心"),
+    ),
+    Facet(
+        "notes_tool",
+        _en(
+            r"notes?|note-taking|to-?dos?|todo list|notion|evernote|obsidian|onenote|apple notes|logseq|roam"
+        ),
+        _zh(r"笔记|纪要|备忘|待办|印象笔记|飞书文档|语雀|石墨|notion"),
+        valued=True,
     ),
     Facet(
         "bank",
         _en(r"bank|banks|banking|checking account|savings account|credit union|chase|wells fargo|citibank"),
-        _zh(r"银行|开户|储蓄卡"),
+        _zh(r"银行|开户|储蓄卡|银行卡|农行|工行|建行|中行|招行|交行|邮储|浦发|中信|民生|兴业|光大"),
         valued=True,
         slots=("bank",),
     ),
+    Facet(
+        "editor",
+        _en(
+            r"ide|editor|vs ?code|vscode|visual studio|vim|neovim|emacs|intellij|pycharm|webstorm|sublime|"
+            r"cursor|jetbrains|xcode|zed"
+        ),
+        _zh(r"编辑器|ide|vs ?code|vim|neovim|emacs|intellij|pycharm|cursor|jetbrains"),
+        valued=True,
+    ),
+    Facet(
+        "cloud",
+        _en(
+            r"aws|gcp|google cloud|azure|cloud provider|digitalocean|heroku|vercel|netlify|cloudflare|on-prem"
+        ),
+        _zh(r"aws|gcp|azure|阿里云|腾讯云|华为云|云服务|云厂商|私有云|机房"),
+        valued=True,
+    ),
+    Facet(
+        "ci",
+        _en(r"ci|ci/cd|jenkins|github actions|gitlab ci|circleci|travis|buildkite|pipelines?|teamcity|drone"),
+        _zh(r"ci|ci/cd|jenkins|github actions|gitlab ci|流水线|持续集成"),
+        valued=True,
+    ),
+    Facet(
+        "operating_system",
+        _en(r"macos|mac os|windows|linux|ubuntu|fedora|debian|arch linux|operating system|wsl"),
+        _zh(r"macos|windows|linux|ubuntu|操作系统|系统"),
+        english_also=_en(r"os|laptop|machine|computer|desktop|runs?|using|uses|daily driver|switched|moved"),
+        valued=True,
+    ),
+    Facet(
+        "runtime",
+        _en(rf"{_words(_RUNTIMES)}"),
+        _zh(rf"{_words(_RUNTIMES)}"),
+        english_also=_en(r"version|versions|upgrad\w*|downgrad\w*|lts|runtime|v?[0-9]+(?:\.[0-9]+)*"),
+        chinese_also=_zh(r"版本|升级|降级|lts|[0-9]+"),
+        kinds=_kinds(_RUNTIMES),
+    ),
     # Many-valued: a change replaces only what it names (a shared content term is also needed).
     Facet(
+        "deadline",
+        _en(
+            r"deadline|due|due date|extension|launch|launches|go-live|go live|ship date|release date|ddl|"
+            r"cutoff|cut-off"
+        ),
+        _zh(r"截止|上线|交付|发布|ddl|交稿|提交|deadline|到期"),
+        alone=False,
+    ),
+    Facet(
+        "owner",
+        _en(
+            r"owner|owns|owned|in charge|responsible for|handles|handling|point of contact|poc|leads|lead on"
+        ),
+        _zh(r"负责|对接|owner|接手|牵头|主导"),
+        alone=False,
+    ),
+    Facet(
         "drink",
-        _en(r"coffee|tea|latte|espresso|americano|decaf|matcha|cappuccino|soda"),
+        _en(r"coffees?|teas?|lattes?|espresso|americano|decaf|matcha|cappuccino|soda|caffeine"),
         _zh(r"咖啡|茶|拿铁|美式|奶茶|可乐"),
         alone=False,
     ),
@@ -323,7 +574,10 @@ FACETS: tuple[Facet, ...] = (
     ),
     Facet(
         "pet",
-        _en(r"pets?|dogs?|cats?|puppy|kitten|hamster|parrot|rabbit"),
+        _en(
+            r"pets?|dogs?|cats?|puppy|kitten|hamster|parrot|rabbit|retriever|labrador|poodle|beagle|terrier|"
+            r"spaniel|husky|corgi|bulldog|dachshund|tabby"
+        ),
         _zh(r"宠物|狗|猫|金毛|泰迪|柯基|仓鼠|兔子"),
         alone=False,
     ),
@@ -333,7 +587,16 @@ FACETS: tuple[Facet, ...] = (
             r"meeting|meetings|sync|standup|stand-up|1:1|one-on-one|class|classes|lesson|lessons|"
             r"appointment|session|practice|training|shift|rehearsal|dinner|lunch"
         ),
-        _zh(r"会议|例会|周会|晨会|课|训练|排练|门诊|复诊|值班|面试|饭局|聚餐"),
+        _zh(r"会议|例会|周会|晨会|课|训练|排练|门诊|复诊|值班|面试|饭局|聚餐|开饭|晚饭|午饭|早饭|理疗"),
+        alone=False,
+    ),
+    Facet(
+        "instrument",
+        _en(
+            r"piano|keyboard|guitar|violin|cello|drums|ukulele|saxophone|sax|flute|trumpet|clarinet|"
+            r"bass guitar"
+        ),
+        _zh(r"钢琴|电子琴|吉他|小提琴|大提琴|架子鼓|尤克里里|萨克斯|长笛|古筝|二胡|琵琶"),
         alone=False,
     ),
     Facet(
@@ -384,9 +647,22 @@ def facets(text: str) -> FacetWords:
             found[facet.name] = words
     for match in _FAVOURITE.finditer(clean):
         # A favourite is one per kind of thing: "favourite band" is a facet of its own.
-        kind = _word((match.group(1) or match.group(2)).casefold())
-        found[f"{FAVOURITE.name}:{kind}"] = frozenset({FAVOURITE.name})
+        found[f"{FAVOURITE.name}:{_favourite_kind(match)}"] = frozenset({FAVOURITE.name})
     return found
+
+
+def _favourite_kind(match: re.Match[str]) -> str:
+    """The kind of thing a favourite is: the noun after "favourite" ("TV show": show), one word for
+    its synonyms ("go-to spot" and "favourite restaurant" are one place)."""
+    first, second, chinese = match.group(1), match.group(2), match.group(3)
+    if chinese is not None:
+        kind = chinese or "去"  # "最爱去的是...": a place
+    elif second is not None and second.casefold() not in ENGLISH_STOPWORDS | _FAVOURITE_NOT_KINDS:
+        kind = second
+    else:
+        kind = first
+    word = kind.casefold()
+    return _FAVOURITE_KINDS.get(word, _word(word))
 
 
 def facet_named(name: str) -> Facet:
@@ -396,9 +672,31 @@ def facet_named(name: str) -> Facet:
 
 # "favourite band", "favorite kind of music", "最喜欢的歌手": one favourite per kind of thing.
 _FAVOURITE = re.compile(
-    r"\bfavou?rite\s+(?:kind of\s+|type of\s+)?([a-z]+)|最喜欢的([\u4e00-\u9fff]{1,3}?)(?:是|:|：)",
+    r"\b(?:favou?rite|go-to)\s+(?:kind of\s+|type of\s+)?([a-z]+)(?:[ \t]+([a-z]+))?|"
+    r"最(?:喜欢|爱)(?:吃|喝|看|听|玩|用|去)?的([\u4e00-\u9fff]{0,3}?)(?:是|:|：)",
     re.IGNORECASE,
 )
+_FAVOURITE_NOT_KINDS = frozenset({"now", "these", "nowadays", "lately", "ever", "right", "by", "still"})
+# One word for a kind of favourite however it is named.
+_FAVOURITE_KINDS = {
+    "spot": "place",
+    "restaurant": "place",
+    "eatery": "place",
+    "joint": "place",
+    "restaurants": "place",
+    "去": "place",
+    "餐厅": "place",
+    "馆子": "place",
+    "饭店": "place",
+    "饭馆": "place",
+    "店": "place",
+    "film": "movie",
+    "films": "movie",
+    "movies": "movie",
+    "series": "show",
+    "电影": "movie",
+    "片子": "movie",
+}
 # Found by _FAVOURITE, not by vocabulary: its own patterns never match.
 FAVOURITE = Facet("favourite", re.compile(r"(?!)"), re.compile(r"(?!)"))
 _BY_NAME = {facet.name: facet for facet in FACETS}
@@ -414,7 +712,9 @@ _SPELLING = {
     "colour": "color", "colours": "color", "colors": "color", "grey": "gray",
     "concise": "short", "brief": "short", "简洁": "short", "简短": "short", "短一点": "short",
     "detailed": "long", "lengthy": "long", "verbose": "long", "详细": "long", "长一点": "long",
-    "啰嗦": "long", "英文": "english", "英语": "english", "中文": "chinese", "普通话": "chinese",
+    "啰嗦": "long", "longer": "long", "shorter": "short", "keyboard": "piano", "电子琴": "钢琴",
+    "coffees": "coffee", "teas": "tea", "lattes": "latte", "英文": "english", "英语": "english",
+    "中文": "chinese", "普通话": "chinese",
     "mandarin": "chinese", "日语": "japanese", "日文": "japanese", "韩语": "korean", "韩文": "korean",
     "德语": "german", "法语": "french", "西班牙语": "spanish", "粤语": "cantonese", "毫克": "mg",
     # relationship states

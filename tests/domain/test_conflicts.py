@@ -317,8 +317,10 @@ def test_content_key(a: str, b: str, same: bool) -> None:
     ("text", "tokens"),
     [
         ("用户偏好CSV格式导出", {"csv"}),
-        ("会议改到周五下午3点，A栋", {"weekday:4", "3", "a"}),
-        ("会议改到星期五下午三点，A栋", {"weekday:4", "3", "a"}),
+        ("会议改到周五下午3点，A栋", {"weekday:4", "time:afternoon", "3", "a"}),
+        ("会议改到星期五下午三点，A栋", {"weekday:4", "time:afternoon", "3", "a"}),
+        ("Takes it every night", {"time:night"}),  # a part of the day is a value
+        ("早上吃药", {"time:morning"}),
         ("十个人", {"10"}),
         ("The user prefers Excel. Meeting on Friday at 15:00", {"excel", "weekday:4", "15"}),
         # one spelling per value: a whole hour, numbers in words, short weekdays, e-mail addresses

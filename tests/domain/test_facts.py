@@ -8,10 +8,16 @@ import pytest
 
 from hindsight_server.domain.facts import (
     MAX_FACT_CHARS,
+    adds,
     has_update_cue,
     identifiers,
+    one_off,
     preference,
+    profile_field,
+    refers_back,
     relations,
+    replaces,
+    scope,
     slots,
     swapped,
     topic_terms,
@@ -91,6 +97,8 @@ def test_slots(text: str, expected: list[tuple[str, str, str, bool]]) -> None:
         ("The user's phone number is 555-0134", set()),  # a value, not a name
         ("The review moved to Friday at 15:00", set()),
         ("The user has 2 cats", set()),
+        ("每天早上吃二甲双胍500mg。", set()),  # a quantity, not a code
+        ("Upgraded the laptop to 32GB of RAM", set()),
     ],
 )
 def test_identifiers(text: str, expected: set[str]) -> None:
@@ -183,5 +191,92 @@ def test_hostile_text_costs_a_bounded_time(hostile: str) -> None:
     """Only the first MAX_FACT_CHARS characters are read, and no pattern backtracks without bound."""
     started = time.process_time()
     slots(hostile), identifiers(hostile), has_update_cue(hostile), relations(hostile), topic_terms(hostile)
+    one_off(hostile), adds(hostile), profile_field(hostile), scope(hostile), replaces(hostile)
+    refers_back(hostile)
     assert time.process_time() - started < 1.0
     assert len(hostile) > MAX_FACT_CHARS
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("gym this friday is at 7pm instead, just this once", True),
+        ("这周五健身改到晚上，就这一次。", True),
+        ("Just today the standup is at 10", True),
+        ("The standup moves to 10 from this Monday on", False),  # from then on: a lasting change
+        ("Goes to the gym every weekday at 6am.", False),
+        ("每天早上六点去健身房。", False),
+    ],
+)
+def test_one_off(text: str, expected: bool) -> None:
+    assert one_off(text) is expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("I started drinking coffee too", True),
+        ("儿子每周四下午还要去学游泳，五点开始。", True),
+        ("User also has a cat named Miso", True),
+        ("我被调到审计部了，还在适应中", False),  # 还在: still, not also
+        ("Switched to coffee in the mornings", False),
+    ],
+)
+def test_adds(text: str, expected: bool) -> None:
+    assert adds(text) is expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Time zone: Europe/Berlin", ("time zone", "Europe/Berlin")),
+        ("时区：America/Los_Angeles", ("时区", "America/Los_Angeles")),
+        ("常用邮箱：zhang.wei@163.com", ("常用邮箱", "zhang.wei@163.com")),
+        ("User has a recurring 1:1 with Dana on Mondays", None),  # a colon inside a time
+        ("The user said this to their manager: we ship on Friday", None),  # a sentence, not a key
+        ("Reminder timezone US Eastern", None),
+    ],
+)
+def test_profile_field(text: str, expected: tuple[str, str] | None) -> None:
+    assert profile_field(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("User prefers bullet-point answers for technical questions.", {"technical", "question"}),
+        ("User prefers flowing paragraphs when asking for creative writing.", {"ask", "creative", "writ"}),
+        ("聊育儿话题时，用户希望回答详细点。", {"聊育", "育儿", "儿话", "话题"}),
+        ("User prefers short answers.", None),
+        ("User works for Google", None),
+    ],
+)
+def test_scope(text: str, expected: set[str] | None) -> None:
+    found = scope(text)
+    assert (found if found is None else set(found)) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Switched to coffee in the mornings", True),
+        ("用户最近周末开始学游泳。", False),  # starting something adds to it
+        ("I started running", False),
+        ("Started running and quit the gym", True),
+    ],
+)
+def test_replaces(text: str, expected: bool) -> None:
+    assert replaces(text) is expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("她辞职了，现在在一家互联网公司做产品。", True),
+        ("他们搬到了杭州", False),  # they: not one person
+        ("maya relocated to austin for her new job", True),
+        ("User said they moved to Austin", False),  # notes write "they" for the user
+    ],
+)
+def test_refers_back(text: str, expected: bool) -> None:
+    assert refers_back(text) is expected

@@ -8,7 +8,7 @@ import pytest
 from hindsight_server.domain.conflicts import Action, Existing, NewMemory, fact_keys, resolve
 from hindsight_server.domain.facts import MAX_FACT_CHARS, names, relations, speaks_of_self
 from hindsight_server.domain.model import Kind, Tier
-from hindsight_server.domain.topics import FACETS, facets
+from hindsight_server.domain.topics import FACETS, facet_named, facets
 
 
 @pytest.mark.parametrize(
@@ -152,6 +152,86 @@ def existing(content: str, similarity: float) -> Existing:
 )  # fmt: skip
 def test_the_same_facet_changed(old: str, new: str, similarity: float, action: Action) -> None:
     assert resolve(fact(new), [existing(old, similarity)]).action is action
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "similarity", "action"),
+    [
+        # the facets of a working life, a household's contracts and settings (real cosines)
+        ("Manager: Priya Nair", "Since the reorg I report to Tom Becker.", 0.05, Action.SUPERSEDE),
+        ("The user's office is on the 4th floor of the Canary Wharf building.",
+         "We relocated to the new King's Cross site last week.", 0.11, Action.SUPERSEDE),
+        ("Electricity provider: British Gas", "Switched our power supply to Octopus Energy.", 0.27,
+         Action.SUPERSEDE),
+        ("Home insurance provider: Aviva",
+         "Moved our buildings-and-contents cover to Direct Line at renewal.", 0.1, Action.SUPERSEDE),
+        ("United MileagePlus status: Gold", "Dropped to Silver this qualifying year.", 0.35,
+         Action.SUPERSEDE),
+        ("The user's preferred IDE is VS Code.",
+         "The user has switched to Neovim as their main editor.", 0.42, Action.SUPERSEDE),
+        ("乐乐每天下午4点半接", "乐乐报了托管班，现在六点才去接。", 0.41, Action.SUPERSEDE),
+        # one favourite place however it is named; one instrument however it is called
+        ("Favourite restaurant: Dishoom.", "Honestly Gymkhana has become my go-to spot.", 0.09,
+         Action.SUPERSEDE),
+        ("The user is learning piano.", "Gave up the keyboard lessons, no time.", 0.41, Action.SUPERSEDE),
+        # a doctor of the same kind, by another name
+        ("Dad's cardiologist is Dr. Okafor.", "My father sees Dr. Lindqvist for his heart now.", 0.54,
+         Action.SUPERSEDE),
+        # "she" where the earlier fact named one person
+        ("老婆在银行上班。", "她辞职了，现在在一家互联网公司做产品。", 0.19, Action.SUPERSEDE),
+        # a dose is a quantity, not an identifier that makes two things
+        ("每天早上吃二甲双胍500mg。", "医生把我的二甲双胍加到1000mg了", 0.65, Action.SUPERSEDE),
+        # the same profile field with another value
+        ("Time zone: America/New_York", "Time zone: Europe/Berlin", 0.68, Action.SUPERSEDE),
+        ("时区：Asia/Shanghai", "时区：America/Los_Angeles", 0.54, Action.SUPERSEDE),
+        # a deadline of one project, many-valued: it shares the project's name
+        ("The user's project Atlas is due on May 15.", "The Atlas deadline slipped to June 2.", 0.48,
+         Action.SUPERSEDE),
+        # kept: an exception, an addition, a start, another situation, another kind
+        ("Goes to the gym every weekday at 6am.", "gym this friday is at 7pm instead, just this once", 0.7,
+         Action.NEW),
+        ("每天早上六点去健身房。", "这周五健身改到晚上，就这一次。", 0.59, Action.NEW),
+        ("每天下午四点半接儿子放学。", "儿子每周四下午还要去学游泳，五点开始。", 0.73, Action.NEW),
+        ("用户周末喜欢打羽毛球。", "用户最近周末开始学游泳。", 0.48, Action.NEW),
+        ("User prefers bullet-point answers for technical questions.",
+         "User prefers flowing paragraphs when asking for creative writing.", 0.42, Action.NEW),
+        ("问写代码的问题时，用户希望回答简短。", "聊育儿话题时，用户希望回答详细点。", 0.38, Action.NEW),
+        ("My dentist is Dr. Chen.", "I switched to a new therapist, Dr. Park.", 0.5, Action.NEW),
+        ("Car insurance: Admiral", "Switched our home insurance to Aviva.", 0.4, Action.NEW),
+        ("User takes 20 mg of atorvastatin at night.", "User takes 20 mg of omeprazole in the morning.", 0.77,
+         Action.NEW),
+        # the change said again is no change
+        ("Moving to Toronto in August for a job.", "I'm relocating to Toronto this August for work.", 0.89,
+         Action.NEW),
+        ("退休前是中学语文老师。", "用户已退休，之前在中学教语文。", 0.79, Action.NEW),
+    ],
+)  # fmt: skip
+def test_a_change_is_read_by_what_it_is_about(old: str, new: str, similarity: float, action: Action) -> None:
+    assert resolve(fact(new), [existing(old, similarity)]).action is action
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("User's gym is PureGym on High Street.", {"gym", "exercise"}),
+        ("Dan works night shifts at St. Mary's.", {"work", "shift"}),
+        ("Home insurance provider: Aviva", {"insurance"}),
+        ("User drives a car", {"vehicle"}),  # a kind's word alone is not insurance
+        ("我们团队的服务部署在阿里云上。", {"cloud"}),
+        ("用户本地的 Node.js 版本是 16。", {"runtime"}),
+        ("会议纪要用Notion记", {"notes_tool", "schedule"}),
+    ],
+)
+def test_facets_of_work_and_household(text: str, expected: set[str]) -> None:
+    assert set(facets(text)) == expected
+
+
+def test_kinds_of_a_facet() -> None:
+    care = facet_named("care")
+    assert care.kinds_of(facets("Dad's cardiologist is Dr. Okafor.")["care"]) == {"heart"}
+    assert care.kinds_of(facets("My father sees Dr. Lindqvist for his heart now.")["care"]) == {"heart"}
+    assert care.kinds_of(facets("My dentist is Dr. Chen.")["care"]) == {"dental"}
+    assert care.kinds_of(facets("My doctor is Dr. Chen.")["care"]) == set()  # no kind: either
 
 
 def test_hostile_text_costs_a_bounded_time() -> None:
