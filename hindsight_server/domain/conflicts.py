@@ -56,6 +56,8 @@ from hindsight_server.domain.facts import (
     Slot,
     adds,
     common_ends,
+    dated,
+    habitual,
     has_update_cue,
     historical,
     identifiers,
@@ -334,7 +336,9 @@ class _Reading:
     names: frozenset[str]  # the people it names by name (Emma, 小雨)
     of_self: bool  # opens with its subject itself: the people it names later are not whose fact it is
     pronoun: bool  # speaks of one other person as "he", "she", "她": refers_back
-    lasting: bool  # not a one-off exception ("just this once"): facts.one_off
+    exception: bool  # a one-off exception ("just this once", "临时"): facts.one_off
+    dated: bool  # about one named day ("this Friday", "下周一"): facts.dated
+    habit: bool  # what happens regularly ("every weekday", "每天"): facts.habitual
     history: bool  # speaks of a time that is over ("used to", "以前"): facts.historical
     adds: bool  # says it adds to what is known ("also", "还要"): facts.adds
     replaces: bool  # a change word beyond starting something: facts.replaces
@@ -370,7 +374,9 @@ class _Reading:
             names(content),
             speaks_of_self(content),
             refers_back(content),
-            not one_off(content),
+            one_off(content),
+            dated(content),
+            habitual(content),
             historical(content),
             adds(content),
             replaces(content),
@@ -569,7 +575,10 @@ def _rule(
     if old.similarity is None or _adds_to_preference(new_reading, old_reading):
         return None
     differing = _differing(new_reading.values, new.content, old_reading.values, old.content)
-    same_people = new_reading.relations == old_reading.relations
+    # The same relations, and not two people of one relation by name ("my friend Jake", "my friend Jack").
+    same_people = new_reading.relations == old_reading.relations and not (
+        new_reading.relations and _named_apart(new_reading, old_reading)
+    )
     # Two facts that differ by the people they are about or by one swapped name ("黄山", "泰山") are two
     # facts, however near their vectors.
     alike = same_people and not swapped(new.content, old.content)
@@ -587,7 +596,8 @@ def _rule(
     ):
         reason = f"reworded (similarity {old.similarity:.3f}, {overlap:.0%} of its terms shared)"
         return 4, Resolution(Action.MERGE, old.id, reason)
-    if history or ((new_reading.adds or not new_reading.lasting) and old_reading.lasting):
+    one_off = new_reading.exception or (new_reading.dated and old_reading.habit)
+    if history or ((new_reading.adds or one_off) and not (old_reading.exception or old_reading.dated)):
         return None  # beside a fact, or an exception to it: a change of nothing lasting
     if _other_scope(new_reading.scope, old_reading.scope):
         return None  # said for another situation ("for creative writing"): both stand
@@ -670,18 +680,25 @@ def _by_facet(
         if kinds_now and kinds_before and not kinds_now & kinds_before:
             continue  # a dentist and a cardiologist, car and home insurance: two things
         if facet.states:
-            changed = (new.changes or new.cue) and bool(now - before - {""})
+            # One state at a time: a new one is the change, cue or not ("Sam said yes, she's my fiancée").
+            changed = bool(now - before - {""})
         elif facet.alone:
             valued = facet.valued and not now <= before
             # A facet whose value is a person (a manager, a doctor): another name is another value.
             renamed = bool(facet.value_relations) and bool(_latin(new.names) - _latin(old.names))
-            changed = news or (new.cue and (differ or valued or renamed))
+            changed = news or (new.cue and (differ or valued or renamed)) or facet.contradicts(now, before)
         else:
             changed = new.replaces and (share_a_term or bool(now & before))
         if changed and _same_people(new, old, facet):
             how = "worded as a change" if news else "a new value"
             return 7, Resolution(Action.SUPERSEDE, old_memory.id, f"same facet, {how}: {facet.name}")
     return None
+
+
+def _named_apart(new: _Reading, old: _Reading) -> bool:
+    """Whether both name people by name, in Latin script, and none of them is named by both."""
+    now, before = _latin(new.names), _latin(old.names)
+    return bool(now and before) and not now & before
 
 
 def _latin(names: frozenset[str]) -> frozenset[str]:

@@ -119,16 +119,19 @@ _EN_CHANGE = (
     r"from (?:this|next) (?:term|semester|year|month|week|season|quarter)|starting (?:this|next)|as of|"
     r"effective|downsized|renewed|at renewal|cut back|cut down|took up|taking up|from here on|for good|gone|"
     r"slipped|extended|extension|upgrad\w*|migrat\w*|moved over|raise|pay rise|pay cut|reached|"
-    r"qualified for|requalified"
+    r"qualified for|requalified|uninstall\w*|went up|went down|goes up|goes down|upped|down to|cut to|"
+    r"correction|"
+    r"corrected|from (?:next )?(?:january|february|march|april|may|june|july|august|september|october|"
+    r"november|december)"
 )
 _EN_WEAK = r"now|new|currently|these days|nowadays|latest|become|again|since|lately|recently|right now"
 _ZH_CHANGE = (
     r"改成|改为|改到|改在|改期|改了|改喝|改用|换成|换了|换到|换号|换车|搬(?!砖)|不再|变成|以后|推迟|提前|延期|已经不|离职|"
-    r"辞职|转学|转专业|转岗|调到|调走|分手|卖了|退休|涨|戒|不.{0,4}了|没有.{0,6}了|跳槽|订婚|结婚了|离婚|"
+    r"辞职|转学|转专业|转岗|调到|调走|分手|卖了|退休(?!后)|涨|戒|不.{0,4}了|没有.{0,6}了|跳槽|订婚|结婚了|离婚|"
     r"升职|升为|升到|升了|升初中|升高中|转到|转去|转网|携号|评上|调整|取消|转掉|送给|送人|去世|开始|停了|"
     r"领证|"
     r"毕业了|入职|放弃|暂停|走丢|丢了|死了|分了|调薪|降薪|加到|减到|降到|今后|接来|接过来|没续|不续|"
-    r"到期了|结束了|延期|走了|加量|减量|停药|掉到|掉回|销了|辞了|升级|降级|退掉|退了|注销|销户|推到|延到|延后|迁到|迁移|迁了|转用|不用了|停用|报到|上岗|接任|接手|改由|由.{1,8}负责|换人|续保|转投|裸辞|"
+    r"到期了|结束了|延期|走了|加量|减量|停药|掉到|掉回|销了|辞了|调去|删了|卸载|调成|更正|纠正|说错了|涨到|降到|升级|降级|退掉|退了|注销|销户|推到|延到|延后|迁到|迁移|迁了|转用|不用了|停用|报到|上岗|接任|接手|改由|由.{1,8}负责|换人|续保|转投|裸辞|"
     r"(?:月|周|年|学期|季度)起|从.{1,6}起|"
     r"(?<!交)换|(?<![修批])改(?![善进革作卷稿])"
 )
@@ -604,6 +607,8 @@ _SAME_RELATION = {
 # Who passed a fact on ("Mom says ...", "俺妈说...") is its source, not whose fact it is.
 _EN_SAYS = re.compile(r"\s+(?:says|said|told|tells|mentioned|reports|texted|wrote)\b", re.IGNORECASE)
 _ZH_SAYS = re.compile(r"(?:说|讲|告诉|提到|发消息|来电)")
+# Who a thing went to ("华为给我妈用了") is not whose fact it is.
+_ZH_GIVEN = re.compile(r"(?:给|送给|交给|留给)我?$")
 
 
 def relations(text: str) -> frozenset[str]:
@@ -616,13 +621,14 @@ def relations(text: str) -> frozenset[str]:
             for match in _ZH_HOLDER.finditer(clean)
             if not _ZH_JOB_TITLE.match(clean, max(0, match.start() - 1))
             and not _ZH_SAYS.match(clean, match.end())
+            and not _ZH_GIVEN.search(clean, 0, match.start())
         }
     else:
         found = {
             match.group(1).casefold()
             for match in _EN_HOLDER.finditer(clean)
             if (match.group(1).casefold() not in _EN_TITLES or _EN_POSSESSED.search(clean, 0, match.start()))
-            and not _EN_SAYS.match(clean, match.end())
+            and not _EN_SAYS.match(clean, match.end(1))
         }
     return frozenset(_SAME_RELATION.get(word, word) for word in found - _NOT_PEOPLE)
 
@@ -649,14 +655,24 @@ def refers_back(text: str) -> bool:
 
 # A one-off exception to a habit ("gym this Friday is at 7pm, just this once") changes nothing lasting.
 _EN_ONE_OFF = re.compile(
-    r"\b(?:just this once|this time only|only this (?:time|week)|just (?:today|tonight|this week)|"
-    r"for (?:today|tonight)|today only|(?<!from )(?<!starting )this "
+    r"\b(?:just this once|this time only|only this (?:time|week)|today only|temporarily|this week only)\b",
+    re.IGNORECASE,
+)
+_ZH_ONE_OFF = re.compile(r"就这一次|只这一次|仅此一次|这一次|这次|本次|临时|暂时")
+# One day named ("this Friday", "下周一", "今天"): against a habit, an exception to it; against another
+# dated plan, possibly its new date.
+_EN_DATED = re.compile(
+    r"\b(?:just today|just tonight|for today|for tonight|(?<!from )(?<!starting )this "
     r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday))\b",
     re.IGNORECASE,
 )
-_ZH_ONE_OFF = re.compile(
-    r"就这一次|只这一次|仅此一次|这一次|(?:这|本)周[一二三四五六日天](?!起|开始)|今天|今晚"
+_ZH_DATED = re.compile(r"(?:这|本|下)周[一二三四五六日天](?!起|开始)|今天|今晚")
+_EN_HABIT = re.compile(
+    r"\b(?:every|each|daily|weekly|monthly|always|usually|normally|weekdays|weekends|mondays|tuesdays|"
+    r"wednesdays|thursdays|fridays|saturdays|sundays)\b",
+    re.IGNORECASE,
 )
+_ZH_HABIT = re.compile(r"每|总是|通常|一般|平时|经常")
 # Words that add a fact beside the known ones rather than replace one ("also", "还要", "另外").
 _EN_ADDS = re.compile(r"\b(?:also|too|as well|in addition|another|additionally)\b", re.IGNORECASE)
 _ZH_ADDS = re.compile(r"还要|还会|另外|此外|也(?:会|要|在|有|开始|报)|又(?:养|买|报|开|办)")
@@ -682,7 +698,10 @@ _EN_SCOPE = re.compile(
     r"work|chats?))\b",
     re.IGNORECASE,
 )
-_ZH_SCOPE = re.compile(r"(?P<scope>[\u4e00-\u9fffA-Za-z]{1,12}?)(?:时|的时候)[，,]")
+_ZH_SCOPE = re.compile(
+    r"(?P<scope>[\u4e00-\u9fffA-Za-z]{1,12}?)(?:的时候|(?<![平有同及准按临随当小暂定实])时(?![间候区差]))|"
+    r"(?:写|回|发)给?(?P<object>[\u4e00-\u9fffA-Za-z]{1,8}?)的(?:邮件|方案|周报|报告|文档|消息|稿子)"
+)
 
 
 def scope(text: str) -> frozenset[str] | None:
@@ -692,14 +711,20 @@ def scope(text: str) -> frozenset[str] | None:
     match = (_ZH_SCOPE if chinese else _EN_SCOPE).search(clean)
     if match is None:
         return None
-    said = match.group("scope") if chinese else (match.group("scope") or match.group("topic"))
+    said = (
+        (match.group("scope") or match.group("object"))
+        if chinese
+        else (match.group("scope") or match.group("topic"))
+    )
     return frozenset(query_terms(said)) if chinese else frozenset(fold(term) for term in query_terms(said))
 
 
 # A fact bounded in the past ("used to", "2018年到2022年") is history: nothing present replaces it.
 _EN_HISTORY = re.compile(
     r"\b(?:used to|formerly|previously|back in (?:19|20)[0-9]{2}|from (?:19|20)[0-9]{2} (?:to|until|till) "
-    r"(?:19|20)[0-9]{2}|(?:19|20)[0-9]{2}\s*[-–]\s*(?:19|20)[0-9]{2})\b",
+    r"(?:19|20)[0-9]{2}|(?:19|20)[0-9]{2}\s*[-–]\s*(?:19|20)[0-9]{2}|"
+    r"(?:lived|worked|studied)\b[^.;]{0,40}\bfor "
+    r"(?:[0-9]+|a few|several|many|two|three|four|five|six|seven|eight|nine|ten) (?:years|months))\b",
     re.IGNORECASE,
 )
 _ZH_HISTORY = re.compile(r"以前|之前|曾经|早年|(?:19|20)[0-9]{2}年?\s*(?:到|至|-|–|~)\s*(?:19|20)[0-9]{2}年?")
@@ -715,6 +740,18 @@ def one_off(text: str) -> bool:
     """Whether a content is a one-time exception ("just this once", "这周五...就这一次")."""
     clean = _clean(text)
     return bool((_ZH_ONE_OFF if language(clean) == CHINESE else _EN_ONE_OFF).search(clean))
+
+
+def dated(text: str) -> bool:
+    """Whether a content is about one named day ("this Friday", "下周一", "今天")."""
+    clean = _clean(text)
+    return bool((_ZH_DATED if language(clean) == CHINESE else _EN_DATED).search(clean))
+
+
+def habitual(text: str) -> bool:
+    """Whether a content says what happens regularly ("every weekday", "每天", "usually")."""
+    clean = _clean(text)
+    return bool((_ZH_HABIT if language(clean) == CHINESE else _EN_HABIT).search(clean))
 
 
 def adds(text: str) -> bool:

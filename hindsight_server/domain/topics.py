@@ -66,9 +66,20 @@ class Facet:
     # insurance): its words that name a kind, each to its kind. Two facts naming different kinds are
     # two things; one that names none may be about either.
     kinds: Mapping[str, str] = field(default_factory=dict)
+    # Values that cannot hold together ("short" and "long" replies): a fact that says the other one
+    # replaces the earlier, with or without a change word.
+    opposites: frozenset[frozenset[str]] = frozenset()
 
     def ignores(self, relation: str) -> bool:
         return self.value_relations == _ANY_RELATION or relation in self.value_relations
+
+    def contradicts(self, now: frozenset[str], before: frozenset[str]) -> bool:
+        """Whether `now` says the opposite of `before` and not both (a reply "short" then "long"; "not
+        long, short" says both and is left alone)."""
+        return any(
+            len(pair & before) == 1 and len(pair & now) == 1 and pair & now != pair & before
+            for pair in self.opposites
+        )
 
     def kinds_of(self, words: frozenset[str]) -> frozenset[str]:
         """The kinds of the facet these of its words name (none: the words name no kind)."""
@@ -203,10 +214,13 @@ FACETS: tuple[Facet, ...] = (
         _en(
             r"live[sd]?|living|apartment|flat|condo|house|lease|rent|rents|renting|neighbou?rhood|studio|"
             r"roommates?|flatmates?|dorm|landlord|mov(?:ed|ing|e) (?:out|in|into)|home city|hometown|"
-            r"our (?:new |own )?place|keys to|relocat\w*|home base|based in"
+            r"our (?:new |own )?place|keys to|relocat\w*|home base|based in|"
+            r"moved to (?!(?:mon|tue|wed|thu|fri|"
+            r"sat|sun|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec|next|the|a|an|tomorrow)\w*\b)(?-i:[A-Z])\w*"
         ),
         _zh(
-            r"住|搬家|搬出|搬回|搬来|租|公寓|房子|房东|定居|安家|落户|一居室|两居室|宿舍|室友|老家|常驻|搬.{0,2}家|搬到(?![^，,。；;]{0,10}(?:园区|办公|公司|工位|写字楼|总部))"
+            r"住|搬家|搬出|搬回|搬来|租|公寓|房子|房东|定居|安家|落户|一居室|两居室|宿舍|室友|老家|常驻|"
+            r"搬.{0,2}家|搬[到去](?![^，,。；;]{0,10}(?:园区|办公|公司|工位|写字楼|总部))"
         ),
         value_relations=frozenset({"roommate", "flatmate", "室友", "landlord", "房东"}),
         slots=("residence",),
@@ -271,7 +285,8 @@ FACETS: tuple[Facet, ...] = (
         _en(
             r"school|university|college|student|study|studying|studies|studied|majors?|majoring|degree|"
             r"graduat\w*|semester|kindergarten|daycare|preschool|elementary|phd|master's|masters|"
-            r"bachelor's|grade|campus|dissertation|thesis|postdoc|exams?|gmat|gre|sat|ielts|toefl|mba"
+            r"bachelor's|grade|campus|dissertation|thesis|postdoc|exams?|gmat|gre|sat|ielts|toefl|mba|"
+            r"year [0-9]+|[0-9]+(?:st|nd|rd|th) grade"
         ),
         _zh(
             r"学校|大学|小学|初中|高中|中学|幼儿园|读研|研究生|硕士|博士|本科|专业|上学|读书|年级|毕业|就读|"
@@ -401,15 +416,19 @@ FACETS: tuple[Facet, ...] = (
         _zh(rf"长点|短点|{_words(_STYLE_ZH)}"),
         english_also=_en(
             r"repl(?:y|ies)|respond\w*|responses?|answers?|explanations?|messages?|sentences?|"
-            r"keep it|words|format|write|writing"
+            r"keep it|words|format|write|writing|give me"
         ),
         chinese_also=_zh(r"回复|回答|解释|说话|讲|写|分析|篇幅|字数|格式|呈现"),
         valued=True,
         kinds=_kinds(_STYLE_EN, _STYLE_ZH),
+        opposites=frozenset({frozenset({"short", "long"}), frozenset({"formal", "casual"})}),
     ),
     Facet(
         "name",
-        _en(r"call me|called|preferred name|nickname|goes by|go by|be called"),
+        _en(
+            r"call me|called|preferred name|nickname|goes by|go by|be called|addressed as|address me as|"
+            r"refer to me as"
+        ),
         _zh(r"叫我|称呼|昵称|改名"),
     ),
     Facet(
@@ -425,9 +444,15 @@ FACETS: tuple[Facet, ...] = (
     Facet(
         "manager",
         _en(r"boss|manager|supervisor|reports to|reporting to|report to|team lead|line manager"),
-        _zh(r"领导|上司|老板|主管|直属|归.{0,3}管|汇报"),
+        _zh(r"领导|上司|老板|主管|直属|归.{0,3}管|汇报|带我|leader"),
         value_relations=_ANY_RELATION,
         slots=("relation:boss",),
+    ),
+    Facet(
+        "advisor",
+        _en(r"advisor|adviser|mentor|thesis chair"),
+        _zh(r"导师|指导老师|带教|师父"),
+        value_relations=_ANY_RELATION,
     ),
     Facet(
         "emergency_contact",
@@ -467,6 +492,19 @@ FACETS: tuple[Facet, ...] = (
         valued=True,
     ),
     Facet(
+        "work_team",
+        _en(r"team:|(?:on|in|joined|to|into) the [\w-]+(?: [\w-]+)? (?:team|squad|org)"),
+        _zh(r"团队：|所在团队|项目组|[\u4e00-\u9fff]{2}组(?=[，。；,;]|$)"),
+    ),
+    Facet(
+        "delivery",
+        _en(
+            r"food delivery|takeout app|delivery app|uber eats|doordash|deliveroo|grubhub|just eat|instacart"
+        ),
+        _zh(r"外卖|饿了么|美团外卖"),
+        valued=True,
+    ),
+    Facet(
         "seat",
         _en(r"aisle|window seats?|middle seat|exit row|seat|seats|seating"),
         _zh(r"座位|靠窗|靠过道|过道|中间座|选座"),
@@ -483,7 +521,8 @@ FACETS: tuple[Facet, ...] = (
     Facet(
         "notes_tool",
         _en(
-            r"notes?|note-taking|to-?dos?|todo list|notion|evernote|obsidian|onenote|apple notes|logseq|roam"
+            r"notes?|note-taking|to-?dos?|todo list|todo app|tasks|task manager|notion|evernote|obsidian|"
+            r"onenote|apple notes|logseq|roam|todoist|things 3|ticktick"
         ),
         _zh(r"笔记|纪要|备忘|待办|印象笔记|飞书文档|语雀|石墨|notion"),
         valued=True,
@@ -713,11 +752,15 @@ _SPELLING = {
     "concise": "short", "brief": "short", "简洁": "short", "简短": "short", "短一点": "short",
     "detailed": "long", "lengthy": "long", "verbose": "long", "详细": "long", "长一点": "long",
     "啰嗦": "long", "longer": "long", "shorter": "short", "keyboard": "piano", "电子琴": "钢琴",
-    "coffees": "coffee", "teas": "tea", "lattes": "latte", "英文": "english", "英语": "english",
+    "bulleted": "bullet", "bullets": "bullet", "bullet points": "bullet", "informal": "casual",
+    "正式": "formal", "随意": "casual", "coffees": "coffee", "latte": "coffee", "lattes": "coffee",
+    "americano": "coffee", "espresso": "coffee", "cappuccino": "coffee", "decaf": "coffee",
+    "拿铁": "咖啡", "美式": "咖啡", "teas": "tea", "英文": "english", "英语": "english",
     "中文": "chinese", "普通话": "chinese",
     "mandarin": "chinese", "日语": "japanese", "日文": "japanese", "韩语": "korean", "韩文": "korean",
     "德语": "german", "法语": "french", "西班牙语": "spanish", "粤语": "cantonese", "毫克": "mg",
-    # relationship states
+    # relationship states (each also spelled as itself: "married" is not folded to "marri")
+    "married": "married", "engaged": "engaged", "dating": "dating", "divorced": "divorced",
     "单身": "single", "一个人过": "single", "单着": "single", "未婚": "single", "split up": "single",
     "broke up": "single", "分手": "single", "分了": "single", "separated": "single", "相亲": "single",
     "marry": "married", "marriage": "married", "wedding": "married", "wife": "married",

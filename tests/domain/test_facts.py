@@ -9,7 +9,10 @@ import pytest
 from hindsight_server.domain.facts import (
     MAX_FACT_CHARS,
     adds,
+    dated,
+    habitual,
     has_update_cue,
+    historical,
     identifiers,
     one_off,
     preference,
@@ -192,7 +195,7 @@ def test_hostile_text_costs_a_bounded_time(hostile: str) -> None:
     started = time.process_time()
     slots(hostile), identifiers(hostile), has_update_cue(hostile), relations(hostile), topic_terms(hostile)
     one_off(hostile), adds(hostile), profile_field(hostile), scope(hostile), replaces(hostile)
-    refers_back(hostile)
+    refers_back(hostile), historical(hostile), dated(hostile), habitual(hostile)
     assert time.process_time() - started < 1.0
     assert len(hostile) > MAX_FACT_CHARS
 
@@ -202,8 +205,8 @@ def test_hostile_text_costs_a_bounded_time(hostile: str) -> None:
     [
         ("gym this friday is at 7pm instead, just this once", True),
         ("这周五健身改到晚上，就这一次。", True),
-        ("Just today the standup is at 10", True),
-        ("The standup moves to 10 from this Monday on", False),  # from then on: a lasting change
+        ("Temporarily the standup is at 10", True),
+        ("Just today the standup is at 10", False),  # one day named: dated, an exception only to a habit
         ("Goes to the gym every weekday at 6am.", False),
         ("每天早上六点去健身房。", False),
     ],
@@ -280,3 +283,45 @@ def test_replaces(text: str, expected: bool) -> None:
 )
 def test_refers_back(text: str, expected: bool) -> None:
     assert refers_back(text) is expected
+
+
+@pytest.mark.parametrize(
+    ("text", "is_dated", "is_habit"),
+    [
+        ("gym this friday is at 7pm instead", True, False),
+        ("下周三下午第三节临时改成班会", True, False),
+        ("Goes to the gym every weekday at 6am.", False, True),
+        ("每天下午四点半接儿子放学。", False, True),
+        ("周三下午3点约了牙医", False, False),  # one appointment, neither
+    ],
+)
+def test_dated_and_habitual(text: str, is_dated: bool, is_habit: bool) -> None:
+    assert (dated(text), habitual(text)) == (is_dated, is_habit)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("User lived in Austin for 4 years.", True),
+        ("I used to work at Google", True),
+        ("奶奶2018年到2022年住在养老院。", True),
+        ("退休前是中学语文老师。", False),
+        ("User lives in Denver.", False),
+        ("我以前住在上海", True),
+    ],
+)
+def test_historical(text: str, expected: bool) -> None:
+    assert historical(text) is expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("俺妈说奶奶理疗改到礼拜四上午了", {"奶奶"}),  # the mother passed it on: it is the grandmother's
+        ("Mom says Grandma's PT is on Thursdays", {"grandmother"}),
+        ("换了iPhone 15，华为给我妈用了", set()),  # the phone went to the mother: still the user's fact
+        ("我妈每天吃二甲双胍", {"mother"}),
+    ],
+)
+def test_relations_leave_out_sources_and_recipients(text: str, expected: set[str]) -> None:
+    assert relations(text) == expected

@@ -204,6 +204,25 @@ def test_the_same_facet_changed(old: str, new: str, similarity: float, action: A
         ("Moving to Toronto in August for a job.", "I'm relocating to Toronto this August for work.", 0.89,
          Action.NEW),
         ("退休前是中学语文老师。", "用户已退休，之前在中学教语文。", 0.79, Action.NEW),
+        # opposite settings cannot both hold: the later one replaces, cue or not, unless said for a situation
+        ("回答尽量简短，三句话以内。", "回答可以详细一点，不用刻意压缩。", 0.49, Action.SUPERSEDE),
+        ("回答简短一点。", "写客户方案的时候要详细，越全越好。", 0.21, Action.NEW),
+        ("用户希望助手平时说话随意一点。", "帮我写给客户的邮件要正式一点", 0.28, Action.NEW),
+        ("Keep replies short, bullet points please", "Prefers brief bulleted answers", 0.56, Action.NEW),
+        # one relationship state at a time, whatever the wording
+        ("Partner: Sam (girlfriend).", "Sam said yes, she's my fiancée!", 0.38, Action.SUPERSEDE),
+        ("My wife's name is Anna.", "User is married to Anna.", 0.57, Action.NEW),
+        # a weak cue, a similar fact, a value that differs (10:30 is not 10)
+        ("小宇每天晚上十点睡觉。", "小宇现在十点半睡，作业多", 0.75, Action.SUPERSEDE),
+        ("I live in Minhang district", "Moved to Pudong last month", 0.43, Action.SUPERSEDE),
+        ("每天两杯燕麦拿铁。", "咖啡减到一天一杯美式。", 0.46, Action.SUPERSEDE),  # a latte is coffee
+        ("论文导师：陈教授。", "陈教授调去外校了，我的导师现在是周老师。", 0.53, Action.SUPERSEDE),
+        # kept: a history, a named day against an appointment, two friends, another relative's source
+        ("User lived in Austin for 4 years.", "User lives in Denver.", 0.49, Action.NEW),
+        ("奶奶2018年到2022年住在养老院。", "奶奶现在住在咱家", 0.58, Action.NEW),
+        ("User's friend Jake works at HubSpot.", "my friend Jack just started at HubSpot", 0.55, Action.NEW),
+        ("周三下午3点约了牙医", "牙医的预约改到下周一上午10点了", 0.78, Action.SUPERSEDE),
+        ("Gym: Tue/Thu 6am at PureGym.", "Lena goes to PureGym Mon/Wed at 6am.", 0.46, Action.NEW),
     ],
 )  # fmt: skip
 def test_a_change_is_read_by_what_it_is_about(old: str, new: str, similarity: float, action: Action) -> None:
@@ -220,6 +239,9 @@ def test_a_change_is_read_by_what_it_is_about(old: str, new: str, similarity: fl
         ("我们团队的服务部署在阿里云上。", {"cloud"}),
         ("用户本地的 Node.js 版本是 16。", {"runtime"}),
         ("会议纪要用Notion记", {"notes_tool", "schedule"}),
+        ("got moved to the fraud team this sprint", {"work_team"}),
+        ("外卖常用：饿了么", {"delivery"}),
+        ("My advisor is Prof. Chen", {"advisor"}),
     ],
 )
 def test_facets_of_work_and_household(text: str, expected: set[str]) -> None:
