@@ -70,6 +70,7 @@ from hindsight_server.domain.facts import (
     replaces,
     scope,
     slots,
+    speaks_of_now,
     speaks_of_self,
     swapped,
     topic_terms,
@@ -340,6 +341,7 @@ class _Reading:
     dated: bool  # about one named day ("this Friday", "下周一"): facts.dated
     habit: bool  # what happens regularly ("every weekday", "每天"): facts.habitual
     history: bool  # speaks of a time that is over ("used to", "以前"): facts.historical
+    now: bool  # speaks of the present ("now", "现在"): facts.speaks_of_now
     adds: bool  # says it adds to what is known ("also", "还要"): facts.adds
     replaces: bool  # a change word beyond starting something: facts.replaces
     scope: frozenset[str] | None  # the situation it is said for ("for technical questions"): facts.scope
@@ -378,6 +380,7 @@ class _Reading:
             dated(content),
             habitual(content),
             historical(content),
+            speaks_of_now(content),
             adds(content),
             replaces(content),
             scope(content),
@@ -485,7 +488,12 @@ def _within(short: str, long: str) -> bool:
     """Whether `short` is part of `long`: its words ("lisbon" in "lisbon portugal"), or for Chinese its
     characters in order, with gaps ("白色model" in "白色特斯拉model")."""
     if language(short + long) != CHINESE:
-        return set(_WORDS.findall(short)) <= set(_WORDS.findall(long))
+        # A word may be shortened ("econ" for "economics"): four letters or more, at the word's start.
+        words = _WORDS.findall(long)
+        return all(
+            any(word == other or (len(word) >= 4 and other.startswith(word)) for other in words)
+            for word in _WORDS.findall(short)
+        )
     rest = iter(long)
     return all(char in rest for char in short)
 
@@ -568,7 +576,7 @@ def _rule(
     if content_key(new.content) == content_key(old.content):
         return 2, Resolution(Action.MERGE, old.id, "same content")
     # A fact of a time that is over stays beside a present one: neither replaces the other.
-    history = old_reading.history or (new_reading.history and not new_reading.cue)
+    history = old_reading.history or (new_reading.history and not new_reading.now)
     by_slot = _by_slot(new_reading, old_reading, old, policy)
     if by_slot is not None and not (history and by_slot[1].action is Action.SUPERSEDE):
         return by_slot

@@ -133,7 +133,7 @@ _ZH_CHANGE = (
     r"毕业了|入职|放弃|暂停|走丢|丢了|死了|分了|调薪|降薪|加到|减到|降到|今后|接来|接过来|没续|不续|"
     r"到期了|结束了|延期|走了|加量|减量|停药|掉到|掉回|销了|辞了|调去|删了|卸载|调成|更正|纠正|说错了|涨到|降到|升级|降级|退掉|退了|注销|销户|推到|延到|延后|迁到|迁移|迁了|转用|不用了|停用|报到|上岗|接任|接手|改由|由.{1,8}负责|换人|续保|转投|裸辞|"
     r"(?:月|周|年|学期|季度)起|从.{1,6}起|"
-    r"(?<!交)换|(?<![修批])改(?![善进革作卷稿])"
+    r"(?<!交)换(?!轮胎|胎|机油|油|滤芯|电池|季)|(?<![修批])改(?![善进革作卷稿])"
 )
 _ZH_WEAK = r"现在|目前|如今|新的|新号|最新|原来|旧|最近|近来|这阵子|这学期|了(?=[，,。；;！!]|$)"
 _EN_STRONG_CUE = re.compile(rf"\b(?:{_EN_CHANGE})\b", re.IGNORECASE)
@@ -721,13 +721,27 @@ def scope(text: str) -> frozenset[str] | None:
 
 # A fact bounded in the past ("used to", "2018年到2022年") is history: nothing present replaces it.
 _EN_HISTORY = re.compile(
-    r"\b(?:used to|formerly|previously|back in (?:19|20)[0-9]{2}|from (?:19|20)[0-9]{2} (?:to|until|till) "
+    r"\b(?:(?<!get )(?<!getting )(?<!got )(?<!be )(?<!am )(?<!'m )(?<!is )(?<!are )(?<!was )(?<!were )"
+    r"used to|formerly|previously|back in (?:19|20)[0-9]{2}|from (?:19|20)[0-9]{2} (?:to|until|till) "
     r"(?:19|20)[0-9]{2}|(?:19|20)[0-9]{2}\s*[-–]\s*(?:19|20)[0-9]{2}|"
     r"(?:lived|worked|studied)\b[^.;]{0,40}\bfor "
     r"(?:[0-9]+|a few|several|many|two|three|four|five|six|seven|eight|nine|ten) (?:years|months))\b",
     re.IGNORECASE,
 )
-_ZH_HISTORY = re.compile(r"以前|之前|曾经|早年|(?:19|20)[0-9]{2}年?\s*(?:到|至|-|–|~)\s*(?:19|20)[0-9]{2}年?")
+_ZH_HISTORY = re.compile(
+    r"以前|之前|曾经|早年|(?<=[\u4e00-\u9fff])过(?=[。，,；;！!]|$)|(?:19|20)[0-9]{2}年?\s*(?:到|至|-|–|~)\s*(?:19|20)[0-9]{2}年?"
+)
+
+
+_EN_NOW = re.compile(r"\b(?:now|currently|these days|nowadays|at the moment|right now)\b", re.IGNORECASE)
+_ZH_NOW = re.compile(r"现在|目前|如今|眼下")
+
+
+def speaks_of_now(text: str) -> bool:
+    """Whether a content speaks of the present ("now", "现在"): "I used to live in Lisbon, now in Porto"
+    is a change, not a history."""
+    clean = _clean(text)
+    return bool((_ZH_NOW if language(clean) == CHINESE else _EN_NOW).search(clean))
 
 
 def historical(text: str) -> bool:

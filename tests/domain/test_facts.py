@@ -304,6 +304,7 @@ def test_dated_and_habitual(text: str, is_dated: bool, is_habit: bool) -> None:
     [
         ("User lived in Austin for 4 years.", True),
         ("I used to work at Google", True),
+        ("finally switched to a Pixel 8, still getting used to android", False),  # accustomed, not past
         ("奶奶2018年到2022年住在养老院。", True),
         ("退休前是中学语文老师。", False),
         ("User lives in Denver.", False),

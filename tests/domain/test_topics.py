@@ -223,6 +223,14 @@ def test_the_same_facet_changed(old: str, new: str, similarity: float, action: A
         ("User's friend Jake works at HubSpot.", "my friend Jack just started at HubSpot", 0.55, Action.NEW),
         ("周三下午3点约了牙医", "牙医的预约改到下周一上午10点了", 0.78, Action.SUPERSEDE),
         ("Gym: Tue/Thu 6am at PureGym.", "Lena goes to PureGym Mon/Wed at 6am.", 0.46, Action.NEW),
+        # 过: an experience that is over; 换轮胎 changes tyres, not the car; 以前: the old flat, sold
+        ("大三暑假在京东实习过。", "现在在拼多多实习。", 0.42, Action.NEW),
+        ("本田 CR-V 下次保养在 4 月 22 日。", "凯文的货车下周要去换轮胎。", 0.37, Action.NEW),
+        ("上海的家在仙霞路 88 号 3A 室。", "以前上海的老房子在虹桥路 1208 号 15B，早就卖了。", 0.51,
+         Action.NEW),
+        # a shortened value is the same value: kept, not superseded
+        ("I'm majoring in economics with a minor in statistics.",
+         "My major is econ and I minor in stats.", 0.72, Action.NEW),
     ],
 )  # fmt: skip
 def test_a_change_is_read_by_what_it_is_about(old: str, new: str, similarity: float, action: Action) -> None:
