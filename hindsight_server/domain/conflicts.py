@@ -607,7 +607,7 @@ def _rule(
     one_off = new_reading.exception or (new_reading.dated and old_reading.habit)
     if history or ((new_reading.adds or one_off) and not (old_reading.exception or old_reading.dated)):
         return None  # beside a fact, or an exception to it: a change of nothing lasting
-    if _other_scope(new_reading.scope, old_reading.scope):
+    if _other_scope(new_reading, old_reading):
         return None  # said for another situation ("for creative writing"): both stand
     same_thing = new_reading.identifiers & old_reading.identifiers
     if differing and old.similarity >= policy.supersede_from and (same_thing or new_reading.cue):
@@ -640,12 +640,15 @@ def _rule(
     )
 
 
-def _other_scope(new: frozenset[str] | None, old: frozenset[str] | None) -> bool:
-    """Whether two facts are said for different situations: one for a situation and the other for every
-    one, or each for its own (no term shared)."""
-    if new is None and old is None:
+def _other_scope(new: _Reading, old: _Reading) -> bool:
+    """Whether two facts are said for different situations: each for its own (no term shared), or one for
+    a situation the other does not speak of ("for coding" and "my coding machine" speak of one)."""
+    if new.scope is None and old.scope is None:
         return False
-    return new is None or old is None or not new & old
+    if new.scope is not None and old.scope is not None:
+        return not new.scope & old.scope
+    scoped, other = (new, old) if new.scope is not None else (old, new)
+    return not (scoped.scope or frozenset()) & other.topic
 
 
 # Terms of when, not of what: two facts sharing only "weekends" or "下午" are not about one thing.

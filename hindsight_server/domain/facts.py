@@ -120,7 +120,8 @@ _EN_CHANGE = (
     r"effective|downsized|renewed|at renewal|cut back|cut down|took up|taking up|from here on|for good|gone|"
     r"slipped|extended|extension|upgrad\w*|migrat\w*|moved over|raise|pay rise|pay cut|reached|"
     r"qualified for|requalified|uninstall\w*|went up|went down|goes up|goes down|upped|down to|cut to|"
-    r"correction|"
+    r"correction|pushing|push(?:ed)? (?:[\w-]+ ){0,3}to|reassigned|redirect\w*|dropping|"
+    r"put (?:[\w-]+ ){0,3}up to|"
     r"corrected|from (?:next )?(?:january|february|march|april|may|june|july|august|september|october|"
     r"november|december)"
 )
@@ -674,7 +675,7 @@ _EN_HABIT = re.compile(
 )
 _ZH_HABIT = re.compile(r"每|总是|通常|一般|平时|经常")
 # Words that add a fact beside the known ones rather than replace one ("also", "还要", "另外").
-_EN_ADDS = re.compile(r"\b(?:also|too|as well|in addition|another|additionally)\b", re.IGNORECASE)
+_EN_ADDS = re.compile(r"\b(?:also|too|as well|in addition|additionally)\b", re.IGNORECASE)
 _ZH_ADDS = re.compile(r"还要|还会|另外|此外|也(?:会|要|在|有|开始|报)|又(?:养|买|报|开|办)")
 
 

@@ -377,7 +377,7 @@ FACETS: tuple[Facet, ...] = (
     Facet(
         "income",
         _en(r"salary|paid|pay|income|raise|wage|wages|earns?|earning|bonus|paycheck"),
-        _zh(r"工资|薪水|月薪|年薪|收入|涨薪|加薪|底薪"),
+        _zh(r"工资|薪水|月薪|年薪|时薪|收入|涨薪|加薪|底薪|薪资|待遇"),
     ),
     Facet(
         "sleep",
@@ -505,6 +505,18 @@ FACETS: tuple[Facet, ...] = (
         valued=True,
     ),
     Facet(
+        "font",
+        _en(r"font|font size|[0-9]+-point|[0-9]+ ?pt|large print"),
+        _zh(r"字号|字体|大字|[0-9]+号字"),
+    ),
+    Facet(
+        "visa",
+        _en(r"visa|f-1|h-1b|j-1|opt|green card|work permit|residence permit|permanent resident"),
+        _zh(r"签证|绿卡|工签|居留|f-1|h-1b"),
+        english_also=_en(r"status|visa|f-1|h-1b|green card|permit|resident|on (?:an? )?[a-z0-9-]+"),
+        alone=False,  # one may hold several (a US visa and a Schengen one)
+    ),
+    Facet(
         "seat",
         _en(r"aisle|window seats?|middle seat|exit row|seat|seats|seating"),
         _zh(r"座位|靠窗|靠过道|过道|中间座|选座"),
@@ -529,7 +541,10 @@ FACETS: tuple[Facet, ...] = (
     ),
     Facet(
         "bank",
-        _en(r"bank|banks|banking|checking account|savings account|credit union|chase|wells fargo|citibank"),
+        _en(
+            r"bank|banks|banking|checking account|savings account|chequing|current account|joint account|"
+            r"credit union|chase|wells fargo|citibank|hsbc|barclays|santander|rbc|td"
+        ),
         _zh(r"银行|开户|储蓄卡|银行卡|农行|工行|建行|中行|招行|交行|邮储|浦发|中信|民生|兴业|光大"),
         valued=True,
         slots=("bank",),
@@ -574,6 +589,15 @@ FACETS: tuple[Facet, ...] = (
     ),
     # Many-valued: a change replaces only what it names (a shared content term is also needed).
     Facet(
+        "supplier",
+        _en(
+            r"suppliers?|vendors?|sourced from|comes? from|gets? (?:its|their|our|my) [\w -]{1,20} from|"
+            r"buys? (?:[\w-]+ ){0,3}from|orders? (?:[\w-]+ ){0,3}from"
+        ),
+        _zh(r"供货商|供应商|进货|货源|从.{1,10}进货"),
+        alone=False,
+    ),
+    Facet(
         "deadline",
         _en(
             r"deadline|due|due date|extension|launch|launches|go-live|go live|ship date|release date|ddl|"
@@ -600,9 +624,10 @@ FACETS: tuple[Facet, ...] = (
         "exercise",
         _en(
             r"gym|gyms|run|runs|running|jog\w*|swim\w*|yoga|pilates|cycling|bike|workouts?|work out|"
-            r"works out|exercis\w*|marathon|crossfit|lifting|climbing|tennis|hiking"
+            r"works out|exercis\w*|marathon|crossfit|lifting|climbing|tennis|hiking|golf|badminton|football|"
+            r"basketball|soccer"
         ),
-        _zh(r"健身|跑步|游泳|瑜伽|骑行|锻炼|运动|年卡|爬山|网球|羽毛球"),
+        _zh(r"健身|跑步|游泳|瑜伽|骑行|锻炼|运动|年卡|爬山|网球|羽毛球|高尔夫|篮球|足球"),
         alone=False,
     ),
     Facet(
@@ -711,7 +736,7 @@ def facet_named(name: str) -> Facet:
 
 # "favourite band", "favorite kind of music", "最喜欢的歌手": one favourite per kind of thing.
 _FAVOURITE = re.compile(
-    r"\b(?:favou?rite|go-to)\s+(?:kind of\s+|type of\s+)?([a-z]+)(?:[ \t]+([a-z]+))?|"
+    r"\b(?:favou?rite|go-to|main)\s+(?:kind of\s+|type of\s+)?([a-z]+)(?:[ \t]+([a-z]+))?|"
     r"最(?:喜欢|爱)(?:吃|喝|看|听|玩|用|去)?的([\u4e00-\u9fff]{0,3}?)(?:是|:|：)",
     re.IGNORECASE,
 )

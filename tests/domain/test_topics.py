@@ -228,6 +228,17 @@ def test_the_same_facet_changed(old: str, new: str, similarity: float, action: A
         ("本田 CR-V 下次保养在 4 月 22 日。", "凯文的货车下周要去换轮胎。", 0.37, Action.NEW),
         ("上海的家在仙霞路 88 号 3A 室。", "以前上海的老房子在虹桥路 1208 号 15B，早就卖了。", 0.51,
          Action.NEW),
+        # "another" adds nothing by itself; "for coding" and "my coding machine" speak of one situation
+        ("My thesis advisor is Prof. Zhang Wei.",
+         "Zhang Wei left for another university so Prof. Li Na is my advisor now.", 0.69, Action.SUPERSEDE),
+        ("I use a Lenovo ThinkPad X1 for coding.",
+         "My ThinkPad died, replaced it with a MacBook Air M3 and that's my coding machine now.", 0.6,
+         Action.SUPERSEDE),
+        ("The café gets its coffee beans from Pallet Roasters.",
+         "Kevin dropped Pallet; all the beans come from 49th Parallel now.", 0.42, Action.SUPERSEDE),
+        ("Visa status: F-1 student visa.", "My H-1B kicked in on October 1, I'm no longer on F-1.", 0.3,
+         Action.SUPERSEDE),
+        ("有美国 B1/B2 签证，2028 年到期。", "申根签证办下来了，一年多次往返。", 0.44, Action.NEW),  # two visas
         # a shortened value is the same value: kept, not superseded
         ("I'm majoring in economics with a minor in statistics.",
          "My major is econ and I minor in stats.", 0.72, Action.NEW),
