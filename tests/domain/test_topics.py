@@ -238,7 +238,8 @@ def test_the_same_facet_changed(old: str, new: str, similarity: float, action: A
          "Kevin dropped Pallet; all the beans come from 49th Parallel now.", 0.42, Action.SUPERSEDE),
         ("Visa status: F-1 student visa.", "My H-1B kicked in on October 1, I'm no longer on F-1.", 0.3,
          Action.SUPERSEDE),
-        ("有美国 B1/B2 签证，2028 年到期。", "申根签证办下来了，一年多次往返。", 0.44, Action.NEW),  # two visas
+        # two visas held at once
+        ("有美国 B1/B2 签证，2028 年到期。", "申根签证办下来了，一年多次往返。", 0.44, Action.NEW),
         # a shortened value is the same value: kept, not superseded
         ("I'm majoring in economics with a minor in statistics.",
          "My major is econ and I minor in stats.", 0.72, Action.NEW),
