@@ -694,7 +694,9 @@ def _by_facet(
             # One state at a time: a new one is the change, cue or not ("Sam said yes, she's my fiancée").
             changed = bool(now - before - {""})
         elif facet.alone:
-            valued = facet.valued and not now <= before
+            # "no long explanations" says both of a pair: neither counts as a new value
+            said_both = frozenset(word for pair in facet.opposites if pair <= now for word in pair)
+            valued = facet.valued and not now - said_both <= before
             # A facet whose value is a person (a manager, a doctor): another name is another value.
             renamed = bool(facet.value_relations) and bool(_latin(new.names) - _latin(old.names))
             changed = news or (new.cue and (differ or valued or renamed)) or facet.contradicts(now, before)

@@ -397,7 +397,8 @@ _ZH_HOLDERS = (
     "未婚妻|未婚夫|女朋友|男朋友|妻子|老婆|太太|丈夫|老公|爱人|对象|妈妈|母亲|爸爸|父亲|父母|哥哥|弟弟|姐姐|"
     "妹妹|儿子|女儿|孩子|朋友|妈|爸|同事|同学|室友|邻居|老板|领导|上司|经理|房东|爷爷|奶奶|外公|外婆|叔叔|阿姨|"
     "表哥|表姐|表弟|表妹|堂哥|堂姐|堂弟|堂妹|姑姑|姑妈|姑父|舅舅|舅妈|姨妈|小姨|姨父|伯伯|伯母|婶婶|岳父|岳母|公公|"
-    "婆婆|嫂子|姐夫|妹夫|弟媳|侄子|侄女|外甥|外甥女|孙子|孙女|闺女|公司|团队|狗|猫|(?<=我)[哥姐弟妹]"
+    "婆婆|嫂子|姐夫|妹夫|弟媳|侄子|侄女|外甥|外甥女|孙子|孙女|闺女|公司|团队|狗|猫|(?<=我)[哥姐弟妹]|"
+    "大宝|二宝|三宝|老大|老二|老三|大儿子|小儿子|大女儿|小女儿"
 )
 _ZH_HOLDER = re.compile(_ZH_HOLDERS)
 # What a plain subject is written as: its removal leaves nothing when the fact is the subject's own.
@@ -730,7 +731,8 @@ _EN_HISTORY = re.compile(
     re.IGNORECASE,
 )
 _ZH_HISTORY = re.compile(
-    r"以前|之前|曾经|早年|(?<=[\u4e00-\u9fff])过(?=[。，,；;！!]|$)|(?:19|20)[0-9]{2}年?\s*(?:到|至|-|–|~)\s*(?:19|20)[0-9]{2}年?"
+    r"以前|之前|曾经|早年|小时候|小的时候|(?<=[\u4e00-\u9fff])过(?=[。，,；;！!]|$)|"
+    r"(?:19|20)[0-9]{2}年?\s*(?:到|至|-|–|~)\s*(?:19|20)[0-9]{2}年?"
 )
 
 
@@ -781,11 +783,17 @@ _EN_FIELD = re.compile(r"^\s*(?P<key>[A-Za-z][A-Za-z '’/-]{0,38}[A-Za-z])\s*:\
 _ZH_FIELD = re.compile(r"^\s*(?P<key>[\u4e00-\u9fffA-Za-z]{1,10})\s*[:：]\s*(?P<value>\S.*)$")
 
 
+# Keys that open a note rather than name a field ("Note: ...", "助手备注：...").
+_NOT_A_FIELD = re.compile(
+    r"^(?:notes?|memo|update|fyi|reminder|summary|coach note|提醒|更新|记录|总结)$|备注", re.IGNORECASE
+)
+
+
 def profile_field(text: str) -> tuple[str, str] | None:
     """The (key, value) of a content written as one profile field, key case folded; None otherwise."""
     clean = _clean(text).strip()
     match = _EN_FIELD.match(clean) or _ZH_FIELD.match(clean)
-    if match is None or len(match.group("key").split()) > 4:
+    if match is None or len(match.group("key").split()) > 4 or _NOT_A_FIELD.search(match.group("key")):
         return None
     return match.group("key").casefold(), match.group("value")
 

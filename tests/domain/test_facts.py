@@ -238,6 +238,8 @@ def test_adds(text: str, expected: bool) -> None:
         ("User has a recurring 1:1 with Dana on Mondays", None),  # a colon inside a time
         ("The user said this to their manager: we ship on Friday", None),  # a sentence, not a key
         ("Reminder timezone US Eastern", None),
+        ("Note: user files their own tax return", None),  # a note's label
+        ("助手备注：用户是自由平面设计师", None),
     ],
 )
 def test_profile_field(text: str, expected: tuple[str, str] | None) -> None:

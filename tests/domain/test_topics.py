@@ -238,6 +238,11 @@ def test_the_same_facet_changed(old: str, new: str, similarity: float, action: A
          "Kevin dropped Pallet; all the beans come from 49th Parallel now.", 0.42, Action.SUPERSEDE),
         ("Visa status: F-1 student visa.", "My H-1B kicked in on October 1, I'm no longer on F-1.", 0.3,
          Action.SUPERSEDE),
+        # a note's label is not a field; "no long explanations" is no new value; two children; a childhood
+        ("Note: user files their own self-assessment on FreeAgent.",
+         "Note: user does their tax return themselves using FreeAgent.", 0.74, Action.NEW),
+        ("Please keep replies short.", "I prefer brief answers, no long explanations pls.", 0.58, Action.NEW),
+        ("二宝对鸡蛋过敏。", "大宝小时候也鸡蛋过敏，三岁以后就没事了", 0.68, Action.NEW),
         # two visas held at once
         ("有美国 B1/B2 签证，2028 年到期。", "申根签证办下来了，一年多次往返。", 0.44, Action.NEW),
         # a shortened value is the same value: kept, not superseded
