@@ -646,13 +646,17 @@ _EN_PRONOUN = re.compile(r"\b(?:he|she|him|his|her|he's|she's)\b", re.IGNORECASE
 _ZH_PRONOUN = re.compile(r"[他她](?!们)")
 
 
+def _found(text: str, chinese: re.Pattern[str], english: re.Pattern[str]) -> bool:
+    """Whether a content's first MAX_FACT_CHARS characters hold its language's pattern."""
+    clean = _clean(text)
+    return bool((chinese if language(clean) == CHINESE else english).search(clean))
+
+
 def refers_back(text: str) -> bool:
     """Whether a content speaks of one other person by a pronoun ("she quit", "医生给她换成了"), not by
     who they are: then it may be about the one person an earlier fact named ("my wife ..."). "They" and
     "their" are left out: notes write them for the user."""
-    clean = _clean(text)
-    pattern = _ZH_PRONOUN if language(clean) == CHINESE else _EN_PRONOUN
-    return bool(pattern.search(clean))
+    return _found(text, _ZH_PRONOUN, _EN_PRONOUN)
 
 
 # A one-off exception to a habit ("gym this Friday is at 7pm, just this once") changes nothing lasting.
@@ -743,38 +747,32 @@ _ZH_NOW = re.compile(r"现在|目前|如今|眼下")
 def speaks_of_now(text: str) -> bool:
     """Whether a content speaks of the present ("now", "现在"): "I used to live in Lisbon, now in Porto"
     is a change, not a history."""
-    clean = _clean(text)
-    return bool((_ZH_NOW if language(clean) == CHINESE else _EN_NOW).search(clean))
+    return _found(text, _ZH_NOW, _EN_NOW)
 
 
 def historical(text: str) -> bool:
     """Whether a content speaks of a time that is over ("used to", "以前", "2018年到2022年")."""
-    clean = _clean(text)
-    return bool((_ZH_HISTORY if language(clean) == CHINESE else _EN_HISTORY).search(clean))
+    return _found(text, _ZH_HISTORY, _EN_HISTORY)
 
 
 def one_off(text: str) -> bool:
     """Whether a content is a one-time exception ("just this once", "这周五...就这一次")."""
-    clean = _clean(text)
-    return bool((_ZH_ONE_OFF if language(clean) == CHINESE else _EN_ONE_OFF).search(clean))
+    return _found(text, _ZH_ONE_OFF, _EN_ONE_OFF)
 
 
 def dated(text: str) -> bool:
     """Whether a content is about one named day ("this Friday", "下周一", "今天")."""
-    clean = _clean(text)
-    return bool((_ZH_DATED if language(clean) == CHINESE else _EN_DATED).search(clean))
+    return _found(text, _ZH_DATED, _EN_DATED)
 
 
 def habitual(text: str) -> bool:
     """Whether a content says what happens regularly ("every weekday", "每天", "usually")."""
-    clean = _clean(text)
-    return bool((_ZH_HABIT if language(clean) == CHINESE else _EN_HABIT).search(clean))
+    return _found(text, _ZH_HABIT, _EN_HABIT)
 
 
 def adds(text: str) -> bool:
     """Whether a content says it adds to what is known ("also", "too", "还要", "另外")."""
-    clean = _clean(text)
-    return bool((_ZH_ADDS if language(clean) == CHINESE else _EN_ADDS).search(clean))
+    return _found(text, _ZH_ADDS, _EN_ADDS)
 
 
 # A profile field a note writes as "Key: value" ("Time zone: Europe/Berlin", "常用邮箱：..."): the key
