@@ -21,19 +21,32 @@ existing memory, the first rule that holds, in this order:
    "now prefers coffee in the morning"); one that only adds to it ("green tea") is left alone.
 4. MERGE, alike: the same people and no name swapped for another ("黄山", "泰山"), no differing value
    token, and either a similarity above `merge_above` (0.95), or a rewording: similarity at least
-   `reworded_merge_from` with `reworded_overlap` of the content terms shared and no change cue.
+   `reworded_merge_from` with `reworded_overlap` of the content terms shared and no change cue (not
+   even a "now" the old content lacks).
+   From here on, nothing supersedes a fact of a time that is over ("used to", "以前", "实习过"), nor is
+   superseded by one that does not also speak of now; nor by a one-off exception ("just this once",
+   "临时"; a named day such as "this Friday" against a habit), an addition ("too", "还要"), or a fact
+   said for another situation ("for creative writing", "聊育儿话题时").
 5. SUPERSEDE, similar: similarity at least `supersede_from` (0.9), the contents differ in a value token
    (a number, a date word, a place, a name), and the new content reads as a change of the old one: it
    names an identifier the old one names, or it has an update cue ("now", "moved", "改成", a
    preference). Look-alike facts without either are two facts.
 6. SUPERSEDE, worded as a change: the new content says on its own that something changed ("switched",
-   "换了"), it is about the same people and shares a content term, and the similarity is at least
-   `changed_supersede_from` (0.45).
-7. SUPERSEDE, by facet, for facts and preferences: both touch the same facet of the same people's life
-   (domain/topics.py: home, work, relationship, phone number, ...), and the new content says it changed
-   (a change word; or "now"/"new" and another value), however far apart their words ("I'm single",
-   "got engaged to Marcus"). A many-valued facet (drinks, sports) also needs a shared term; the same
-   relationship state said again is no change. A write finds such peers through `fact_keys`.
+   "换了"), it is about the same people and shares a content term other than a time word, and the
+   similarity is at least `changed_supersede_from` (0.45); unless the old content already said that
+   change with the same values ("Moving to Toronto", "relocating to Toronto"). Also SUPERSEDE a fact
+   of the same people when the new content has a weaker cue ("now", "现在"), a value that differs,
+   `cued_overlap` of the content terms and a similarity of at least `cued_supersede_from` (0.6).
+7. SUPERSEDE, by field: both are the same profile field with another value ("Time zone:
+   America/New_York", "Time zone: Europe/Berlin"), unless the field is of a many-valued facet.
+   SUPERSEDE, by facet, for facts and preferences: both touch the same facet of the same people's life
+   (domain/topics.py: home, work, relationship, phone number, ...) and of the same kind where the facet
+   has kinds (a dentist is not a cardiologist), and the new content says it changed (a change word; or
+   "now"/"new" and another value; or the opposite setting, "short" then "long"), however far apart
+   their words ("I'm single", "got engaged to Marcus"). A many-valued facet (drinks, sports) also needs
+   a shared term and a change word beyond starting something; a relationship state replaces another,
+   cue or not, and the same state said again is no change. A write finds such peers through
+   `fact_keys`.
 8. otherwise nothing: the memory is NEW with respect to this one. Where the rules are unsure they keep
    both: a wrong supersede hides a true fact, a wrong keep costs a line in recall.
 
@@ -345,9 +358,7 @@ class _Reading:
     adds: bool  # says it adds to what is known ("also", "还要"): facts.adds
     replaces: bool  # a change word beyond starting something: facts.replaces
     scope: frozenset[str] | None  # the situation it is said for ("for technical questions"): facts.scope
-    field: (
-        tuple[str, str] | None
-    )  # written as one profile field ("Time zone: Europe/Berlin"): facts.profile_field
+    field: tuple[str, str] | None  # "Time zone: Europe/Berlin" as (key, value): facts.profile_field
 
     @classmethod
     def of(cls, content: str, kind: Kind) -> _Reading:
@@ -647,8 +658,8 @@ def _other_scope(new: _Reading, old: _Reading) -> bool:
         return False
     if new.scope is not None and old.scope is not None:
         return not new.scope & old.scope
-    scoped, other = (new, old) if new.scope is not None else (old, new)
-    return not (scoped.scope or frozenset()) & other.topic
+    scope, other = (new.scope, old) if new.scope is not None else (old.scope, new)
+    return not (scope or frozenset()) & other.topic
 
 
 # Terms of when, not of what: two facts sharing only "weekends" or "下午" are not about one thing.
