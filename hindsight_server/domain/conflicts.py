@@ -65,6 +65,7 @@ from enum import StrEnum
 
 from hindsight_server.domain.errors import InvalidArgument
 from hindsight_server.domain.facts import (
+    MAX_FACT_CHARS,
     Preference,
     Slot,
     adds,
@@ -454,12 +455,32 @@ def _distinct(
         new_reading.identifiers
         and old_reading.identifiers
         and not new_reading.identifiers & old_reading.identifiers
+        and not _renumbered(new, new_reading, old)
     ):
         return True
     return any(
         key in old.entities and not _same(new.entities[key], old.entities[key])
         for key in policy.distinct_keys
         if key in new.entities
+    )
+
+
+# Things that are many at once, each its own (orders, bookings, tickets): another number is another one.
+_TRANSACTIONS = re.compile(
+    r"\b(?:orders?|bookings?|tickets?|reservations?|invoices?|tracking|confirmation|parcels?|packages?|"
+    r"shipments?|claims?|cases?|flights?|deliver(?:y|ies)|refunds?|returns?)\b|订单|单号|工单|票|预订|预约|快递|"
+    r"运单|航班|发票|退款|退货|报销",
+    re.IGNORECASE,
+)
+
+
+def _renumbered(new: NewMemory, new_reading: _Reading, old: Existing) -> bool:
+    """Whether a new identifier is the new value of something held one at a time (a parking spot, a
+    policy, a card): the new content says it replaced something, and neither speaks of things that are
+    many at once (orders, bookings, tickets), where another number is another thing."""
+    return new_reading.replaces and not (
+        _TRANSACTIONS.search(new.content[:MAX_FACT_CHARS])
+        or _TRANSACTIONS.search(old.content[:MAX_FACT_CHARS])
     )
 
 

@@ -611,6 +611,7 @@ _EN_SAYS = re.compile(r"\s+(?:says|said|told|tells|mentioned|reports|texted|wrot
 _ZH_SAYS = re.compile(r"(?:说|讲|告诉|提到|发消息|来电)")
 # Who a thing went to ("华为给我妈用了") is not whose fact it is.
 _ZH_GIVEN = re.compile(r"(?:给|送给|交给|留给)我?$")
+_ZH_GIVEN_USE = re.compile(r"(?:用|了|玩|穿|养|留着|带)")  # "给我妈用了": handed over, not "给阿姨涨到"
 
 
 def relations(text: str) -> frozenset[str]:
@@ -623,7 +624,7 @@ def relations(text: str) -> frozenset[str]:
             for match in _ZH_HOLDER.finditer(clean)
             if not _ZH_JOB_TITLE.match(clean, max(0, match.start() - 1))
             and not _ZH_SAYS.match(clean, match.end())
-            and not _ZH_GIVEN.search(clean, 0, match.start())
+            and not (_ZH_GIVEN.search(clean, 0, match.start()) and _ZH_GIVEN_USE.match(clean, match.end()))
         }
     else:
         found = {

@@ -243,6 +243,12 @@ def test_the_same_facet_changed(old: str, new: str, similarity: float, action: A
          "Note: user does their tax return themselves using FreeAgent.", 0.74, Action.NEW),
         ("Please keep replies short.", "I prefer brief answers, no long explanations pls.", 0.58, Action.NEW),
         ("二宝对鸡蛋过敏。", "大宝小时候也鸡蛋过敏，三岁以后就没事了", 0.68, Action.NEW),
+        # a number held one at a time changes with the thing; an order's number is another order
+        ("我家车位是B1-056。", "车位换了，现在停B2-112，离电梯近", 0.5, Action.SUPERSEDE),
+        ("Order 3F9A0C21DE ships to Porto next week.", "Order 7B2E11F0AA was cancelled and refunded.", 0.6,
+         Action.NEW),
+        # the one a raise was given to is whose salary it is
+        ("阿姨工资每月6000。", "过完年给阿姨涨到6500了", 0.62, Action.SUPERSEDE),
         # two visas held at once
         ("有美国 B1/B2 签证，2028 年到期。", "申根签证办下来了，一年多次往返。", 0.44, Action.NEW),
         # a shortened value is the same value: kept, not superseded
