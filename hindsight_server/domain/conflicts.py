@@ -655,14 +655,16 @@ def _rule(
         terms = ", ".join(sorted(about)[:4])
         reason = f"worded as a change of it (similarity {old.similarity:.3f}, about {terms})"
         return 6, Resolution(Action.SUPERSEDE, old.id, reason)
+    # a value the new content brings, not one it leaves out ("Sophie (17) ..." then "Sophie prefers ...")
+    brought = [token for token in differing if token in new_reading.values]
     if (
-        differing
+        brought
         and new_reading.cue
         and same_people
         and old.similarity >= policy.cued_supersede_from
         and overlap >= policy.cued_overlap
     ):
-        values = ", ".join(differing[:6])
+        values = ", ".join(brought[:6])
         reason = (
             f"similar (similarity {old.similarity:.3f}), worded as a change, and a value differs: {values}"
         )
@@ -733,7 +735,9 @@ def _by_facet(
             renamed = bool(facet.value_relations) and bool(_latin(new.names) - _latin(old.names))
             changed = news or (new.cue and (differ or valued or renamed)) or facet.contradicts(now, before)
         else:
-            changed = new.replaces and (share_a_term or bool(now & before))
+            # as for a single value: a change the old content already said ("我戒了奶茶") is no news
+            replaced = new.replaces and not (old.changes and not differ)
+            changed = replaced and (share_a_term or bool(now & before))
         if changed and _same_people(new, old, facet):
             how = "worded as a change" if news else "a new value"
             return 7, Resolution(Action.SUPERSEDE, old_memory.id, f"same facet, {how}: {facet.name}")

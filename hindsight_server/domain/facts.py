@@ -108,11 +108,13 @@ def identifiers(text: str) -> frozenset[str]:
 _EN_CHANGE = (
     r"moved|moving|changed|changes|switched|switching|no longer|not any ?more|anymore|any more|instead|"
     r"became|updated|rescheduled|postponed|pushed back|brought forward|replaced|renamed|from now on|quit|"
-    r"stopped|left|cancell?ed|closed|sold|transferred|promoted|broke up|divorced|retired|turned|finally|"
+    r"stopped|left(?! (?:arm|hand|side|leg|eye|ear|foot|knee|shoulder|hip|lane|turn|wing))|"
+    r"cancell?ed|closed|sold|transferred|promoted|broke up|divorced|retired|turned|finally|"
     r"got (?:married|engaged|hired|promoted|divorced|fired|laid off|a new)|started|starting|began|traded|"
     r"ported|pushed|going forward|passed away|died|ended|split up|separated|upgraded|doubled|halved|"
     r"increased|decreased|raised|lowered|reduced|"
-    r"downgraded|returned|return to|gave up|gave away|signed a lease|done with|update|switch|relocated|"
+    r"downgraded|returned|return to|gave up|gave away|signed a lease|done with|update|"
+    r"switch(?!(?:es|ed)? (?:on|off))|relocated|"
     r"graduated|accepted an offer|dropped|migrated|bumped|is off|called off|no more|reorg|reorgani[sz]\w*|"
     r"restructur\w*|relocat\w*|rehom\w*|overtaken|took over|taken over|handed over|handed off|joined|"
     r"signed up|first day|last day|disconnected|out of service|went back to|back to|now that|"
@@ -129,10 +131,10 @@ _EN_WEAK = r"now|new|currently|these days|nowadays|latest|become|again|since|lat
 _ZH_CHANGE = (
     r"改成|改为|改到|改在|改期|改了|改喝|改用|换成|换了|换到|换号|换车|搬(?!砖)|不再|变成|以后|推迟|提前|延期|已经不|离职|"
     r"辞职|转学|转专业|转岗|调到|调走|分手|卖了|退休(?!后)|涨|戒|不.{0,4}了|没有.{0,6}了|跳槽|订婚|结婚了|离婚|"
-    r"升职|升为|升到|升了|升初中|升高中|转到|转去|转网|携号|评上|调整|取消|转掉|送给|送人|去世|开始|停了|"
+    r"升职|升为|升到|升了|升初中|升高中|转到|转去|转网|携号|评上|调整|取消|转掉|(?<!推)送给|送人|去世|(?<![点分0-9:：])开始|停了|"
     r"领证|"
     r"毕业了|入职|放弃|暂停|走丢|丢了|死了|分了|调薪|降薪|加到|减到|降到|今后|接来|接过来|没续|不续|"
-    r"到期了|结束了|延期|走了|加量|减量|停药|掉到|掉回|销了|辞了|调去|删了|卸载|调成|更正|纠正|说错了|涨到|降到|升级|降级|退掉|退了|注销|销户|推到|延到|延后|迁到|迁移|迁了|转用|不用了|停用|报到|上岗|接任|接手|改由|由.{1,8}负责|换人|续保|转投|裸辞|"
+    r"到期了|结束了|延期|走了|加量|减量|停药|掉到|掉回|销了|辞了|调去|删了|卸载|调成|更正|纠正|说错了|涨到|降到|升级|降级|退掉|退了|注销|销户|推到|延到|延后|迁到|迁移|迁了|转用|不用了|停用|报到|上岗|接任|接手|改由|换人|续保|转投|裸辞|"
     r"(?:月|周|年|学期|季度)起|从.{1,6}起|"
     r"(?<!交)换(?!轮胎|胎|机油|油|滤芯|电池|季)|(?<![修批])改(?![善进革作卷稿])"
 )
@@ -702,7 +704,9 @@ def replaces(text: str) -> bool:
 _EN_SCOPE = re.compile(
     r"\b(?:when(?:ever)?|while|if)\b\s+(?P<scope>[^,.;!?]+)|"
     r"\bfor\s+(?P<topic>(?:[a-z-]+\s+){0,2}(?:questions?|topics?|tasks?|writing|e-?mails?|code|coding|messages?|"
-    r"work|chats?))\b",
+    r"work|chats?))\b|"
+    # "on movie nights", "on school days": an occasion named by a word before it (not "on days now")
+    r"\bon\s+(?P<occasion>(?:(?!these\b|those\b|the\b|call\b)[a-z-]+\s+){1,2}(?:nights|days|evenings|mornings))\b",
     re.IGNORECASE,
 )
 _ZH_SCOPE = re.compile(
@@ -718,11 +722,7 @@ def scope(text: str) -> frozenset[str] | None:
     match = (_ZH_SCOPE if chinese else _EN_SCOPE).search(clean)
     if match is None:
         return None
-    said = (
-        (match.group("scope") or match.group("object"))
-        if chinese
-        else (match.group("scope") or match.group("topic"))
-    )
+    said = next(part for part in match.groups() if part)
     return frozenset(query_terms(said)) if chinese else frozenset(fold(term) for term in query_terms(said))
 
 
@@ -731,7 +731,7 @@ _EN_HISTORY = re.compile(
     r"\b(?:(?<!get )(?<!getting )(?<!got )(?<!be )(?<!am )(?<!'m )(?<!is )(?<!are )(?<!was )(?<!were )"
     r"used to|formerly|previously|back in (?:19|20)[0-9]{2}|from (?:19|20)[0-9]{2} (?:to|until|till) "
     r"(?:19|20)[0-9]{2}|(?:19|20)[0-9]{2}\s*[-–]\s*(?:19|20)[0-9]{2}|"
-    r"(?:lived|worked|studied)\b[^.;]{0,40}\bfor "
+    r"(?:lived|worked|studied|drove|owned|had|used|played|taught)\b[^.;]{0,40}\bfor "
     r"(?:[0-9]+|a few|several|many|two|three|four|five|six|seven|eight|nine|ten) (?:years|months))\b",
     re.IGNORECASE,
 )

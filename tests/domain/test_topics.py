@@ -249,6 +249,22 @@ def test_the_same_facet_changed(old: str, new: str, similarity: float, action: A
          Action.NEW),
         # the one a raise was given to is whose salary it is
         ("阿姨工资每月6000。", "过完年给阿姨涨到6500了", 0.62, Action.SUPERSEDE),
+        # restatements that only sound like changes: "left arm", "switch on", 由…负责, "20:00开始", 推送给,
+        # a value left out ("(17)"), a change the old fact already said (戒了); an occasion; a past car
+        ("I wear a Libre 2 sensor on my left arm.",
+         "My CGM is a FreeStyle Libre 2, worn on the back of my left arm.", 0.64, Action.NEW),
+        ("Hallway lights come on at 6pm.", "The hallway lights switch on at six every evening.", 0.75,
+         Action.NEW),
+        ("晚饭是阿姨做。", "家里晚饭由阿姨负责。", 0.81, Action.NEW),
+        ("扫地机器人每天晚上八点扫地。", "扫地机每天20:00开始打扫。", 0.82, Action.NEW),
+        ("门口摄像头的提醒发到妈妈手机。", "门口摄像头的通知推送给妈妈。", 0.84, Action.NEW),
+        ("Sophie (17) wants the assistant to call her Soph.", "Sophie prefers being called Soph.", 0.71,
+         Action.NEW),
+        ("我戒了奶茶。", "奶茶我已经戒掉了，现在都不喝。", 0.7, Action.NEW),
+        ("Living room lights dim to 30% at 9pm.",
+         "On movie nights the living room lights go down to 10%.", 0.56, Action.NEW),
+        ("Dad drives the Volvo.", "Dad drove the old Saab for ten years before we got the Volvo.", 0.6,
+         Action.NEW),
         # two visas held at once
         ("有美国 B1/B2 签证，2028 年到期。", "申根签证办下来了，一年多次往返。", 0.44, Action.NEW),
         # a shortened value is the same value: kept, not superseded
