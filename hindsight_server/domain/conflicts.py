@@ -34,11 +34,13 @@ existing memory, the first rule that holds, in this order:
 6. SUPERSEDE, worded as a change: the new content says on its own that something changed ("switched",
    "换了"), it is about the same people and shares a content term other than a time word, and the
    similarity is at least `changed_supersede_from` (0.45); unless the old content already said that
-   change with the same values ("Moving to Toronto", "relocating to Toronto"). Also SUPERSEDE a fact
-   of the same people when the new content has a weaker cue ("now", "现在"), a value that differs,
-   `cued_overlap` of the content terms and a similarity of at least `cued_supersede_from` (0.6).
-7. SUPERSEDE, by field: both are the same profile field with another value ("Time zone:
-   America/New_York", "Time zone: Europe/Berlin"), unless the field is of a many-valued facet.
+   change with the same values ("Moving to Toronto", "relocating to Toronto"). Also SUPERSEDE a fact or
+   preference (not an event: its "now" is its moment's) of the same people when the new content has a
+   weaker cue ("now", "现在"), a value it brings that the old lacks, `cued_overlap` of the content terms
+   and a similarity of at least `cued_supersede_from` (0.6).
+7. SUPERSEDE, by field, for facts and preferences: both are the same profile field with another value
+   ("Time zone: America/New_York", "Time zone: Europe/Berlin"), unless the field is of a many-valued
+   facet.
    SUPERSEDE, by facet, for facts and preferences: both touch the same facet of the same people's life
    (domain/topics.py: home, work, relationship, phone number, ...) and of the same kind where the facet
    has kinds (a dentist is not a cardiologist), and the new content says it changed (a change word; or
@@ -657,8 +659,10 @@ def _rule(
         return 6, Resolution(Action.SUPERSEDE, old.id, reason)
     # a value the new content brings, not one it leaves out ("Sophie (17) ..." then "Sophie prefers ...")
     brought = [token for token in differing if token in new_reading.values]
+    # Facts and preferences only: an event says "now" of its moment, not of a state that changed.
     if (
-        brought
+        new.kind in _SLOT_KINDS
+        and brought
         and new_reading.cue
         and same_people
         and old.similarity >= policy.cued_supersede_from
@@ -669,9 +673,8 @@ def _rule(
             f"similar (similarity {old.similarity:.3f}), worded as a change, and a value differs: {values}"
         )
         return 6, Resolution(Action.SUPERSEDE, old.id, reason)
-    return _by_field(new_reading, old_reading, old) or _by_facet(
-        new_reading, old_reading, old, bool(shared), bool(differing), news
-    )
+    by_field = _by_field(new_reading, old_reading, old) if new.kind in _SLOT_KINDS else None
+    return by_field or _by_facet(new_reading, old_reading, old, bool(shared), bool(differing), news)
 
 
 def _other_scope(new: _Reading, old: _Reading) -> bool:

@@ -295,6 +295,22 @@ def test_facets_of_work_and_household(text: str, expected: set[str]) -> None:
     assert set(facets(text)) == expected
 
 
+def test_an_event_is_not_superseded_by_its_now() -> None:
+    """The weak-cue rule and the field rule are for facts and preferences: an event's "now" is its moment."""
+    first, then = "Dad parks the Honda in spot 14 of the building garage.", "the Honda goes in 22 now"
+    episode = NewMemory("u", Kind.EVENT, Tier.EPISODIC, then)
+    earlier = Existing("m-1", "u", Kind.EVENT, Tier.EPISODIC, first, similarity=0.7)
+    assert resolve(episode, [earlier]).action is Action.NEW
+    assert (
+        resolve(fact("Parking: spot 22 now"), [existing("Parking: spot 14", 0.7)]).action is Action.SUPERSEDE
+    )
+    field_episode = NewMemory("u", Kind.EVENT, Tier.EPISODIC, "Time zone: Europe/Berlin")
+    field_earlier = Existing(
+        "m-1", "u", Kind.EVENT, Tier.EPISODIC, "Time zone: America/New_York", similarity=0.7
+    )
+    assert resolve(field_episode, [field_earlier]).action is Action.NEW
+
+
 def test_kinds_of_a_facet() -> None:
     care = facet_named("care")
     assert care.kinds_of(facets("Dad's cardiologist is Dr. Okafor.")["care"]) == {"heart"}
