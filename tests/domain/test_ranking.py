@@ -335,9 +335,9 @@ def test_looking_for_named_subjects_is_bounded_by_the_candidates_not_the_text() 
         for n in range(70)
     ]
     query = replace(QUERY, named_subject_lift=0.25, text=text)
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: a CI core taken away for a moment is not the code's cost
     ranked = rank(candidates, {}, query)
-    assert time.perf_counter() - started < 0.2
+    assert time.process_time() - started < 0.2
     assert all(hit.score.query_lift == 0.0 for hit in ranked)  # "000aaa..." is not a word of the text
 
 

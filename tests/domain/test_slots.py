@@ -163,6 +163,6 @@ def test_describe_all_groups_the_day_and_the_place() -> None:
 )
 def test_long_runs_of_digits_are_read_in_linear_time(text: str) -> None:
     """Unanchored, a count pattern retried from every digit of a run: 16,000 digits took 2.7 s."""
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: a loaded CI core is not the pattern's cost
     extract(text, NOW)
-    assert time.perf_counter() - started < 0.25
+    assert time.process_time() - started < 0.25
