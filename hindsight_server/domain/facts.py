@@ -185,7 +185,9 @@ _EN_HOLDERS = (
     "wife|husband|spouse|partner|girlfriend|boyfriend|fiancee|fiance|mother|mom|mum|father|dad|parents|"
     "brother|sister|son|daughter|kids?|children|child|baby|friend|boss|manager|colleague|coworker|"
     "roommate|flatmate|neighbou?r|cousin|aunt|uncle|niece|nephew|grandmother|grandfather|grandma|grandpa|"
-    "grandparents|team|company|dog|cat|puppy|kitten|pet|landlord|doctor|dentist|teacher"
+    "grandparents|team|company|dog|cat|puppy|kitten|pet|landlord|doctor|dentist|teacher|"
+    # groups hold facts of their own only when said to ("the band's account", not "favourite band")
+    "band(?='s)|club(?='s)|business(?='s)|shop(?='s)|studio(?='s)|agency(?='s)"
 )
 # An in-law is another person than the relation it names ("mother-in-law" is not "mother").
 _EN_HOLDER = re.compile(rf"\b((?:{_EN_HOLDERS})(?:-in-law)?)(?:'s)?(?:\s+([A-Z][a-z]+))?\b", re.IGNORECASE)
@@ -684,7 +686,9 @@ _EN_HABIT = re.compile(
 _ZH_HABIT = re.compile(r"每|总是|通常|一般|平时|经常")
 # Words that add a fact beside the known ones rather than replace one ("also", "还要", "另外").
 _EN_ADDS = re.compile(r"\b(?:also|too|as well|in addition|additionally)\b", re.IGNORECASE)
-_ZH_ADDS = re.compile(r"还要|还会|另外|此外|也(?:会|要|在|有|开始|报)|又(?:养|买|报|开|办)")
+_ZH_ADDS = re.compile(
+    r"还要|还会|另外|此外|也(?:会|要|在|有|开始|报)|又(?:养|买|报|开|办)|还(?:有|放了|买了|养了|开了|办了|报了)"
+)
 
 
 # Starting something ("started swimming", "开始学游泳") adds to a many-valued part of life; it replaces
@@ -729,7 +733,8 @@ def scope(text: str) -> frozenset[str] | None:
 # A fact bounded in the past ("used to", "2018年到2022年") is history: nothing present replaces it.
 _EN_HISTORY = re.compile(
     r"\b(?:(?<!get )(?<!getting )(?<!got )(?<!be )(?<!am )(?<!'m )(?<!is )(?<!are )(?<!was )(?<!were )"
-    r"used to|formerly|previously|back in (?:19|20)[0-9]{2}|from (?:19|20)[0-9]{2} (?:to|until|till) "
+    r"used to|formerly|previously|back in (?:19|20)[0-9]{2}|(?:until|till) (?:19|20)[0-9]{2}|"
+    r"from (?:19|20)[0-9]{2} (?:to|until|till) "
     r"(?:19|20)[0-9]{2}|(?:19|20)[0-9]{2}\s*[-–]\s*(?:19|20)[0-9]{2}|"
     r"(?:lived|worked|studied|drove|owned|had|used|played|taught)\b[^.;]{0,40}\bfor "
     r"(?:[0-9]+|a few|several|many|two|three|four|five|six|seven|eight|nine|ten) (?:years|months))\b",
