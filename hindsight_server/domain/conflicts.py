@@ -67,12 +67,12 @@ from enum import StrEnum
 
 from hindsight_server.domain.errors import InvalidArgument
 from hindsight_server.domain.facts import (
-    MAX_FACT_CHARS,
     Preference,
     Slot,
     adds,
     common_ends,
     dated,
+    fold,
     habitual,
     has_update_cue,
     historical,
@@ -88,6 +88,7 @@ from hindsight_server.domain.facts import (
     slots,
     speaks_of_now,
     speaks_of_self,
+    speaks_of_transactions,
     swapped,
     topic_terms,
 )
@@ -241,9 +242,10 @@ _EN_NUMBER_WORDS = (
     r"first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth)\b"
 )
 _EMAIL_ADDRESS = re.compile(r"[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9.-]{1,190}\.[A-Za-z]{2,24}")
-_HALF_PAST = re.compile(r"([0-9]+|[零〇一二两三四五六七八九十]+)点半")
+_HOUR = r"[0-9]+|[零〇一二两三四五六七八九十]+"
+_HALF_PAST = re.compile(rf"({_HOUR})点半")
 _ZH_TOKENS = re.compile(
-    rf"{_DATE_WORD}|(?:[0-9]+|[零〇一二两三四五六七八九十]+)点半|[0-9]+(?:[ -][0-9]+)+|{_NUMBER}|"
+    rf"{_DATE_WORD}|(?:{_HOUR})点半|[0-9]+(?:[ -][0-9]+)+|{_NUMBER}|"
     r"[a-z][a-z0-9+#.-]*",
     re.IGNORECASE,
 )
@@ -361,7 +363,9 @@ class _Reading:
     adds: bool  # says it adds to what is known ("also", "还要"): facts.adds
     replaces: bool  # a change word beyond starting something: facts.replaces
     scope: frozenset[str] | None  # the situation it is said for ("for technical questions"): facts.scope
-    field: tuple[str, str] | None  # "Time zone: Europe/Berlin" as (key, value): facts.profile_field
+    many: bool  # speaks of things many at once (orders, bookings): facts.speaks_of_transactions
+    # "Time zone: Europe/Berlin" as (key, value), a field that holds one value: _single_field
+    field: tuple[str, str] | None
 
     @classmethod
     def of(cls, content: str, kind: Kind) -> _Reading:
@@ -398,7 +402,8 @@ class _Reading:
             adds(content),
             replaces(content),
             scope(content),
-            profile_field(content),
+            speaks_of_transactions(content),
+            _single_field(content),
         )
 
 
@@ -457,7 +462,7 @@ def _distinct(
         new_reading.identifiers
         and old_reading.identifiers
         and not new_reading.identifiers & old_reading.identifiers
-        and not _renumbered(new, new_reading, old)
+        and not _renumbered(new_reading, old_reading)
     ):
         return True
     return any(
@@ -467,23 +472,20 @@ def _distinct(
     )
 
 
-# Things that are many at once, each its own (orders, bookings, tickets): another number is another one.
-_TRANSACTIONS = re.compile(
-    r"\b(?:orders?|bookings?|tickets?|reservations?|invoices?|tracking|confirmation|parcels?|packages?|"
-    r"shipments?|claims?|cases?|flights?|deliver(?:y|ies)|refunds?|returns?)\b|订单|单号|工单|票|预订|预约|快递|"
-    r"运单|航班|发票|退款|退货|报销",
-    re.IGNORECASE,
-)
-
-
-def _renumbered(new: NewMemory, new_reading: _Reading, old: Existing) -> bool:
+def _renumbered(new: _Reading, old: _Reading) -> bool:
     """Whether a new identifier is the new value of something held one at a time (a parking spot, a
     policy, a card): the new content says it replaced something, and neither speaks of things that are
     many at once (orders, bookings, tickets), where another number is another thing."""
-    return new_reading.replaces and not (
-        _TRANSACTIONS.search(new.content[:MAX_FACT_CHARS])
-        or _TRANSACTIONS.search(old.content[:MAX_FACT_CHARS])
-    )
+    return new.replaces and not (new.many or old.many)
+
+
+def _single_field(content: str) -> tuple[str, str] | None:
+    """The content as a profile field whose key holds one value (not "Standing meeting: ...", a field of
+    a many-valued facet), else None."""
+    field = profile_field(content)
+    if field is None or any(not facet_named(name).alone for name in facets(field[0])):
+        return None
+    return field
 
 
 def _other_kind(new: _Reading, old: _Reading) -> bool:
@@ -646,13 +648,9 @@ def _rule(
     same_thing = new_reading.identifiers & old_reading.identifiers
     if differing and old.similarity >= policy.supersede_from and (same_thing or new_reading.cue):
         why = f"the same {', '.join(sorted(same_thing))}" if same_thing else "worded as a change"
-        values = ", ".join(differing[:6])
-        reason = f"similar (similarity {old.similarity:.3f}), {why}, and a value differs: {values}"
-        return 5, Resolution(Action.SUPERSEDE, old.id, reason)
-    about = frozenset(term for term in shared if not _TIME_TERM.fullmatch(term))
-    # The earlier fact was already worded as this change ("Moving to Toronto", "relocating to Toronto"):
-    # with no value that differs, the new one says it again.
-    news = new_reading.changes and not (old_reading.changes and not differing)
+        return 5, _similar_supersede(old.id, old.similarity, why, differing)
+    about = frozenset(term for term in shared if not _time_term(term))
+    news = _news(new_reading.changes, old_reading, bool(differing))
     if news and same_people and about and old.similarity >= policy.changed_supersede_from:
         terms = ", ".join(sorted(about)[:4])
         reason = f"worded as a change of it (similarity {old.similarity:.3f}, about {terms})"
@@ -668,51 +666,61 @@ def _rule(
         and old.similarity >= policy.cued_supersede_from
         and overlap >= policy.cued_overlap
     ):
-        values = ", ".join(brought[:6])
-        reason = (
-            f"similar (similarity {old.similarity:.3f}), worded as a change, and a value differs: {values}"
-        )
-        return 6, Resolution(Action.SUPERSEDE, old.id, reason)
+        return 6, _similar_supersede(old.id, old.similarity, "worded as a change", brought)
     by_field = _by_field(new_reading, old_reading, old) if new.kind in _SLOT_KINDS else None
-    return by_field or _by_facet(new_reading, old_reading, old, bool(shared), bool(differing), news)
+    return by_field or _by_facet(new_reading, old_reading, old, bool(shared), bool(differing))
+
+
+def _similar_supersede(old_id: str, similarity: float, why: str, values: Sequence[str]) -> Resolution:
+    listed = ", ".join(values[:6])
+    reason = f"similar (similarity {similarity:.3f}), {why}, and a value differs: {listed}"
+    return Resolution(Action.SUPERSEDE, old_id, reason)
+
+
+def _news(said: bool, old: _Reading, differ: bool) -> bool:
+    """Whether a change word (`said`) tells something new: not when the earlier fact was already worded as
+    that change with the same values ("Moving to Toronto", "relocating to Toronto"; "我戒了奶茶")."""
+    return said and not (old.changes and not differ)
 
 
 def _other_scope(new: _Reading, old: _Reading) -> bool:
     """Whether two facts are said for different situations: each for its own (no term shared), or one for
     a situation the other does not speak of ("for coding" and "my coding machine" speak of one)."""
-    if new.scope is None and old.scope is None:
-        return False
-    if new.scope is not None and old.scope is not None:
-        return not new.scope & old.scope
-    scope, other = (new.scope, old) if new.scope is not None else (old.scope, new)
-    return not (scope or frozenset()) & other.topic
+    if new.scope is not None:
+        return not new.scope & (old.topic if old.scope is None else old.scope)
+    if old.scope is not None:
+        return not old.scope & new.topic
+    return False
 
 
-# Terms of when, not of what: two facts sharing only "weekends" or "下午" are not about one thing.
-_TIME_TERM = re.compile(
-    r"(?:every|daily|weekly|monthly|day|week|weekend|weekday|month|year|morn|morning|afternoon|even|evening|"
-    r"night|tonight|today|tomorrow|monday|tuesday|wednesday|thursday|friday|saturday|sunday)|"
-    r"[每周上下早晚中今明昨本这][天周午上晚末月年]|周[一二三四五六日天末]|星期.|礼拜.|早上|晚上|下午|上午|中午",
-    re.IGNORECASE,
+# Terms of when, not of what: two facts sharing only "weekends" or "下午" are not about one thing. English
+# terms are folded as topic_terms folds them ("morning" is "morn").
+_EN_TIME_WORDS = (
+    "every", "daily", "weekly", "monthly", "day", "week", "weekend", "weekday", "month", "year", "today",
+    "tomorrow", *_EN_WEEKDAYS, *(word for word in _PART_OF_DAY if word.isascii()),
+)  # fmt: skip
+_EN_TIME_TERMS = frozenset(_EN_TIME_WORDS) | frozenset(map(fold, _EN_TIME_WORDS))
+_ZH_TIME_TERM = re.compile(
+    rf"[每周上下早晚中今明昨本这][天周午上晚末月年]|周[一二三四五六日天末]|星期.|礼拜.|{_ZH_PARTS_OF_DAY}"
 )
+
+
+def _time_term(term: str) -> bool:
+    return term.casefold() in _EN_TIME_TERMS or bool(_ZH_TIME_TERM.fullmatch(term))
 
 
 def _by_field(new: _Reading, old: _Reading, old_memory: Existing) -> tuple[int, Resolution] | None:
     """Rule 7, for profile fields: both written as the same field ("Time zone: America/New_York", "Time
-    zone: Europe/Berlin") with another value. A field of a many-valued facet ("Standing meeting: ...")
-    holds one of several values, and is left to the facet rule."""
+    zone: Europe/Berlin") with another value (fields of many-valued facets are not read: _single_field)."""
     if new.field is None or old.field is None or new.field[0] != old.field[0]:
         return None
-    key = new.field[0]
     if content_key(new.field[1]) == content_key(old.field[1]):
         return None
-    if any(not facet_named(name).alone for name in facets(key)):
-        return None
-    return 7, Resolution(Action.SUPERSEDE, old_memory.id, f"same field, a new value: {key}")
+    return 7, Resolution(Action.SUPERSEDE, old_memory.id, f"same field, a new value: {new.field[0]}")
 
 
 def _by_facet(
-    new: _Reading, old: _Reading, old_memory: Existing, share_a_term: bool, differ: bool, news: bool
+    new: _Reading, old: _Reading, old_memory: Existing, share_a_term: bool, differ: bool
 ) -> tuple[int, Resolution] | None:
     """Rule 7: the same facet of the same people's life (domain/topics.py), and the new content says it
     changed: on its own ("switched", "got engaged", "换了"); with a weaker cue ("now", "new") and a
@@ -721,6 +729,7 @@ def _by_facet(
     alone: "a checking account at Chase", "a savings account at Chase" are both true. A many-valued
     facet (drinks, sports) needs a strong cue and something shared besides: a content term or a word of
     the facet ("茶" in both)."""
+    news = _news(new.changes, old, differ)
     for name in sorted(new.facets.keys() & old.facets.keys()):
         facet = facet_named(name)
         now, before = new.facets[name], old.facets[name]
@@ -738,9 +747,7 @@ def _by_facet(
             renamed = bool(facet.value_relations) and bool(_latin(new.names) - _latin(old.names))
             changed = news or (new.cue and (differ or valued or renamed)) or facet.contradicts(now, before)
         else:
-            # as for a single value: a change the old content already said ("我戒了奶茶") is no news
-            replaced = new.replaces and not (old.changes and not differ)
-            changed = replaced and (share_a_term or bool(now & before))
+            changed = _news(new.replaces, old, differ) and (share_a_term or bool(now & before))
         if changed and _same_people(new, old, facet):
             how = "worded as a change" if news else "a new value"
             return 7, Resolution(Action.SUPERSEDE, old_memory.id, f"same facet, {how}: {facet.name}")

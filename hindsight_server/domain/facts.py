@@ -111,11 +111,11 @@ _EN_CHANGE = (
     r"stopped|left(?! (?:arm|hand|side|leg|eye|ear|foot|knee|shoulder|hip|lane|turn|wing))|"
     r"cancell?ed|closed|sold|transferred|promoted|broke up|divorced|retired|turned|finally|"
     r"got (?:married|engaged|hired|promoted|divorced|fired|laid off|a new)|started|starting|began|traded|"
-    r"ported|pushed|going forward|passed away|died|ended|split up|separated|upgraded|doubled|halved|"
+    r"ported|pushed|going forward|passed away|died|ended|split up|separated|doubled|halved|"
     r"increased|decreased|raised|lowered|reduced|"
     r"downgraded|returned|return to|gave up|gave away|signed a lease|done with|update|"
-    r"switch(?!(?:es|ed)? (?:on|off))|relocated|"
-    r"graduated|accepted an offer|dropped|migrated|bumped|is off|called off|no more|reorg|reorgani[sz]\w*|"
+    r"switch(?!(?:es|ed)? (?:on|off))|"
+    r"graduated|accepted an offer|dropped|bumped|is off|called off|no more|reorg|reorgani[sz]\w*|"
     r"restructur\w*|relocat\w*|rehom\w*|overtaken|took over|taken over|handed over|handed off|joined|"
     r"signed up|first day|last day|disconnected|out of service|went back to|back to|now that|"
     r"from (?:this|next) (?:term|semester|year|month|week|season|quarter)|starting (?:this|next)|as of|"
@@ -134,7 +134,8 @@ _ZH_CHANGE = (
     r"升职|升为|升到|升了|升初中|升高中|转到|转去|转网|携号|评上|调整|取消|转掉|(?<!推)送给|送人|去世|(?<![点分0-9:：])开始|停了|"
     r"领证|"
     r"毕业了|入职|放弃|暂停|走丢|丢了|死了|分了|调薪|降薪|加到|减到|降到|今后|接来|接过来|没续|不续|"
-    r"到期了|结束了|延期|走了|加量|减量|停药|掉到|掉回|销了|辞了|调去|删了|卸载|调成|更正|纠正|说错了|涨到|降到|升级|降级|退掉|退了|注销|销户|推到|延到|延后|迁到|迁移|迁了|转用|不用了|停用|报到|上岗|接任|接手|改由|换人|续保|转投|裸辞|"
+    r"到期了|结束了|走了|加量|减量|停药|掉到|掉回|销了|辞了|调去|删了|卸载|调成|更正|纠正|说错了|涨到|升级|降级|"
+    r"退掉|退了|注销|销户|推到|延到|延后|迁到|迁移|迁了|转用|不用了|停用|报到|上岗|接任|接手|续保|转投|裸辞|"
     r"(?:月|周|年|学期|季度)起|从.{1,6}起|"
     r"(?<!交)换(?!轮胎|胎|机油|油|滤芯|电池|季)|(?<![修批])改(?![善进革作卷稿])"
 )
@@ -791,6 +792,20 @@ _ZH_FIELD = re.compile(r"^\s*(?P<key>[\u4e00-\u9fffA-Za-z]{1,10})\s*[:：]\s*(?P
 _NOT_A_FIELD = re.compile(
     r"^(?:notes?|memo|update|fyi|reminder|summary|coach note|提醒|更新|记录|总结)$|备注", re.IGNORECASE
 )
+
+
+# Things that are many at once, each its own (orders, bookings, tickets): another number is another one.
+_TRANSACTIONS = re.compile(
+    r"\b(?:orders?|bookings?|tickets?|reservations?|invoices?|tracking|confirmation|parcels?|packages?|"
+    r"shipments?|claims?|cases?|flights?|deliver(?:y|ies)|refunds?|returns?)\b|订单|单号|工单|票|预订|预约|快递|"
+    r"运单|航班|发票|退款|退货|报销",
+    re.IGNORECASE,
+)
+
+
+def speaks_of_transactions(text: str) -> bool:
+    """Whether a content speaks of things that are many at once (orders, bookings, tickets, 订单)."""
+    return bool(_TRANSACTIONS.search(_clean(text)))
 
 
 def profile_field(text: str) -> tuple[str, str] | None:

@@ -110,16 +110,48 @@ _LANGUAGES_EN = (
 _LANGUAGES_ZH = "中文|英文|英语|日语|日文|韩语|韩文|德语|法语|西班牙语|粤语|普通话"
 
 
+def _word(word: str) -> str:
+    """One spelling of a facet's word: "running", "runs" and "run" are "run"; "colour" is "color"."""
+    return _SPELLING[word] if word in _SPELLING else fold(word)
+
+
+# One word per value, so that a synonym is not read as another value ("简洁" and "简短" are one).
+_SPELLING = {
+    "colour": "color", "colours": "color", "colors": "color", "grey": "gray",
+    "concise": "short", "brief": "short", "简洁": "short", "简短": "short", "短一点": "short",
+    "detailed": "long", "lengthy": "long", "verbose": "long", "详细": "long", "长一点": "long",
+    "啰嗦": "long", "longer": "long", "shorter": "short", "keyboard": "piano", "电子琴": "钢琴",
+    "bulleted": "bullet", "bullets": "bullet", "bullet points": "bullet", "informal": "casual",
+    "正式": "formal", "随意": "casual", "coffees": "coffee", "latte": "coffee", "lattes": "coffee",
+    "americano": "coffee", "espresso": "coffee", "cappuccino": "coffee", "decaf": "coffee",
+    "拿铁": "咖啡", "美式": "咖啡", "teas": "tea", "英文": "english", "英语": "english",
+    "中文": "chinese", "普通话": "chinese",
+    "mandarin": "chinese", "日语": "japanese", "日文": "japanese", "韩语": "korean", "韩文": "korean",
+    "德语": "german", "法语": "french", "西班牙语": "spanish", "粤语": "cantonese", "毫克": "mg",
+    # relationship states (each also spelled as itself: "married" is not folded to "marri")
+    "married": "married", "engaged": "engaged", "dating": "dating", "divorced": "divorced",
+    "单身": "single", "一个人过": "single", "单着": "single", "未婚": "single", "split up": "single",
+    "broke up": "single", "分手": "single", "分了": "single", "separated": "single", "相亲": "single",
+    "marry": "married", "marriage": "married", "wedding": "married", "wife": "married",
+    "husband": "married", "spouse": "married", "结婚": "married", "已婚": "married", "领证": "married",
+    "老公": "married", "老婆": "married", "妻子": "married", "丈夫": "married", "engagement": "engaged",
+    "fiance": "engaged", "fiancee": "engaged", "fiancé": "engaged", "fiancée": "engaged",
+    "订婚": "engaged", "girlfriend": "dating", "boyfriend": "dating", "partner": "dating",
+    "恋爱": "dating", "对象": "dating", "男朋友": "dating", "女朋友": "dating", "男友": "dating",
+    "女友": "dating", "脱单": "dating", "divorce": "divorced", "离婚": "divorced", "relationship": "",
+}  # fmt: skip
+
+
 def _words(kinds: Mapping[str, str]) -> str:
     """The alternation of every word of a kinds table ({kind: "word|word"})."""
     return "|".join(kinds.values())
 
 
 def _kinds(*tables: Mapping[str, str]) -> dict[str, str]:
-    """{kind: "word|word"} tables -> {each word as `facets` spells it: its kind}. The words are
+    """{kind: "word|word"} tables -> {each word as `facets` spells it (_word): its kind}. The words are
     literals (no pattern), so that a match is looked up as it is."""
     return {
-        fold(word.casefold()): kind
+        _word(word.casefold()): kind
         for table in tables
         for kind, words in table.items()
         for word in words.split("|")
@@ -238,7 +270,8 @@ FACETS: tuple[Facet, ...] = (
             rf"freelanc\w*|offer|nursing|teaching|department|dept|org|division|first day|joined|{_JOBS_EN}"
         ),
         _zh(
-            rf"工作|上班|公司|单位|入职|离职|辞职|跳槽|职位|岗位|职务|升职|转岗|退休|评上|部门|报到|搬砖|组长|开发|前端|后端|全栈|测试|科室|调岗|调到|调去|"
+            rf"工作|上班|公司|单位|入职|离职|辞职|跳槽|职位|岗位|职务|升职|转岗|退休|评上|部门|报到|搬砖|组长|"
+            rf"开发|前端|后端|全栈|测试|科室|调岗|调到|调去|"
             rf"(?:财务|审计|人事|行政|市场|销售|技术|研发|法务|采购|运营|客服|产品)部|{_JOBS_ZH}"
         ),
         slots=("employer", "job"),
@@ -764,35 +797,3 @@ _FAVOURITE_KINDS = {
 # Found by _FAVOURITE, not by vocabulary: its own patterns never match.
 FAVOURITE = Facet("favourite", re.compile(r"(?!)"), re.compile(r"(?!)"))
 _BY_NAME = {facet.name: facet for facet in FACETS}
-
-
-def _word(word: str) -> str:
-    """One spelling of a facet's word: "running", "runs" and "run" are "run"; "colour" is "color"."""
-    return _SPELLING[word] if word in _SPELLING else fold(word)
-
-
-# One word per value, so that a synonym is not read as another value ("简洁" and "简短" are one).
-_SPELLING = {
-    "colour": "color", "colours": "color", "colors": "color", "grey": "gray",
-    "concise": "short", "brief": "short", "简洁": "short", "简短": "short", "短一点": "short",
-    "detailed": "long", "lengthy": "long", "verbose": "long", "详细": "long", "长一点": "long",
-    "啰嗦": "long", "longer": "long", "shorter": "short", "keyboard": "piano", "电子琴": "钢琴",
-    "bulleted": "bullet", "bullets": "bullet", "bullet points": "bullet", "informal": "casual",
-    "正式": "formal", "随意": "casual", "coffees": "coffee", "latte": "coffee", "lattes": "coffee",
-    "americano": "coffee", "espresso": "coffee", "cappuccino": "coffee", "decaf": "coffee",
-    "拿铁": "咖啡", "美式": "咖啡", "teas": "tea", "英文": "english", "英语": "english",
-    "中文": "chinese", "普通话": "chinese",
-    "mandarin": "chinese", "日语": "japanese", "日文": "japanese", "韩语": "korean", "韩文": "korean",
-    "德语": "german", "法语": "french", "西班牙语": "spanish", "粤语": "cantonese", "毫克": "mg",
-    # relationship states (each also spelled as itself: "married" is not folded to "marri")
-    "married": "married", "engaged": "engaged", "dating": "dating", "divorced": "divorced",
-    "单身": "single", "一个人过": "single", "单着": "single", "未婚": "single", "split up": "single",
-    "broke up": "single", "分手": "single", "分了": "single", "separated": "single", "相亲": "single",
-    "marry": "married", "marriage": "married", "wedding": "married", "wife": "married",
-    "husband": "married", "spouse": "married", "结婚": "married", "已婚": "married", "领证": "married",
-    "老公": "married", "老婆": "married", "妻子": "married", "丈夫": "married", "engagement": "engaged",
-    "fiance": "engaged", "fiancee": "engaged", "fiancé": "engaged", "fiancée": "engaged",
-    "订婚": "engaged", "girlfriend": "dating", "boyfriend": "dating", "partner": "dating",
-    "恋爱": "dating", "对象": "dating", "男朋友": "dating", "女朋友": "dating", "男友": "dating",
-    "女友": "dating", "脱单": "dating", "divorce": "divorced", "离婚": "divorced", "relationship": "",
-}  # fmt: skip

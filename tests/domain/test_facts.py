@@ -22,6 +22,7 @@ from hindsight_server.domain.facts import (
     replaces,
     scope,
     slots,
+    speaks_of_transactions,
     swapped,
     topic_terms,
 )
@@ -195,7 +196,13 @@ def test_hostile_text_costs_a_bounded_time(hostile: str) -> None:
     started = time.process_time()
     slots(hostile), identifiers(hostile), has_update_cue(hostile), relations(hostile), topic_terms(hostile)
     one_off(hostile), adds(hostile), profile_field(hostile), scope(hostile), replaces(hostile)
-    refers_back(hostile), historical(hostile), dated(hostile), habitual(hostile)
+    (
+        refers_back(hostile),
+        historical(hostile),
+        dated(hostile),
+        habitual(hostile),
+        speaks_of_transactions(hostile),
+    )
     assert time.process_time() - started < 1.0
     assert len(hostile) > MAX_FACT_CHARS
 

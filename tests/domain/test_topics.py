@@ -301,20 +301,22 @@ def test_facets_of_work_and_household(text: str, expected: set[str]) -> None:
     assert set(facets(text)) == expected
 
 
-def test_an_event_is_not_superseded_by_its_now() -> None:
-    """The weak-cue rule and the field rule are for facts and preferences: an event's "now" is its moment."""
-    first, then = "Dad parks the Honda in spot 14 of the building garage.", "the Honda goes in 22 now"
-    episode = NewMemory("u", Kind.EVENT, Tier.EPISODIC, then)
-    earlier = Existing("m-1", "u", Kind.EVENT, Tier.EPISODIC, first, similarity=0.7)
-    assert resolve(episode, [earlier]).action is Action.NEW
-    assert (
-        resolve(fact("Parking: spot 22 now"), [existing("Parking: spot 14", 0.7)]).action is Action.SUPERSEDE
-    )
-    field_episode = NewMemory("u", Kind.EVENT, Tier.EPISODIC, "Time zone: Europe/Berlin")
-    field_earlier = Existing(
-        "m-1", "u", Kind.EVENT, Tier.EPISODIC, "Time zone: America/New_York", similarity=0.7
-    )
-    assert resolve(field_episode, [field_earlier]).action is Action.NEW
+@pytest.mark.parametrize(
+    ("old", "new", "similarity"),
+    [
+        # the weak-cue rule ("now", a value it brings, a similar fact)
+        ("User runs Ubuntu 22.04 on their work laptop.", "User's work laptop is on Fedora 40 now.", 0.69),
+        # the field rule
+        ("Time zone: America/New_York", "Time zone: Europe/Berlin", 0.68),
+    ],
+)
+def test_an_event_is_not_superseded_by_its_now(old: str, new: str, similarity: float) -> None:
+    """The weak-cue rule and the field rule are for facts and preferences: an event's "now" is its moment.
+    The same pair supersedes as facts and stays apart as events."""
+    assert resolve(fact(new), [existing(old, similarity)]).action is Action.SUPERSEDE
+    event = NewMemory("u", Kind.EVENT, Tier.EPISODIC, new)
+    earlier = Existing("m-1", "u", Kind.EVENT, Tier.EPISODIC, old, similarity=similarity)
+    assert resolve(event, [earlier]).action is Action.NEW
 
 
 def test_kinds_of_a_facet() -> None:
