@@ -29,6 +29,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PositiveInt,
     PrivateAttr,
     TypeAdapter,
     ValidationError,
@@ -62,6 +63,11 @@ class ServerSettings(_Section):
     # server died) and a retry runs it again: longer than the longest deadline a client gives a call
     # (the shared client's Import and Erase: 300 s), so a retry never starts a second, concurrent run.
     idempotency_claim_timeout_s: float = Field(600.0, gt=0)
+    # The garbage collector's thresholds (gc.set_threshold): a young collection after this many new
+    # objects, a middle one after that many young ones, a full one after that many middle ones.
+    # CPython's (700, 10, 10) collected every few hundred microseconds under load, ~5% of a recall's
+    # CPU, and walked the subjects held in memory in full every few seconds (BENCHMARKS.md).
+    gc_thresholds: tuple[PositiveInt, PositiveInt, PositiveInt] = (50_000, 20, 100)
 
 
 class SecuritySettings(_Section):

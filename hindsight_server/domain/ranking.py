@@ -144,10 +144,16 @@ def rank(
     context_of = {n for pair in around.values() for n in pair if n}
     similarities = scoring.relative_to_best(mix)
     weights = query.weights.normalised()  # once, not per candidate
-    scored = [
-        (
+    relevant = [i for i, c in enumerate(candidates) if is_relevant(c, context_of, query.entities)]
+    # The order needs each final score only; the breakdown is built for the kept few (of ~70).
+    final = {i: _final(candidates[i], similarities[i], query, weights) for i in relevant}
+    relevant.sort(key=lambda i: (-final[i], -candidates[i].fusion, candidates[i].memory.id))
+    return [
+        RankedMemory(
+            candidates[i].memory,
+            candidates[i].channels,
             breakdown(
-                candidate,
+                candidates[i],
                 similarities[i],
                 query,
                 evidence[i],
@@ -155,15 +161,9 @@ def rank(
                 query_lift=lifts[i],
                 weights=weights,
             ),
-            candidate,
+            directly_relevant=candidates[i].matches,
         )
-        for i, candidate in enumerate(candidates)
-        if is_relevant(candidate, context_of, query.entities)
-    ]
-    scored.sort(key=lambda pair: _order_key(pair[0], pair[1].memory.id))
-    return [
-        RankedMemory(candidate.memory, candidate.channels, score, directly_relevant=candidate.matches)
-        for score, candidate in scored[:keep]
+        for i in relevant[:keep]
     ]
 
 
@@ -239,12 +239,7 @@ def breakdown(
 ) -> ScoreBreakdown:
     """The design's components (docs/design.md) and the final score, before any rerank. `weights`:
     query.weights normalised, when the caller has them already."""
-    memory = candidate.memory
-    entity_match = scoring.entity_match(
-        query.entities, memory.entities, query.spoken_window, memory.valid_from or memory.created_at
-    )
-    recency = scoring.recency(memory.created_at, query.now, query.recency_half_life)
-    tier_priority = scoring.TIER_PRIORITY[memory.tier]
+    recency, tier_priority, entity_match = _components(candidate.memory, query)
     final = scoring.gated(
         weights or query.weights.normalised(),
         similarity=similarity,
@@ -263,6 +258,27 @@ def breakdown(
         exact_evidence=evidence,
         context_lift=context_lift,
         query_lift=query_lift,
+    )
+
+
+def _components(memory: Memory, query: RankQuery) -> tuple[float, float, float]:
+    """A memory's recency, tier priority and entity match for the query."""
+    entity_match = scoring.entity_match(
+        query.entities, memory.entities, query.spoken_window, memory.valid_from or memory.created_at
+    )
+    recency = scoring.recency(memory.created_at, query.now, query.recency_half_life)
+    return recency, scoring.TIER_PRIORITY[memory.tier], entity_match
+
+
+def _final(candidate: Candidate, similarity: float, query: RankQuery, weights: ScoreWeights) -> float:
+    """The final score `breakdown` gives, without the breakdown."""
+    recency, tier_priority, entity_match = _components(candidate.memory, query)
+    return scoring.gated(
+        weights,
+        similarity=similarity,
+        recency=recency,
+        tier_priority=tier_priority,
+        entity_match=entity_match,
     )
 
 

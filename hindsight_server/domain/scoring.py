@@ -35,6 +35,8 @@ def entity_match(
 ) -> float:
     """Share of the query's structure the memory matches: each wanted entity (same value), and the time
     window the query named, if any (`when` inside it). 0 when the query wants nothing structured."""
+    if not wanted and (window is None or when is None):
+        return 0.0  # most recalls: nothing structured asked
     checks = [key in stored and _same(value, stored[key]) for key, value in wanted.items()]
     if window is not None and when is not None:
         checks.append(window.holds(when))

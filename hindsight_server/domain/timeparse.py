@@ -595,6 +595,10 @@ _Handler: TypeAlias = Callable[[re.Match[str], _Now], "_Resolved | None"]
 class _Rule:
     pattern: re.Pattern[str]
     resolve: _Handler
+    # What a text must hold for the pattern to match at all: a Chinese rule's CJK character, an English
+    # rule's letter or digit (flagged as the rule is). A query in one script skips the other's rules:
+    # most of the cost of a text is patterns that find nothing.
+    script: re.Pattern[str]
 
 
 def _words(words: Iterable[str]) -> str:
@@ -837,12 +841,16 @@ def _en_season(match: re.Match[str], clock: _Now) -> _Resolved | None:
     return _annual(clock, _SEASONS[_key(match["season"])], pick) if pick is not None else None
 
 
+_CJK = re.compile("[\u3400-\u9fff]")
+_LATIN = re.compile("[a-z0-9]", re.IGNORECASE)  # with the flag, also "K" (Kelvin) and "ſ", as the rules
+
+
 def _zh(pattern: str, resolve: _Handler) -> _Rule:
-    return _Rule(re.compile(pattern), resolve)
+    return _Rule(re.compile(pattern), resolve, _CJK)
 
 
 def _en(pattern: str, resolve: _Handler) -> _Rule:
-    return _Rule(re.compile(pattern, re.IGNORECASE), resolve)
+    return _Rule(re.compile(pattern, re.IGNORECASE), resolve, _LATIN)
 
 
 _ZH_NUM = "[0-9]{1,3}|[零〇一二两三四五六七八九十]{1,3}"
@@ -968,7 +976,10 @@ def _straddles(span: tuple[int, int], block: tuple[int, int]) -> bool:
 
 def _candidates(text: str, clock: _Now) -> Iterator[_Found]:
     blocks = [match.span() for match in _BLOCKERS.finditer(text)]
+    scripts = {script for script in (_CJK, _LATIN) if script.search(text)}
     for order, rule in enumerate(_RULES):
+        if rule.script not in scripts:
+            continue
         for match in rule.pattern.finditer(text):
             if any(_straddles(match.span(), block) for block in blocks):
                 continue

@@ -12,6 +12,7 @@ import time
 import unicodedata
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 import numpy as np
 
@@ -63,6 +64,7 @@ class RecallSettings:
 
 
 ChannelRun = Callable[[], Awaitable[ChannelRows]]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,10 +361,13 @@ class RecallPipeline:
         companion_texts = texts[:1]
         asked = len(texts) * len(spaces) + (len(companion_texts) if companion else 0)
         with stage("recall.embed", **{"hindsight.texts": asked}) as span:
-            judged, second = await asyncio.gather(
-                asyncio.gather(*(self._space_query(inference, tenant_id, space, texts) for space in spaces)),
-                self._companion_query(inference, tenant_id, companion, companion_texts),
-            )
+            judging = _gathered([self._space_query(inference, tenant_id, space, texts) for space in spaces])
+            if companion is None:
+                judged, second = await judging, None
+            else:
+                judged, second = await asyncio.gather(
+                    judging, self._companion_query(inference, tenant_id, companion, companion_texts)
+                )
             span.set_attribute("hindsight.cache_hit", all(query.cached for query in judged))
             span.set_attribute("hindsight.companion_missed", companion is not None and second is None)
         return QueryVectors(
@@ -376,9 +381,7 @@ class RecallPipeline:
     ) -> SpaceQuery:
         """The texts' embeddings in one space: the joined text, then a dialogue's turns."""
         timeout_s = self._settings.query_timeout_s
-        embedded = await asyncio.gather(
-            *(inference.embed_query(t, timeout_s, space, tenant_id) for t in texts)
-        )
+        embedded = await _gathered([inference.embed_query(t, timeout_s, space, tenant_id) for t in texts])
         return SpaceQuery(
             embedded[0].vector,
             np.stack([e.vector for e in embedded[1:]]) if len(embedded) > 1 else None,
@@ -413,8 +416,8 @@ class RecallPipeline:
                 # After an English search, the multilingual one looks only where it cannot.
                 english_covers = VectorSpace.ENGLISH in embedded.by_space
                 quota = split_limit(limit, size) if len(embedded.by_space) > 1 else {plan.spaces[0]: limit}
-                judged = asyncio.gather(
-                    *(
+                judged = _gathered(
+                    [
                         store.vector_channel(
                             scope,
                             q.main,
@@ -429,7 +432,7 @@ class RecallPipeline:
                             without_english=space is VectorSpace.MULTILINGUAL and english_covers,
                         )
                         for space, q in embedded.by_space.items()
-                    )
+                    ]
                 )
                 if embedded.companion is None:
                     return _judged_by_best_space(await judged, plan.spaces)
@@ -525,6 +528,14 @@ class RecallPipeline:
         result = ChannelResult(Channel.CONTEXT, added, (time.perf_counter() - started) * 1000)
         fused = [FusedCandidate(hit.memory, {Channel.CONTEXT: hit}, 0.0) for hit in added]
         return fused, rows.vectors, around, result
+
+
+async def _gathered(awaitables: Sequence[Awaitable[T]]) -> list[T]:
+    """`asyncio.gather`'s results, without its task for the usual single awaitable (a recall's one
+    vector space, one text): each task costs the loop a few callbacks, and a recall made a dozen."""
+    if len(awaitables) == 1:
+        return [await awaitables[0]]
+    return list(await asyncio.gather(*awaitables))
 
 
 def _measured(

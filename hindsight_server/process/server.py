@@ -374,7 +374,8 @@ async def serve(settings: Settings) -> None:
     """Runs one memory server until SIGINT or SIGTERM, then shuts down gracefully."""
     telemetry = install_telemetry(settings)  # before the server starts: it asks whether tracing is on
     running = await start_server(settings)
-    log.info("%d objects of the started server frozen out of the garbage collector's reach", freeze_started())
+    frozen = freeze_started(settings.server.gc_thresholds)
+    log.info("%d objects of the started server frozen out of the garbage collector's reach", frozen)
     print(f"hindsight memory server listening on {settings.server.host}:{running.port}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
