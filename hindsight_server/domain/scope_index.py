@@ -34,17 +34,26 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from hindsight_server.domain.bm25 import Bm25, Bm25Plan, term_scores
+from hindsight_server.domain.bm25 import Bm25, Bm25Plan, TermStatistics, term_scores
 from hindsight_server.domain.model import Kind, Memory, Scope, Status, Tier, VectorSpace, Visibility
 from hindsight_server.domain.vectors import COMPANION_SPACES, FloatVector, Vectors
 
-__all__ = ["IndexedMemory", "NearestAsk", "ScopeChanges", "ScopeIndex", "Scored", "nearest_slots"]
+__all__ = [
+    "MAX_KEPT_TERMS",
+    "IndexedMemory",
+    "NearestAsk",
+    "ScopeChanges",
+    "ScopeIndex",
+    "Scored",
+    "nearest_slots",
+]
 
 _STATUSES = {status: code for code, status in enumerate(Status)}
 _TIERS = {tier: code for code, tier in enumerate(Tier)}
 _KINDS = {kind: code for code, kind in enumerate(Kind)}
 _NEVER = np.iinfo(np.int64).max  # an expiry that never comes
 _FIRST_CAPACITY = 64
+MAX_KEPT_TERMS = 4096  # the terms whose document frequency an index keeps, at most
 # Bytes a memory's Python objects take beside its text (the Memory, its strings, dicts and postings),
 # measured with tracemalloc on LoCoMo turns; an estimate for the memory budget, not an exact count.
 _OBJECT_BYTES = 900
@@ -151,6 +160,12 @@ class ScopeIndex:
         self._postings: dict[str, _Postings] = {}
         self._in_session: dict[int, array[int]] = {}  # a session's slots, oldest slot first
         self._ordered: dict[int, tuple[list[tuple[int, str]], list[int]]] = {}  # see _session_order
+        # The tenant's lexical statistics as recalls read them from the database since the last change
+        # (an index of the whole tenant only: a change of another subject is not seen here). The writes
+        # that change them change a memory of the tenant too, which the next look applies here.
+        self.generation = 0  # counts the changes, so a read begun before one is not kept after it
+        self._totals: tuple[int, int] | None = None  # (documents, terms)
+        self._df: dict[str, int] = {}  # a term's document frequency; 0: no memory holds it
 
     # -- changes ------------------------------------------------------------------------------------
 
@@ -161,6 +176,7 @@ class ScopeIndex:
             self._append(row)
 
     def remove(self, memory_ids: Iterable[str]) -> None:
+        self._changed()
         for memory_id in memory_ids:
             slot = self._slot_of.pop(memory_id, None)
             if slot is not None:
@@ -169,6 +185,11 @@ class ScopeIndex:
                 self._memories[slot] = None
                 self._alive.values[slot] = False
                 self._ordered.pop(int(self._session.values[slot]), None)
+
+    def _changed(self) -> None:
+        self.generation += 1
+        self._totals = None
+        self._df.clear()
 
     def _append(self, row: IndexedMemory) -> None:
         memory, slot = row.memory, len(self._memories)
@@ -209,6 +230,25 @@ class ScopeIndex:
             postings.slots.append(slot)
             postings.counts.append(count)
             self._list_bytes += 8
+
+    # -- the tenant's lexical statistics ---------------------------------------------------------------
+
+    def statistics(self, terms: Sequence[str]) -> TermStatistics | None:
+        """The statistics of `terms` as last kept (`keep_statistics`), None unless every term is known."""
+        if self._totals is None or any(term not in self._df for term in terms):
+            return None
+        documents, total = self._totals
+        return TermStatistics(documents, total, {t: df for t in terms if (df := self._df[t]) > 0})
+
+    def keep_statistics(self, generation: int, terms: Sequence[str], statistics: TermStatistics) -> None:
+        """Keeps what a recall read of the statistics while the index was at `generation`: nothing when
+        it changed since (the read may predate the change) or the index holds one subject only."""
+        if self.subject or generation != self.generation:
+            return
+        totals = (statistics.documents, statistics.terms)
+        if totals != self._totals or len(self._df) + len(terms) > MAX_KEPT_TERMS:
+            self._totals, self._df = totals, {}
+        self._df.update((term, statistics.df.get(term, 0)) for term in terms)
 
     # -- what it holds -------------------------------------------------------------------------------
 

@@ -24,10 +24,13 @@ __all__ = ["IndexedReads"]
 
 
 class IndexedReads:
-    def __init__(self, store: RecallStore, index: ScopeIndex, searches: VectorSearches) -> None:
+    def __init__(
+        self, store: RecallStore, index: ScopeIndex, searches: VectorSearches, *, primary: bool = True
+    ) -> None:
         self._store = store
         self._index = index
         self._searches = searches
+        self._primary = primary  # `store` reads the primary: what it reads of the statistics is kept
         self._visible: list[tuple[Scope, npt.NDArray[np.bool_]]] = []
 
     def _seen(self, scope: Scope) -> npt.NDArray[np.bool_]:
@@ -51,12 +54,22 @@ class IndexedReads:
         return ChannelRows(hits, self._index.first_vectors([hit.memory.id for hit in hits], spaces))
 
     async def term_statistics(self, tenant_id: str, terms: Sequence[str]) -> TermStatistics | None:
-        return await self._store.term_statistics(tenant_id, terms)
+        """As the index last kept them when it holds the whole tenant and nothing changed since (one
+        round trip fewer a recall); else from the database, kept for the next recall when read from the
+        primary (a replica's may be older than the index)."""
+        kept = self._index.statistics(terms)
+        if kept is not None:
+            return kept
+        generation = self._index.generation
+        statistics = await self._store.term_statistics(tenant_id, terms)
+        if statistics is not None and self._primary:
+            self._index.keep_statistics(generation, terms, statistics)
+        return statistics
 
     async def lexical_channel(
         self, scope: Scope, terms: Sequence[str], limit: int, bm25: Bm25, spaces: Sequence[VectorSpace]
     ) -> ChannelRows:
-        statistics = await self._store.term_statistics(scope.tenant_id, terms)
+        statistics = await self.term_statistics(scope.tenant_id, terms)
         if statistics is None:
             return ChannelRows([], {})
         plan = plan_bm25_query(statistics.df, statistics.documents, bm25)

@@ -223,7 +223,7 @@ class RecallPipeline:
             """What reads the database, on the replica or primary the route chose (it runs again on
             the primary when a replica fails under it); the index's channels instead, when held."""
             if held is not None:
-                store = IndexedReads(store, held, searches)
+                store = IndexedReads(store, held, searches, primary=self._reads.on_primary(store))
             results, vectors = await _run_channels(self._channels(store, plan))
             with stage("recall.fuse") as span:
                 candidates = reciprocal_rank_fusion(results, k=policy.rrf_k, limit=policy.max_candidates)

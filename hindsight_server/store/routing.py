@@ -59,6 +59,10 @@ class ReadRoute(Protocol[S_co]):
 
     async def read(self, after: CommitPosition | None, run: Callable[[S_co], Awaitable[T]]) -> T: ...
 
+    def on_primary(self, store: object) -> bool:
+        """Whether `store`, handed to a read's `run`, reads the primary (as fresh as it gets)."""
+        ...
+
 
 class PrimaryOnly(Generic[S]):
     """One store for every read (no replicas: pipelines built on their own, in tests)."""
@@ -68,6 +72,9 @@ class PrimaryOnly(Generic[S]):
 
     async def read(self, after: CommitPosition | None, run: Callable[[S], Awaitable[T]]) -> T:
         return await run(self._store)
+
+    def on_primary(self, store: object) -> bool:
+        return store is self._store
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,10 +380,17 @@ class _Route(Generic[S]):
 
     def __init__(self, routing: ReadRouting, stores: Callable[[asyncpg.Pool], S]) -> None:
         self._routing = routing
-        self._stores = stores  # a store only holds its pool: one is made for each read
+        self._stores = stores  # a store only holds its pool: one is made for each replica's read
+        self._primary = stores(routing.primary)
 
     async def read(self, after: CommitPosition | None, run: Callable[[S], Awaitable[T]]) -> T:
-        return await self._routing.read_on(after, lambda pool: run(self._stores(pool)))
+        return await self._routing.read_on(after, lambda pool: run(self._store_on(pool)))
+
+    def _store_on(self, pool: asyncpg.Pool) -> S:
+        return self._primary if pool is self._routing.primary else self._stores(pool)
+
+    def on_primary(self, store: object) -> bool:
+        return store is self._primary
 
 
 def _retrieved(task: asyncio.Future[Any]) -> None:

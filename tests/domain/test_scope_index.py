@@ -11,9 +11,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from hindsight_server.domain.bm25 import Bm25, Bm25Plan
+from hindsight_server.domain.bm25 import Bm25, Bm25Plan, TermStatistics
 from hindsight_server.domain.model import Kind, Scope, Status, Tier, TimeWindow, VectorSpace, Visibility
-from hindsight_server.domain.scope_index import IndexedMemory, ScopeIndex, nearest_slots
+from hindsight_server.domain.scope_index import (
+    MAX_KEPT_TERMS,
+    IndexedMemory,
+    ScopeIndex,
+    nearest_slots,
+)
 from tests.domain.builders import nearest, numbered
 
 NOW = datetime(2024, 3, 15, 12, tzinfo=UTC)
@@ -295,3 +300,48 @@ def test_first_vectors_reads_a_companion_spaces_vector_whatever_else_a_memory_ha
     english_first = index.first_vectors(ids, [EN, ML, zh])
     assert sorted(english_first[EN]) == [ids[2]] and sorted(english_first[ML]) == sorted(ids[:2])
     assert sorted(english_first[zh]) == [ids[0]]
+
+
+def _whole_tenant() -> ScopeIndex:
+    index = ScopeIndex("acme", "", {EN: 2})
+    index.upsert([_row(1, words="kitten")])
+    return index
+
+
+def test_kept_statistics_answer_until_a_change_and_only_for_the_terms_read() -> None:
+    index = _whole_tenant()
+    read = TermStatistics(10, 40, {"kitten": 3})  # "zebra": in no memory
+    index.keep_statistics(index.generation, ["kitten", "zebra"], read)
+    assert index.statistics(["zebra", "kitten"]) == read
+    assert index.statistics(["zebra"]) == TermStatistics(10, 40, {})
+    assert index.statistics(["kitten", "puppy"]) is None  # one term never read
+    index.upsert([_row(2, words="puppy")])
+    assert index.statistics(["kitten"]) is None
+
+
+@pytest.mark.parametrize(
+    ("subject", "changed_since_read", "kept"),
+    [("", False, True), ("", True, False), ("user-7", False, False)],
+    ids=["whole tenant", "changed while reading", "one subject"],
+)
+def test_statistics_are_kept_only_as_fresh_as_the_index(
+    subject: str, changed_since_read: bool, kept: bool
+) -> None:
+    index = ScopeIndex("acme", subject, {EN: 2})
+    index.upsert([_row(1, words="kitten")])
+    began = index.generation
+    if changed_since_read:
+        index.remove([numbered(1).id])
+    index.keep_statistics(began, ["kitten"], TermStatistics(1, 1, {"kitten": 1}))
+    assert (index.statistics(["kitten"]) is not None) is kept
+
+
+def test_kept_statistics_start_again_on_new_totals_and_past_the_bound() -> None:
+    index = _whole_tenant()
+    index.keep_statistics(index.generation, ["kitten"], TermStatistics(10, 40, {"kitten": 3}))
+    index.keep_statistics(index.generation, ["puppy"], TermStatistics(11, 44, {"puppy": 1}))
+    assert index.statistics(["kitten"]) is None  # read before a write the second read saw
+    assert index.statistics(["puppy"]) == TermStatistics(11, 44, {"puppy": 1})
+    many = [f"term{i}" for i in range(MAX_KEPT_TERMS)]
+    index.keep_statistics(index.generation, many, TermStatistics(11, 44, {}))
+    assert index.statistics(["puppy"]) is None and index.statistics(many) == TermStatistics(11, 44, {})

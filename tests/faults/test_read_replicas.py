@@ -30,6 +30,7 @@ from hindsight_server.config import load_settings
 from hindsight_server.process.running import RunningServer
 from hindsight_server.process.server import start_server
 from hindsight_server.rpc.ops import fetch_status
+from hindsight_server.store.memories import MemoryStore
 from hindsight_server.store.pool import create_pool
 from hindsight_server.store.routing import CaughtUpPool, ReadRouting, ReplicaBehind, ReplicaState
 from tests.support.eventually import eventually
@@ -99,6 +100,19 @@ async def _usable_again(server: RunningServer) -> None:
 
 
 FACT: MemoryFields = {"tier": "semantic", "kind": "fact", "subject": "user"}
+
+
+async def test_a_read_on_a_replica_is_not_told_it_runs_on_the_primary(server: RunningServer) -> None:
+    """What a recall keeps from a read (the lexical statistics, pipelines/indexed_reads.py) is kept only
+    from the primary: a replica may be behind the subject the server holds."""
+    await _usable_again(server)
+    route = _routing(server).route(MemoryStore)
+
+    async def where(store: MemoryStore) -> bool:
+        return route.on_primary(store)
+
+    assert await route.read(None, where) is False  # a usable replica takes a read with no token
+    assert route.on_primary(MemoryStore(_routing(server).primary)) is False  # the route's own store only
 
 
 async def test_a_write_is_found_by_the_recall_after_it_every_time(

@@ -258,5 +258,56 @@ async def test_the_index_sees_every_change_made_after_it_was_read(
     assert again is not None and written.memory.id not in again
 
 
+async def test_a_whole_tenants_index_keeps_the_lexical_statistics_until_the_tenant_changes(
+    tier_server: RunningServer, client: HindsightClient, tenant: str
+) -> None:
+    store, hot, index = await _written_and_held(tier_server, client, tenant, "")
+    scope = Scope(tenant_id=tenant, now=datetime.now(UTC), subject=SUBJECT)
+    terms = query_terms("a zebra by the lake")
+    reads = IndexedReads(store, index, hot.vector_searches)
+    first = await reads.term_statistics(tenant, terms)
+    assert first is not None and first == await store.term_statistics(tenant, terms)
+    assert "zebra" not in first.df and first.df["lake"] > 0
+    assert index.statistics(terms) == first  # kept: the next recall asks the database nothing
+
+    written = await client.write(
+        tenant, "Ann saw a zebra by the lake.", subject="bob", tier="episodic", kind="event"
+    )
+    assert await hot.index_for(replace_now(scope)) is index  # the look applied another subject's write
+    assert index.statistics(terms) is None  # and dropped what was kept
+    second = await reads.term_statistics(tenant, terms)
+    assert second == await store.term_statistics(tenant, terms)
+    assert second is not None and second.df["zebra"] == 1 and second.documents == first.documents + 1
+    bob = Scope(tenant_id=tenant, now=datetime.now(UTC), subject="bob")
+    found = await reads.lexical_channel(bob, terms, 5, BM25, (VectorSpace.ENGLISH,))
+    assert found.hits[0].memory.id == written.memory.id
+
+    # A replica's statistics may be older than the index: what a read there finds is not kept.
+    await client.write(tenant, "Ann fed the zebra.", subject="bob", tier="episodic", kind="event")
+    assert await hot.index_for(replace_now(scope)) is index and index.statistics(terms) is None
+    assert await IndexedReads(store, index, hot.vector_searches, primary=False).term_statistics(tenant, terms)
+    assert index.statistics(terms) is None
+
+
+async def test_a_read_without_replicas_runs_on_the_primarys_store(tier_server: RunningServer) -> None:
+    assert tier_server.routing is not None
+    route = tier_server.routing.route(MemoryStore)
+
+    async def where(store: MemoryStore) -> tuple[MemoryStore, bool]:
+        return store, route.on_primary(store)
+
+    first, on_primary = await route.read(None, where)
+    assert on_primary and (await route.read(None, where))[0] is first  # one store, made once
+
+
+async def test_a_subjects_index_keeps_no_statistics_of_the_tenant(
+    tier_server: RunningServer, client: HindsightClient, tenant: str
+) -> None:
+    store, hot, index = await _written_and_held(tier_server, client, tenant, SUBJECT)
+    terms = query_terms("lake hiking")
+    assert await IndexedReads(store, index, hot.vector_searches).term_statistics(tenant, terms)
+    assert index.statistics(terms) is None  # another subject's write would change them unseen here
+
+
 def replace_now(scope: Scope) -> Scope:
     return Scope(tenant_id=scope.tenant_id, now=datetime.now(UTC), subject=scope.subject)

@@ -25,3 +25,6 @@ class LaggingReplicaRoute(Generic[S]):
             after.database == self.replayed.database and after.lsn <= self.replayed.lsn
         )
         return await run(self.replica if caught_up else self.primary)
+
+    def on_primary(self, store: object) -> bool:
+        return store is self.primary
