@@ -54,6 +54,7 @@ _KINDS = {kind: code for code, kind in enumerate(Kind)}
 _NEVER = np.iinfo(np.int64).max  # an expiry that never comes
 _FIRST_CAPACITY = 64
 MAX_KEPT_TERMS = 4096  # the terms whose document frequency an index keeps, at most
+_MAX_MASKS = 64  # kinds of scope whose visible slots an index keeps
 # Bytes a memory's Python objects take beside its text (the Memory, its strings, dicts and postings),
 # measured with tracemalloc on LoCoMo turns; an estimate for the memory budget, not an exact count.
 _OBJECT_BYTES = 900
@@ -166,6 +167,10 @@ class ScopeIndex:
         self.generation = 0  # counts the changes, so a read begun before one is not kept after it
         self._totals: tuple[int, int] | None = None  # (documents, terms)
         self._df: dict[str, int] = {}  # a term's document frequency; 0: no memory holds it
+        # What each kind of scope sees but for the expiry, until the next change (`visible`); the expiry
+        # is applied on top once a memory that expires is held.
+        self._masks: dict[tuple[object, ...], npt.NDArray[np.bool_]] = {}
+        self._expiring = False
 
     # -- changes ------------------------------------------------------------------------------------
 
@@ -190,6 +195,7 @@ class ScopeIndex:
         self.generation += 1
         self._totals = None
         self._df.clear()
+        self._masks.clear()
 
     def _append(self, row: IndexedMemory) -> None:
         memory, slot = row.memory, len(self._memories)
@@ -216,6 +222,7 @@ class ScopeIndex:
         self._created.put(slot, created)
         self._spoken.put(slot, created if memory.valid_from is None else _micros(memory.valid_from))
         self._expires.put(slot, _NEVER if memory.expires_at is None else _micros(memory.expires_at))
+        self._expiring |= memory.expires_at is not None
         self._terms.put(slot, float(row.terms))
         for space, matrix in self._matrix.items():
             vector = row.vectors.get(space)
@@ -289,12 +296,25 @@ class ScopeIndex:
         ):
             raise ValueError("the index serves present-time recalls of its own tenant and subject only")
         n = len(self._memories)
+        tiers, kinds = tuple(scope.tiers), tuple(scope.kinds)
+        key = (n, scope.subject, tiers, kinds, scope.include_superseded, scope.window, scope.agent_id)
+        timeless = self._masks.get(key)
+        if timeless is None:
+            if len(self._masks) >= _MAX_MASKS:
+                self._masks.clear()
+            timeless = self._masks[key] = self._timeless(scope, n)
+        if not self._expiring:
+            return timeless
+        expiring: npt.NDArray[np.bool_] = timeless & (self._expires.values[:n] > _micros(scope.now))
+        return expiring
+
+    def _timeless(self, scope: Scope, n: int) -> npt.NDArray[np.bool_]:
+        """`visible` but for the expiry: the part that holds until the index changes (read-only, kept)."""
         status = self._status.values[:n]
         seen = status == _STATUSES[Status.ACTIVE]
         if scope.include_superseded:
             seen |= status == _STATUSES[Status.SUPERSEDED]
         mask: npt.NDArray[np.bool_] = self._alive.values[:n] & seen
-        mask &= self._expires.values[:n] > _micros(scope.now)
         agent = self._agents.get(scope.agent_id, -1)
         mask &= self._shared.values[:n] | (self._agent.values[:n] == agent)
         if scope.subject and not self.subject:
@@ -307,6 +327,7 @@ class ScopeIndex:
             mask &= self._spoken.values[:n] >= _micros(scope.window.start)
         if scope.window.end is not None:
             mask &= self._spoken.values[:n] < _micros(scope.window.end)
+        mask.flags.writeable = False
         return mask
 
     def _current(self, visible: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:

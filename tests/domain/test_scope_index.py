@@ -345,3 +345,15 @@ def test_kept_statistics_start_again_on_new_totals_and_past_the_bound() -> None:
     many = [f"term{i}" for i in range(MAX_KEPT_TERMS)]
     index.keep_statistics(index.generation, many, TermStatistics(11, 44, {}))
     assert index.statistics(["puppy"]) is None and index.statistics(many) == TermStatistics(11, 44, {})
+
+
+def test_what_a_kind_of_scope_sees_is_kept_until_a_change_and_the_expiry_applied_each_time() -> None:
+    index = _index(_row(1), _row(2, expires_at=NOW + timedelta(seconds=1)))
+    assert index.visible(_scope()).tolist() == [True, True]
+    later = index.visible(_scope(now=NOW + timedelta(seconds=2)))  # the same kind of scope, later
+    assert later.tolist() == [True, False]
+    index.remove([numbered(1).id])
+    assert index.visible(_scope()).tolist() == [False, True]
+    assert index.visible(_scope(agent_id="a2")).tolist() == [False, True]
+    kept = _index(_row(1)).visible(_scope())
+    assert not kept.flags.writeable  # kept for the next recall: no caller may change it
