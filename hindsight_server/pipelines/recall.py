@@ -80,7 +80,8 @@ class SpaceQuery:
         similarity = rows @ self.main
         if self.turns is not None:
             similarity += np.max(rows @ self.turns.T, axis=1)
-        return [float(s) for s in similarity]
+        cosines: list[float] = similarity.tolist()
+        return cosines
 
 
 @dataclass(frozen=True, slots=True)
