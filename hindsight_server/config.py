@@ -65,9 +65,9 @@ class ServerSettings(_Section):
     idempotency_claim_timeout_s: float = Field(600.0, gt=0)
     # The garbage collector's thresholds (gc.set_threshold): a young collection after this many new
     # objects, a middle one after that many young ones, a full one after that many middle ones.
-    # CPython's (700, 10, 10) collected every few hundred microseconds under load, ~5% of a recall's
-    # CPU, and walked the subjects held in memory in full every few seconds (BENCHMARKS.md).
-    gc_thresholds: tuple[PositiveInt, PositiveInt, PositiveInt] = (50_000, 20, 100)
+    # CPython's (700, 10, 10) collected ~40 times a second under load and walked the subjects held in
+    # memory in full every few seconds; 50,000 paused the loop 11 ms at a time (BENCHMARKS.md).
+    gc_thresholds: tuple[PositiveInt, PositiveInt, PositiveInt] = (10_000, 20, 100)
 
 
 class SecuritySettings(_Section):

@@ -54,7 +54,7 @@ def test_the_started_objects_are_frozen_and_a_full_collection_walks_the_rest() -
 def test_the_thresholds_are_validated_and_read_from_the_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    assert Settings().server.gc_thresholds == (50_000, 20, 100)
+    assert Settings().server.gc_thresholds == (10_000, 20, 100)
     monkeypatch.setenv("HINDSIGHT_SERVER__GC_THRESHOLDS", "[700, 10, 10]")
     assert Settings().server.gc_thresholds == (700, 10, 10)
     monkeypatch.setenv("HINDSIGHT_SERVER__GC_THRESHOLDS", "[0, 10, 10]")  # 0 would turn the collector off
