@@ -422,16 +422,20 @@ class ScopeIndex:
         (previous, next) ids, as store/channels.adjacent_turns answers."""
         found: dict[str, Memory] = {}
         adjacency: dict[str, tuple[str | None, str | None]] = {}
-        visible = self._current(visible)
-        for memory_id in memory_ids:
-            slot = self._slot_of.get(memory_id)
-            if slot is None or self._session.values[slot] == self._sessions[""]:
+        seen = self._current(visible)
+        ids = [memory_id for memory_id in memory_ids if memory_id in self._slot_of]
+        at_slots = [self._slot_of[memory_id] for memory_id in ids]
+        # One gather each, not a numpy scalar read per memory.
+        sessions = self._session.values[at_slots].tolist()
+        created = self._created.values[at_slots].tolist()
+        for memory_id, session, moment in zip(ids, sessions, created, strict=True):
+            if session == self._sessions[""]:
                 continue
-            keys, slots = self._session_order(int(self._session.values[slot]))
-            at = bisect_left(keys, (int(self._created.values[slot]), memory_id))  # itself
+            keys, slots = self._session_order(session)
+            at = bisect_left(keys, (moment, memory_id))  # itself
             sides: list[str | None] = []
             for side in (at - 1, at + 1):
-                if 0 <= side < len(slots) and slots[side] < len(visible) and visible[slots[side]]:
+                if 0 <= side < len(slots) and slots[side] < len(seen) and seen[slots[side]]:
                     neighbour = self._held(slots[side])
                     found[neighbour.id] = neighbour
                     sides.append(neighbour.id)
