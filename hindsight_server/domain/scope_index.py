@@ -281,7 +281,8 @@ class ScopeIndex:
         arrays += [self._session, self._subject, self._created, self._spoken, self._expires, self._terms]
         arrays += [*self._has.values(), *self._matrix.values(), *self._norm.values()]
         held = self._list_bytes + self._text_bytes + _OBJECT_BYTES * len(self._slot_of)
-        return sum(a.values.nbytes for a in arrays) + held
+        kept = sum(mask.nbytes for mask in self._masks.values())  # at most _MAX_MASKS bytes a slot
+        return sum(a.values.nbytes for a in arrays) + held + kept
 
     # -- searches ------------------------------------------------------------------------------------
 
