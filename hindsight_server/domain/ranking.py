@@ -147,7 +147,7 @@ def rank(
     relevant = [i for i, c in enumerate(candidates) if is_relevant(c, context_of, query.entities)]
     # The order needs each final score only; the breakdown is built for the kept few (of ~70).
     final = {i: _final(candidates[i], similarities[i], query, weights) for i in relevant}
-    relevant.sort(key=lambda i: (-final[i], -candidates[i].fusion, candidates[i].memory.id))
+    relevant.sort(key=lambda i: _order_key(final[i], candidates[i].fusion, candidates[i].memory.id))
     return [
         RankedMemory(
             candidates[i].memory,
@@ -219,12 +219,12 @@ _EVIDENCE_MARGIN = 2.0
 
 def best_first(hits: Iterable[RankedMemory]) -> list[RankedMemory]:
     """The final order (_order_key)."""
-    return sorted(hits, key=lambda hit: _order_key(hit.score, hit.memory.id))
+    return sorted(hits, key=lambda hit: _order_key(hit.score.final, hit.score.fusion, hit.memory.id))
 
 
-def _order_key(score: ScoreBreakdown, memory_id: str) -> tuple[float, float, str]:
+def _order_key(final: float, fusion: float, memory_id: str) -> tuple[float, float, str]:
     """The best score first, then the best fusion, then the id (a stable answer)."""
-    return (-score.final, -score.fusion, memory_id)
+    return (-final, -fusion, memory_id)
 
 
 def breakdown(
@@ -239,14 +239,8 @@ def breakdown(
 ) -> ScoreBreakdown:
     """The design's components (docs/design.md) and the final score, before any rerank. `weights`:
     query.weights normalised, when the caller has them already."""
-    recency, tier_priority, entity_match = _components(candidate.memory, query)
-    final = scoring.gated(
-        weights or query.weights.normalised(),
-        similarity=similarity,
-        recency=recency,
-        tier_priority=tier_priority,
-        entity_match=entity_match,
-    )
+    recency, tier_priority, entity_match = components = _components(candidate.memory, query)
+    final = _gated(similarity, components, weights or query.weights.normalised())
     return ScoreBreakdown(
         similarity=similarity,
         recency=recency,
@@ -272,7 +266,11 @@ def _components(memory: Memory, query: RankQuery) -> tuple[float, float, float]:
 
 def _final(candidate: Candidate, similarity: float, query: RankQuery, weights: ScoreWeights) -> float:
     """The final score `breakdown` gives, without the breakdown."""
-    recency, tier_priority, entity_match = _components(candidate.memory, query)
+    return _gated(similarity, _components(candidate.memory, query), weights)
+
+
+def _gated(similarity: float, components: tuple[float, float, float], weights: ScoreWeights) -> float:
+    recency, tier_priority, entity_match = components
     return scoring.gated(
         weights,
         similarity=similarity,

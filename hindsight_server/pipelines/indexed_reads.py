@@ -25,7 +25,7 @@ __all__ = ["IndexedReads"]
 
 class IndexedReads:
     def __init__(
-        self, store: RecallStore, index: ScopeIndex, searches: VectorSearches, *, primary: bool = True
+        self, store: RecallStore, index: ScopeIndex, searches: VectorSearches, *, primary: bool
     ) -> None:
         self._store = store
         self._index = index

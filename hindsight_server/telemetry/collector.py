@@ -16,15 +16,14 @@ from hindsight_server.telemetry.window import LatencyWindow
 __all__ = ["CollectorPauses", "freeze_started"]
 
 
-def freeze_started(thresholds: tuple[int, int, int] | None = None) -> int:
+def freeze_started(thresholds: tuple[int, int, int]) -> int:
     """Collects what start-up left behind, then moves every object alive now into the collector's
     permanent generation, which it never walks (they live as long as the process anyway), and sets the
-    collector's `thresholds` when given (`server.gc_thresholds`). Returns how many objects are frozen.
+    collector's `thresholds` (`server.gc_thresholds`). Returns how many objects are frozen.
     For a process that serves until it ends: `hindsight serve`."""
     gc.collect()
     gc.freeze()
-    if thresholds is not None:
-        gc.set_threshold(*thresholds)
+    gc.set_threshold(*thresholds)
     return gc.get_freeze_count()
 
 

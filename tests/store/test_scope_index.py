@@ -170,7 +170,7 @@ async def test_every_channel_of_the_index_answers_as_the_statements(
 ) -> None:
     store, _, index = await _written_and_held(tier_server, client, tenant, holding)
     searches = VectorSearches(off_loop_from=0)  # on the thread, whatever the size
-    reads = IndexedReads(store, index, searches)
+    reads = IndexedReads(store, index, searches, primary=True)
     assert index.live == (150 if holding else 180) and index.subject == holding
     scopes = _scopes(tenant)
     if not holding:  # the whole tenant also answers the other subject's recalls, and those of none
@@ -232,7 +232,7 @@ async def test_the_index_sees_every_change_made_after_it_was_read(
     assert fresh is index  # the same index, changed in place
     assert written.memory.id in fresh
     terms = query_terms("grey kitten Pixel")
-    found = await IndexedReads(store, fresh, hot.vector_searches).lexical_channel(
+    found = await IndexedReads(store, fresh, hot.vector_searches, primary=True).lexical_channel(
         scope, terms, 5, BM25, (VectorSpace.ENGLISH,)
     )
     assert found.hits and found.hits[0].memory.id == written.memory.id
@@ -264,7 +264,7 @@ async def test_a_whole_tenants_index_keeps_the_lexical_statistics_until_the_tena
     store, hot, index = await _written_and_held(tier_server, client, tenant, "")
     scope = Scope(tenant_id=tenant, now=datetime.now(UTC), subject=SUBJECT)
     terms = query_terms("a zebra by the lake")
-    reads = IndexedReads(store, index, hot.vector_searches)
+    reads = IndexedReads(store, index, hot.vector_searches, primary=True)
     first = await reads.term_statistics(tenant, terms)
     assert first is not None and first == await store.term_statistics(tenant, terms)
     assert "zebra" not in first.df and first.df["lake"] > 0
@@ -305,7 +305,7 @@ async def test_a_subjects_index_keeps_no_statistics_of_the_tenant(
 ) -> None:
     store, hot, index = await _written_and_held(tier_server, client, tenant, SUBJECT)
     terms = query_terms("lake hiking")
-    assert await IndexedReads(store, index, hot.vector_searches).term_statistics(tenant, terms)
+    assert await IndexedReads(store, index, hot.vector_searches, primary=True).term_statistics(tenant, terms)
     assert index.statistics(terms) is None  # another subject's write would change them unseen here
 
 
