@@ -305,6 +305,11 @@ class SessionConfig(_Section):
     refresh_every_turns: int = Field(3, ge=1)  # the summary is refreshed this often, or on a key change
     consolidate_every_turns: int = Field(5, ge=1)  # working -> episodic every N turns ...
     consolidate_idle_s: float = Field(120.0, gt=0)  # ... or after this long without a turn
+    # A turn's working memory and the refreshed summary are stored at once and embedded by the
+    # background worker, in its batches, within about a second (recall finds them by their words
+    # meanwhile): an AppendTurn does not wait for the encoders (BENCHMARKS.md, "AppendTurn"). True:
+    # embedded inline, as a Write is.
+    embed_turns_inline: bool = False
     # An OpenAI-compatible endpoint (".../v1") that words the summary; empty: the rule-based text only.
     llm_url: str = ""
     llm_model: str = ""

@@ -68,6 +68,9 @@ class SessionSettings:
     refresh_every_turns: int = 3  # docs/design.md: refreshed every 3 turns or on a key entity change
     consolidation: ConsolidationPolicy = field(default_factory=ConsolidationPolicy)
     idle_batch: int = 100  # sessions per run of the consolidate job
+    # A turn's own memory and the summary are embedded inline (the turn's writer waits for the
+    # encoders) instead of by the background worker.
+    embed_inline: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,7 +252,9 @@ class SessionPipeline:
     async def _write_turn(self, session: SessionRecord, turn: Turn, now: datetime) -> Memory:
         draft = _from_turn(session, turn, "turn", turn.text, Tier.WORKING, Kind.EVENT)
         memory = replace(self._writes.new_memory(draft, now), provenance=_provenance(session, turn))
-        (outcome,) = await self._writes.commit([memory], now, verbatim=True)
+        (outcome,) = await self._writes.commit(
+            [memory], now, verbatim=True, inline=self._settings.embed_inline
+        )
         return outcome.memory
 
     async def _remember(self, session: SessionRecord, turn: Turn, now: datetime) -> list[Memory]:
@@ -307,11 +312,12 @@ class SessionPipeline:
                 "rule": "summary",
             },
         )
+        inline = self._settings.embed_inline
         if session.summary_memory_id is None:
-            (outcome,) = await self._writes.commit([memory], now, verbatim=True)
+            (outcome,) = await self._writes.commit([memory], now, verbatim=True, inline=inline)
         else:
             outcome = await self._writes.supersede(
-                memory, session.summary_memory_id, "the session summary was refreshed", now
+                memory, session.summary_memory_id, "the session summary was refreshed", now, inline=inline
             )
         await self._sessions.save_summary(
             session.tenant_id, session.session_id, current, outcome.memory.id, summarizer

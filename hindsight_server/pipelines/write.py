@@ -116,12 +116,21 @@ class WritePipeline:
             )
 
     async def commit(
-        self, memories: Sequence[Memory], now: datetime, *, verbatim: bool, decide: Decide | None = None
+        self,
+        memories: Sequence[Memory],
+        now: datetime,
+        *,
+        verbatim: bool,
+        decide: Decide | None = None,
+        inline: bool = True,
     ) -> list[WriteOutcome]:
         """Embeds (within the inline budget) and stores memories built by this pipeline or by the
-        lifecycle (episodes, patterns); all or nothing. `decide` replaces the conflict rules."""
-        wanted = await self._own_spaces([m.content for m in memories])
-        embedded = await self._embed_inline([m.content for m in memories], wanted)
+        lifecycle (episodes, patterns); all or nothing. `decide` replaces the conflict rules. `inline`
+        False: stored at once, their vectors left to the background worker (a caller that must not wait
+        for the encoders and needs no vector to decide: a session's turns and summary)."""
+        contents = [m.content for m in memories]
+        wanted = await self._own_spaces(contents) if inline else []
+        embedded = await self._embed_inline(contents, wanted) if inline else None
         if embedded is None:
             # Nothing embedded: these memories enter the scope's counts when the worker embeds them.
             outcomes = await self._store_all(memories, {}, now, verbatim=verbatim, decide=decide)
@@ -203,11 +212,15 @@ class WritePipeline:
         )
         return resolve(candidate, peers, self._settings.conflicts)
 
-    async def supersede(self, memory: Memory, old_id: str, reason: str, now: datetime) -> WriteOutcome:
+    async def supersede(
+        self, memory: Memory, old_id: str, reason: str, now: datetime, *, inline: bool = True
+    ) -> WriteOutcome:
         """Stores `memory` as the new version of `old_id`, whatever the conflict rules would say (the
         session summary: each refresh is a version, so History and as_of show what was settled when)."""
         fixed = ConflictResolution(Action.SUPERSEDE, old_id, reason)
-        (outcome,) = await self.commit([memory], now, verbatim=False, decide=lambda _m, _p: fixed)
+        (outcome,) = await self.commit(
+            [memory], now, verbatim=False, decide=lambda _m, _p: fixed, inline=inline
+        )
         return outcome
 
     async def expire_now(self, tenant_id: str, memory_ids: Sequence[str]) -> None:

@@ -157,6 +157,32 @@ async def test_update_recomputes_the_embedding(tier_client: HindsightClient, ten
     await eventually(embedded)
 
 
+async def test_a_turn_is_stored_at_once_embedded_by_the_worker_and_found_by_meaning(
+    tier_client: HindsightClient, tenant: str
+) -> None:
+    said = await tier_client.append_turn(
+        tenant, "s-1", "Remember that my manager is Dana, she runs the Lisbon office", subject="user-1"
+    )
+    # What the turn remembers beyond the session is embedded before the answer: its conflict rules
+    # compare vectors.
+    (remembered,) = said.remembered
+    assert remembered.embedding_state == pb.EMBEDDING_STATE_READY
+    (turn,) = [m async for m in tier_client.list_all(tenant, tiers=["working"], kinds=["event"])]
+    assert turn.embedding_state in (pb.EMBEDDING_STATE_PENDING, pb.EMBEDDING_STATE_READY)
+
+    async def embedded() -> bool:
+        memory = await tier_client.get(tenant, turn.id)
+        return memory.embedding_state == pb.EMBEDDING_STATE_READY
+
+    await eventually(embedded)
+    # No word in common with the turn: only its vector finds it.
+    found = await tier_client.recall(
+        tenant, "Who is the boss I report to?", tiers=["working"], kinds=["event"], min_score=0
+    )
+    assert [hit.memory.id for hit in found.hits] == [turn.id]
+    assert [c.channel for c in found.hits[0].channels] == [pb.CHANNEL_VECTOR]
+
+
 async def test_tier_down_writes_deferred_recall_degraded_then_backlog_drains(
     tier_client: HindsightClient, triton_server: TritonServer, tenant: str
 ) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from hindsight_server.domain.conversation import Role
 from hindsight_server.domain.errors import FailedPrecondition, HindsightError, InvalidArgument, NotFound
-from hindsight_server.domain.model import CommitPosition, Kind, Memory, Status, Tier
+from hindsight_server.domain.model import CommitPosition, EmbeddingState, Kind, Memory, Status, Tier
 from hindsight_server.domain.policy import Limits, TtlPolicy, WritePolicy
 from hindsight_server.domain.sessions import CONSOLIDATE_JOB
 from hindsight_server.pipelines.item_isolation import ItemIsolation
@@ -23,6 +23,7 @@ from hindsight_server.pipelines.ports import SessionReads, SummaryWriter
 from hindsight_server.pipelines.sessions import AppendResult, SessionPipeline, SessionSettings, TurnRequest
 from hindsight_server.pipelines.write import WritePipeline, WriteSettings
 from tests.support.fakes.clock import FakeClock
+from tests.support.fakes.inference import FakeInferenceTier
 from tests.support.fakes.memory_store import InMemoryMemoryStore
 from tests.support.fakes.read_route import LaggingReplicaRoute
 from tests.support.fakes.session_store import InMemorySessionStore
@@ -54,13 +55,18 @@ class Sessions:
 
 
 def sessions(
-    summarizer: SummaryWriter | None = None, replica: InMemorySessionStore | None = None, **settings: Any
+    summarizer: SummaryWriter | None = None,
+    replica: InMemorySessionStore | None = None,
+    inference: FakeInferenceTier | None = None,
+    **settings: Any,
 ) -> Sessions:
-    """A session pipeline on fresh stores; Summarize reads on `replica` (replayed up to lsn 10) if given."""
+    """A session pipeline on fresh stores; Summarize reads on `replica` (replayed up to lsn 10) if given;
+    writes embed on `inference` if given (else there is no tier)."""
     clock = FakeClock(NOW)
     memories, store = InMemoryMemoryStore(), InMemorySessionStore()
     reads = None if replica is None else LaggingReplicaRoute[SessionReads](store, replica, REPLAYED)
-    writes = WritePipeline(memories, WriteSettings(Limits(), TtlPolicy(), WritePolicy()), clock)
+    write_settings = WriteSettings(Limits(), TtlPolicy(), WritePolicy())
+    writes = WritePipeline(memories, write_settings, clock, inference)
     isolation = ItemIsolation(store.failures, backoff_s=60, max_backoff_s=3600)
     pipeline = SessionPipeline(
         store,
@@ -114,6 +120,24 @@ async def test_a_turn_is_remembered_beyond_the_session_only_when_it_says_somethi
     if lasting:
         assert lasting[0].content == text and lasting[0].idempotency_key == "remember:s1:1"
         assert lasting[0].provenance["turn"] == 1 and lasting[0].provenance["rule"]
+
+
+@pytest.mark.parametrize("inline", [False, True])
+async def test_a_turns_memory_and_the_summary_wait_for_the_encoders_only_when_asked_to(inline: bool) -> None:
+    tier = FakeInferenceTier(english=True)
+    s = sessions(inference=tier, embed_inline=inline)
+    result = await s.say("I prefer window seats")
+    (turn,) = s.working_turns()
+    (summary,) = s.of(Kind.SUMMARY)
+    # What the turn remembers beyond the session is embedded before the answer: its conflict rules
+    # compare vectors.
+    (remembered,) = result.remembered
+    assert remembered.embedding_state is EmbeddingState.READY
+    # The turn's own memory and the summary: by default stored at once, for the background worker.
+    expected = EmbeddingState.READY if inline else EmbeddingState.PENDING
+    assert [turn.embedding_state, summary.embedding_state] == [expected, expected]
+    # Two models (multilingual, English) per memory embedded inline.
+    assert len(tier.embedded) == (6 if inline else 2)
 
 
 async def test_a_preference_said_again_in_a_session_merges_into_the_one_remembered() -> None:
