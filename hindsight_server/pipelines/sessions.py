@@ -70,7 +70,7 @@ class SessionSettings:
     idle_batch: int = 100  # sessions per run of the consolidate job
     # A turn's own memory and the summary are embedded inline (the turn's writer waits for the
     # encoders) instead of by the background worker.
-    embed_inline: bool = False
+    embed_turns_inline: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,7 +253,7 @@ class SessionPipeline:
         draft = _from_turn(session, turn, "turn", turn.text, Tier.WORKING, Kind.EVENT)
         memory = replace(self._writes.new_memory(draft, now), provenance=_provenance(session, turn))
         (outcome,) = await self._writes.commit(
-            [memory], now, verbatim=True, inline=self._settings.embed_inline
+            [memory], now, verbatim=True, inline=self._settings.embed_turns_inline
         )
         return outcome.memory
 
@@ -312,7 +312,7 @@ class SessionPipeline:
                 "rule": "summary",
             },
         )
-        inline = self._settings.embed_inline
+        inline = self._settings.embed_turns_inline
         if session.summary_memory_id is None:
             (outcome,) = await self._writes.commit([memory], now, verbatim=True, inline=inline)
         else:

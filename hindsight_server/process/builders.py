@@ -88,7 +88,7 @@ def session_pipeline(
             settings.write,
             keep_turns=config.keep_turns,
             refresh_every_turns=config.refresh_every_turns,
-            embed_inline=config.embed_turns_inline,
+            embed_turns_inline=config.embed_turns_inline,
             consolidation=ConsolidationPolicy(
                 every_turns=config.consolidate_every_turns,
                 idle=timedelta(seconds=config.consolidate_idle_s),

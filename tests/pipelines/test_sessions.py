@@ -125,7 +125,7 @@ async def test_a_turn_is_remembered_beyond_the_session_only_when_it_says_somethi
 @pytest.mark.parametrize("inline", [False, True])
 async def test_a_turns_memory_and_the_summary_wait_for_the_encoders_only_when_asked_to(inline: bool) -> None:
     tier = FakeInferenceTier(english=True)
-    s = sessions(inference=tier, embed_inline=inline)
+    s = sessions(inference=tier, embed_turns_inline=inline)
     result = await s.say("I prefer window seats")
     (turn,) = s.working_turns()
     (summary,) = s.of(Kind.SUMMARY)
