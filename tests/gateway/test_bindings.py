@@ -19,7 +19,7 @@ from hindsight.client import HindsightClient
 from tests.gateway.test_forget import _ok, _text
 from tests.gateway.test_oauth import CLIENT_ID, CLIENT_SECRET, authorization_server
 from tests.support.mcp_sessions import INITIALIZE, INITIALIZE_HEADERS, http_gateway, http_session
-from tests.support.processes import free_port
+from tests.support.processes import free_port, free_ports
 
 
 async def _initialize_status(url: str, token: str) -> int:
@@ -153,7 +153,7 @@ async def test_an_authorization_servers_claims_bind_the_agent_and_subject(
 async def test_an_introspection_outage_is_not_remembered(memory_target: str, tenant: str) -> None:
     """While the authorization server is down a token is refused; once it is back the next request
     is verified, not refused from a cache for a minute."""
-    port, issuer_port = free_port(), free_port()
+    port, issuer_port = free_ports(2)
     resource = f"http://127.0.0.1:{port}/mcp"
     settings = load_gateway_settings(
         port=port,

@@ -38,7 +38,7 @@ from hindsight_server.stack.nginx import (
 from tests.fixtures.postgres import dsn_for_database
 from tests.support.eventually import eventually
 from tests.support.mcp_sessions import http_session
-from tests.support.processes import Background, free_port, pid_alive
+from tests.support.processes import Background, free_port, free_ports, pid_alive
 
 SERVERS = 3
 
@@ -124,14 +124,15 @@ async def cluster(postgres_dsn: str, tmp_path_factory: pytest.TempPathFactory) -
     await connection.execute(f'CREATE DATABASE "{database}"')
     await connection.close()
     data_dir = tmp_path_factory.mktemp("cluster")
-    port, first_server, mcp_port = free_port(), _free_consecutive_ports(SERVERS), free_port()
+    port, mcp_port, console_port = free_ports(3)
+    first_server = _free_consecutive_ports(SERVERS)
     env = {
         "HINDSIGHT_STACK__INFERENCE": "false",
         "HINDSIGHT_STACK__SERVERS_PORT": str(first_server),
         "HINDSIGHT_STACK__GATEWAY_ACCESS_LOG": "true",
         "HINDSIGHT_MCP__PORT": str(mcp_port),
         "HINDSIGHT_MCP__TENANT": "acme-mcp",
-        "HINDSIGHT_CONSOLE__PORT": str(free_port()),
+        "HINDSIGHT_CONSOLE__PORT": str(console_port),
         "HINDSIGHT_DATABASE__POOL_MIN": "1",
         "HINDSIGHT_DATABASE__POOL_MAX": "4",
     }

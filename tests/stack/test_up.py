@@ -13,18 +13,22 @@ from hindsight_server.config import Settings
 from hindsight_server.stack.supervisor import Stack
 from tests.support.eventually import eventually
 from tests.support.mcp_sessions import http_session
-from tests.support.processes import Background, free_port, pid_alive, run_cli
+from tests.support.processes import Background, free_port, free_ports, pid_alive, run_cli
 
 
 async def _up(data_dir: Path, port: int) -> tuple[Background, list[int]]:
     """Starts the stack; returns it and the pids of PostgreSQL and Triton from its banner."""
+    # Chosen together: ports picked one by one can be handed out twice (two of them once were).
+    http, grpc, metrics, mcp, console = [p for p in free_ports(6) if p != port][:5]
     triton_ports = {
-        f"HINDSIGHT_STACK__TRITON_{name}_PORT": str(free_port()) for name in ("HTTP", "GRPC", "METRICS")
+        "HINDSIGHT_STACK__TRITON_HTTP_PORT": str(http),
+        "HINDSIGHT_STACK__TRITON_GRPC_PORT": str(grpc),
+        "HINDSIGHT_STACK__TRITON_METRICS_PORT": str(metrics),
     }
     gateway = {
-        "HINDSIGHT_MCP__PORT": str(free_port()),
+        "HINDSIGHT_MCP__PORT": str(mcp),
         "HINDSIGHT_MCP__TENANT": "acme",
-        "HINDSIGHT_CONSOLE__PORT": str(free_port()),
+        "HINDSIGHT_CONSOLE__PORT": str(console),
     }
     stack = Background(["up", "--data-dir", str(data_dir), "--port", str(port)], env=triton_ports | gateway)
     await stack.start()
