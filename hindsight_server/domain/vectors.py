@@ -48,3 +48,13 @@ class PendingEmbedding:
     missing: frozenset[VectorSpace]  # the spaces whose vector this memory still lacks and can get
     attempts: int = 0  # earlier embeddings of it that failed
     digest: str = ""  # md5 of the content claimed: completion checks the row still holds it
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingClaim:
+    """One claim of the embedding queue: the rows leased, whether more were due at once (a tenant
+    filled its share, or tenants were left for the next turn), and the tenant the turn stopped at."""
+
+    rows: list[PendingEmbedding]
+    more: bool
+    last_tenant: str

@@ -20,7 +20,7 @@ from datetime import timedelta
 from hindsight_server.domain.errors import InferenceUnavailable
 from hindsight_server.domain.language import OWN_SPACE
 from hindsight_server.domain.model import VectorSpace
-from hindsight_server.domain.vectors import FloatVector, PendingEmbedding
+from hindsight_server.domain.vectors import EmbeddingClaim, FloatVector, PendingEmbedding
 from hindsight_server.pipelines.activity import WriteActivity
 from hindsight_server.pipelines.ports import DocumentEmbedder, EmbeddingClaims
 from hindsight_server.pipelines.scope_sizes import ScopeSizes
@@ -74,24 +74,32 @@ class EmbeddingBackfill:
         self._settings = settings
         self._activity = activity
         self._scope_sizes = scope_sizes
+        # The tenant the last claim's turn stopped at: the next claim starts after it (store/embeddings.py).
+        self._last_tenant = ""
 
     async def run_once(self) -> int:
         """Embeds up to one batch of pending memories; returns how many were claimed (0 when the tier
         is away)."""
+        return len((await self._round()).rows)
+
+    async def _round(self) -> EmbeddingClaim:
         inference = self._inference
         if not inference.available:
-            return 0
+            return EmbeddingClaim([], more=False, last_tenant=self._last_tenant)
         # While a language's configured model is away, its rows get their multilingual vector and wait for
         # their own; a server without a language's model never asks for that language's vectors.
         own = [space for space in OWN_SPACE.values() if inference.configured(space)]
-        rows = await self._store.claim_pending_embeddings(
+        claim = await self._store.claim_pending_embeddings(
             self._settings.batch,
             self._settings.lease,
             own=own,
             own_now=[space for space in own if inference.serves(space)],
+            after_tenant=self._last_tenant,
         )
+        self._last_tenant = claim.last_tenant
+        rows = claim.rows
         if not rows:
-            return 0
+            return claim
         vectors: dict[VectorSpace, dict[str, FloatVector]] = {}
         failed: dict[str, timedelta] = {}
         for space in VectorSpace:
@@ -100,7 +108,7 @@ class EmbeddingBackfill:
                 vectors[space] = await self._embed(inference, todo, space, failed)
         await self._store.complete(rows, vectors, failed)
         self._note_embedded(rows, vectors)
-        return len(rows)
+        return claim
 
     def _note_embedded(
         self, rows: Sequence[PendingEmbedding], vectors: Mapping[VectorSpace, Mapping[str, FloatVector]]
@@ -186,10 +194,10 @@ class EmbeddingBackfill:
         content), counted, and the next round comes after the idle pause."""
         while True:
             try:
-                done = await self.run_once()
+                more = (await self._round()).more
             except Exception as exc:  # the database away, or anything unforeseen: the worker carries on
                 count_failure(WORKER, exc)
                 log.warning("embedding backfill round failed: %s", type(exc).__name__)
-                done = 0
-            if done < self._settings.batch:
+                more = False
+            if not more:
                 await asyncio.sleep(self._settings.idle_s)

@@ -46,6 +46,7 @@ from hindsight_server.domain.session_summary import SessionSummary
 from hindsight_server.domain.sessions import AppendedTurn, IdleSession, SessionRecord, TurnInput
 from hindsight_server.domain.vectors import (
     DocumentEmbeddings,
+    EmbeddingClaim,
     FloatVector,
     PendingEmbedding,
     QueryVector,
@@ -344,9 +345,16 @@ class EmbeddingClaims(Protocol):
     """The memories waiting for vectors, leased to the embedding workers while their vectors are computed."""
 
     async def claim_pending_embeddings(
-        self, limit: int, lease: timedelta, *, own: Collection[VectorSpace], own_now: Collection[VectorSpace]
-    ) -> list[PendingEmbedding]:
-        """Up to `limit` of the oldest pending memories not leased or backing off, leased for `lease`.
+        self,
+        limit: int,
+        lease: timedelta,
+        *,
+        own: Collection[VectorSpace],
+        own_now: Collection[VectorSpace],
+        after_tenant: str = "",
+    ) -> EmbeddingClaim:
+        """Up to `limit` pending memories not leased or backing off, leased for `lease`: the tenants
+        waiting share the claim, taken in turn from the one after `after_tenant`, each its oldest first.
         `own`: the languages' own spaces computed at all; `own_now`: those that can be right now."""
 
     async def complete(

@@ -77,6 +77,14 @@ async def test_a_round_embeds_the_oldest_pending_memories_in_chunks_and_makes_th
     assert await w.backfill.run_once() == 0
 
 
+async def test_a_tenant_that_queued_after_a_long_backlog_is_embedded_in_the_next_round() -> None:
+    flood = [pending(n, tenant_id="flood") for n in range(20)]
+    w = worker(*flood, pending(50, tenant_id="quiet"), batch=4, chunk=4)
+    assert await w.backfill.run_once() == 3  # the flood's oldest two and the quiet tenant's one
+    assert w.queue.get("quiet", pending(50).id).embedding_state is EmbeddingState.READY
+    assert await w.backfill.run_once() == 4  # the flood alone: its whole batch
+
+
 async def test_a_round_waits_while_the_tier_is_down_and_claims_nothing() -> None:
     w = worker(pending(1), tier=FakeInferenceTier(up=False))
     assert await w.backfill.run_once() == 0

@@ -1,7 +1,8 @@
 """The embedding queue over the in-memory store (EmbeddingClaims, pipelines/ports.py), with the rules of
-store/embeddings.py: pending memories leased oldest first and not offered again while leased or backing
-off, the vectors each lacks, vectors kept only where the memory still holds the content embedded, ready
-once it has every one, and a failure's backoff counted in its attempts."""
+store/embeddings.py: the tenants waiting share each claim in turn, each its oldest pending memories, not
+offered again while leased or backing off, the vectors each lacks, vectors kept only where the memory
+still holds the content embedded, ready once it has every one, and a failure's backoff counted in its
+attempts."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from datetime import datetime, timedelta
 from hindsight_server.domain.clock import Clock
 from hindsight_server.domain.language import OWN_SPACE, language
 from hindsight_server.domain.model import EmbeddingState, Memory, VectorSpace
-from hindsight_server.domain.vectors import FloatVector, PendingEmbedding
+from hindsight_server.domain.vectors import EmbeddingClaim, FloatVector, PendingEmbedding
 from tests.support.fakes.memory_store import InMemoryMemoryStore
 
 
@@ -40,25 +41,48 @@ class InMemoryEmbeddingQueue(InMemoryMemoryStore):
         return own if own in spaces and self._lacks(memory, own) else None
 
     async def claim_pending_embeddings(
-        self, limit: int, lease: timedelta, *, own: Collection[VectorSpace], own_now: Collection[VectorSpace]
-    ) -> list[PendingEmbedding]:
+        self,
+        limit: int,
+        lease: timedelta,
+        *,
+        own: Collection[VectorSpace],
+        own_now: Collection[VectorSpace],
+        after_tenant: str = "",
+    ) -> EmbeddingClaim:
         self._answer()
         now = self._now()
-        due = sorted(
-            (
-                m
-                for by_id in self.memories.values()
+        waiting = sorted(
+            tenant
+            for tenant, by_id in self.memories.items()
+            if any(
+                m.embedding_state is EmbeddingState.PENDING and self.retry_at.get(m.id, now) <= now
                 for m in by_id.values()
-                if m.embedding_state is EmbeddingState.PENDING
-                and (m.id not in self.retry_at or self.retry_at[m.id] <= now)
-                and (
-                    self._lacks(m, VectorSpace.MULTILINGUAL)
-                    or self._lacks_own(m, own_now) is not None
-                    or self._lacks_own(m, own) is None
-                )
-            ),
-            key=lambda m: (m.created_at, m.id),
-        )[:limit]
+            )
+        )
+        tenants = ([t for t in waiting if t > after_tenant] + [t for t in waiting if t <= after_tenant])[
+            :limit
+        ]
+        if not tenants:
+            return EmbeddingClaim([], more=False, last_tenant=after_tenant)
+        share = limit // len(tenants)
+        shares = [
+            sorted(
+                (
+                    m
+                    for m in self.memories[tenant].values()
+                    if m.embedding_state is EmbeddingState.PENDING
+                    and self.retry_at.get(m.id, now) <= now
+                    and (
+                        self._lacks(m, VectorSpace.MULTILINGUAL)
+                        or self._lacks_own(m, own_now) is not None
+                        or self._lacks_own(m, own) is None
+                    )
+                ),
+                key=lambda m: (m.created_at, m.id),
+            )[:share]
+            for tenant in tenants
+        ]
+        due = sorted((m for rows in shares for m in rows), key=lambda m: (m.created_at, m.id))
         claimed = []
         for memory in due:
             self.retry_at[memory.id] = now + lease
@@ -77,7 +101,8 @@ class InMemoryEmbeddingQueue(InMemoryMemoryStore):
                     digest(memory.content),
                 )
             )
-        return claimed
+        more = len(tenants) == limit or any(len(rows) == share for rows in shares)
+        return EmbeddingClaim(claimed, more=more, last_tenant=tenants[-1])
 
     async def complete(
         self,
