@@ -270,7 +270,7 @@ class InferenceSettings(_Section):
     query_cache_max_share: float = Field(0.25, gt=0, le=1)
     backfill_batch: int = Field(256, ge=1)  # rows claimed per transaction
     backfill_chunk: int = Field(32, ge=1)  # texts per inference call (a query waits behind at most one)
-    backfill_idle_s: float = Field(0.5, gt=0)  # pause when nothing is pending
+    backfill_idle_s: float = Field(0.5, gt=0)  # pause after a claim that left nothing more due
     backfill_timeout_s: float = Field(10.0, gt=0)
     health_interval_s: float = Field(1.0, gt=0)  # how often the tier is probed
 
