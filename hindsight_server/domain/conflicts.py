@@ -33,7 +33,7 @@ existing memory, the first rule that holds, in this order:
    preference). Look-alike facts without either are two facts.
 6. SUPERSEDE, worded as a change: the new content says on its own that something changed ("switched",
    "换了"), it is about the same people and shares a content term other than a time word, and the
-   similarity is at least `changed_supersede_from` (0.45); unless the old content already said that
+   similarity is at least `changed_supersede_from` (0.35); unless the old content already said that
    change with the same values ("Moving to Toronto", "relocating to Toronto"). Also SUPERSEDE a fact or
    preference (not an event: its "now" is its moment's) of the same people when the new content has a
    weaker cue ("now", "现在"), a value it brings that the old lacks, `cued_overlap` of the content terms
@@ -87,6 +87,7 @@ from hindsight_server.domain.facts import (
     scope,
     slots,
     speaks_of_now,
+    speaks_of_payment,
     speaks_of_self,
     speaks_of_transactions,
     swapped,
@@ -132,7 +133,7 @@ class ConflictPolicy:
     # A content worded as a change ("switched", "换了") that shares a topic with a fact of the same
     # people supersedes it from this similarity: updates are worded far apart ("I bank with Chase",
     # "I closed my Chase account and moved to Ally"), look-alikes are not worded as changes.
-    changed_supersede_from: float = 0.45
+    changed_supersede_from: float = 0.35
     # A content with a cue as weak as "now" or "现在", the same people, a value that differs and this
     # share of the earlier fact's content terms (Jaccard) supersedes it from `cued_supersede_from`:
     # "Dad parks in spot 14", "the Honda goes in 22 now". Look-alikes carry no cue.
@@ -364,6 +365,7 @@ class _Reading:
     replaces: bool  # a change word beyond starting something: facts.replaces
     scope: frozenset[str] | None  # the situation it is said for ("for technical questions"): facts.scope
     many: bool  # speaks of things many at once (orders, bookings): facts.speaks_of_transactions
+    paid: bool  # records a payment made ("paid the plumber £300", "收了300"): facts.speaks_of_payment
     # "Time zone: Europe/Berlin" as (key, value), a field that holds one value: _single_field
     field: tuple[str, str] | None
 
@@ -403,6 +405,7 @@ class _Reading:
             replaces(content),
             scope(content),
             speaks_of_transactions(content),
+            speaks_of_payment(content),
             _single_field(content),
         )
 
@@ -634,6 +637,7 @@ def _rule(
         not differing
         and alike
         and not new_reading.changes
+        and not new_reading.adds  # "滨江那套月租也是3200": another thing with the same value
         and (old_reading.cue or not new_reading.cue)  # "now" said only by the new one: it may have changed
         and old.similarity >= policy.reworded_merge_from
         and overlap >= policy.reworded_overlap
@@ -646,12 +650,20 @@ def _rule(
     if _other_scope(new_reading, old_reading):
         return None  # said for another situation ("for creative writing"): both stand
     same_thing = new_reading.identifiers & old_reading.identifiers
+    if new_reading.paid and old_reading.paid and not same_thing:
+        return None  # two payments are two events, whatever changed between them
     if differing and old.similarity >= policy.supersede_from and (same_thing or new_reading.cue):
         why = f"the same {', '.join(sorted(same_thing))}" if same_thing else "worded as a change"
         return 5, _similar_supersede(old.id, old.similarity, why, differing)
     about = frozenset(term for term in shared if not _time_term(term))
     news = _news(new_reading.changes, old_reading, bool(differing))
-    if news and same_people and about and old.similarity >= policy.changed_supersede_from:
+    if (
+        news
+        and same_people
+        and about
+        and old.similarity >= policy.changed_supersede_from
+        and not _kinds_apart(new_reading, old_reading)
+    ):
         terms = ", ".join(sorted(about)[:4])
         reason = f"worded as a change of it (similarity {old.similarity:.3f}, about {terms})"
         return 6, Resolution(Action.SUPERSEDE, old.id, reason)
@@ -752,6 +764,16 @@ def _by_facet(
             how = "worded as a change" if news else "a new value"
             return 7, Resolution(Action.SUPERSEDE, old_memory.id, f"same facet, {how}: {facet.name}")
     return None
+
+
+def _kinds_apart(new: _Reading, old: _Reading) -> bool:
+    """Whether both touch a facet that has kinds, each of another kind (car and home insurance)."""
+    for name in new.facets.keys() & old.facets.keys():
+        facet = facet_named(name)
+        now, before = facet.kinds_of(new.facets[name]), facet.kinds_of(old.facets[name])
+        if now and before and not now & before:
+            return True
+    return False
 
 
 def _named_apart(new: _Reading, old: _Reading) -> bool:

@@ -488,6 +488,19 @@ def _zh_holder(prefix: str) -> str:
     return rest if 2 <= len(rest) <= 3 and clause.startswith(rest) else "self"
 
 
+def _zh_phone_holder(prefix: str) -> str:
+    """Whose number: as `_zh_holder`, and also a thing named right before it ("物业电话", "前台电话": the
+    estate office's, the front desk's); a number that opens its clause is of whom the clause before
+    named ("紧急联系人是他爸，电话…": the father's)."""
+    clauses = _ZH_CLAUSE.split(prefix)
+    if not _ZH_SELF.sub("", clauses[-1]) and len(clauses) > 1:
+        holder = _zh_holder("".join(clauses[-2:]))
+        return holder if holder != "self" else _zh_holder(prefix)
+    holder = _zh_holder(prefix)
+    rest = _ZH_SELF.sub("", clauses[-1]).strip()
+    return rest if holder == "self" and len(rest) >= 2 and not _ZH_SELF_FIRST.match(clauses[-1]) else holder
+
+
 def _chinese_slots(text: str) -> list[Slot]:
     found: dict[tuple[str, str], Slot] = {}
 
@@ -517,7 +530,8 @@ def _chinese_slots(text: str) -> list[Slot]:
             elif name == "diet":
                 value = diets.get(value, value)
             # A verb's leftovers are not a holder: "用户不再" is the subject, negated.
-            holder = _zh_holder(_ZH_NEGATION.sub("", text[: match.start()]))
+            before = _ZH_NEGATION.sub("", text[: match.start()])
+            holder = _zh_phone_holder(before) if name == "phone" else _zh_holder(before)
             add(holder, slot, value, match.start())
     for match in _ZH_SCHEDULE.finditer(text):
         what = _ZH_SELF.sub("", match.group("what")) or match.group("what")
@@ -688,7 +702,7 @@ _ZH_HABIT = re.compile(r"每|总是|通常|一般|平时|经常")
 # Words that add a fact beside the known ones rather than replace one ("also", "还要", "另外").
 _EN_ADDS = re.compile(r"\b(?:also|too|as well|in addition|additionally)\b", re.IGNORECASE)
 _ZH_ADDS = re.compile(
-    r"还要|还会|另外|此外|也(?:会|要|在|有|开始|报)|又(?:养|买|报|开|办)|还(?:有|放了|买了|养了|开了|办了|报了)"
+    r"还要|还会|另外|此外|也(?:会|要|在|有|开始|报|是)|又(?:养|买|报|开|办)|还(?:有|放了|买了|养了|开了|办了|报了)"
 )
 
 
@@ -806,6 +820,17 @@ _TRANSACTIONS = re.compile(
 def speaks_of_transactions(text: str) -> bool:
     """Whether a content speaks of things that are many at once (orders, bookings, tickets, 订单)."""
     return bool(_TRANSACTIONS.search(_clean(text)))
+
+
+# A payment made ("paid", "收了", "交了"): an event each time, like an order; a price that changed is
+# worded otherwise ("went up to", "涨到", "now costs").
+_EN_PAID = re.compile(r"\b(?:paid|charged|spent)\b", re.IGNORECASE)
+_ZH_PAID = re.compile(r"[收付交花]了")
+
+
+def speaks_of_payment(text: str) -> bool:
+    """Whether a content records a payment made ("paid the plumber £300", "周师傅修水管收了300")."""
+    return _found(text, _ZH_PAID, _EN_PAID)
 
 
 def profile_field(text: str) -> tuple[str, str] | None:

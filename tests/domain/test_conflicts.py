@@ -238,6 +238,23 @@ def fact(content: str) -> NewMemory:
          "same slot, new value: schedule:yoga class 'tuesdays' -> 'thursdays'"),
         ("The user's piano lesson is on Thursdays.", "The user's yoga class is on Tuesdays.", 0.6,
          Action.NEW, None),
+        # a number is of whom the words before it name: an estate office's, a father's; not the user's
+        ("西湖花园物业电话0571-86675432", "滨江物业电话0571-88861234", 0.53, Action.NEW, None),
+        ("陈家的紧急联系人是陈太太的妹妹，电话13606812277", "小王的紧急联系人是他爸，电话13805710021", 0.43,
+         Action.NEW, None),
+        ("物业电话改成了0571-86675432", "物业电话0571-88861234", 0.6, Action.SUPERSEDE,
+         "same slot, new value: 物业's phone '057188861234' -> '057186675432'"),
+        # two payments are two events, whatever changed between them
+        ("周师傅换马桶收了450", "周师傅上次修水管收了300", 0.63, Action.NEW, None),
+        ("小王2月房租2月5号交了", "小王1月房租1月5号交了", 0.96, Action.NEW, None),
+        ("Paid the plumber £450 for the boiler", "Paid the plumber £300 for the leak", 0.8, Action.NEW, None),
+        # "也是": another thing with the same value, not the same fact said again
+        ("滨江那套月租也是3200", "朝阳路那套月租3200", 0.72, Action.NEW, None),
+        # worded as a change, far apart: from cosine 0.35
+        ("Switched Miso to Dr. Okafor's clinic, closer to the new flat", "My cat Miso's vet is Dr. Schneider",
+         0.36, Action.SUPERSEDE, "worded as a change of it (similarity 0.360, about dr, miso)"),
+        ("Switched Miso to Dr. Okafor's clinic, closer to the new flat", "My cat Miso's vet is Dr. Schneider",
+         0.33, Action.NEW, None),
         # preferences: one replaces the other
         ("The user now prefers coffee in the morning.", "The user prefers tea in the morning.", 0.7,
          Action.SUPERSEDE, "same preference, new value: 'tea' -> 'coffee'"),
