@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
 import numpy as np
 import numpy.typing as npt
@@ -48,6 +49,20 @@ class PendingEmbedding:
     missing: frozenset[VectorSpace]  # the spaces whose vector this memory still lacks and can get
     attempts: int = 0  # earlier embeddings of it that failed
     digest: str = ""  # md5 of the content claimed: completion checks the row still holds it
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRequest:
+    """What the embedding worker asks of the queue: up to `limit` rows leased for `lease`, the tenants
+    waiting taken in turn from the one after `after_tenant` (the claim before's `last_tenant`). `own`:
+    the languages' own spaces computed at all; `own_now`: those that can be right now (rows lacking only
+    another one are left for later, so they do not hold back the rest)."""
+
+    limit: int
+    lease: timedelta
+    own: frozenset[VectorSpace]
+    own_now: frozenset[VectorSpace]
+    after_tenant: str = ""
 
 
 @dataclass(frozen=True, slots=True)

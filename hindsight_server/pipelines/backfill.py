@@ -20,7 +20,7 @@ from datetime import timedelta
 from hindsight_server.domain.errors import InferenceUnavailable
 from hindsight_server.domain.language import OWN_SPACE
 from hindsight_server.domain.model import VectorSpace
-from hindsight_server.domain.vectors import EmbeddingClaim, FloatVector, PendingEmbedding
+from hindsight_server.domain.vectors import ClaimRequest, EmbeddingClaim, FloatVector, PendingEmbedding
 from hindsight_server.pipelines.activity import WriteActivity
 from hindsight_server.pipelines.ports import DocumentEmbedder, EmbeddingClaims
 from hindsight_server.pipelines.scope_sizes import ScopeSizes
@@ -90,11 +90,13 @@ class EmbeddingBackfill:
         # their own; a server without a language's model never asks for that language's vectors.
         own = [space for space in OWN_SPACE.values() if inference.configured(space)]
         claim = await self._store.claim_pending_embeddings(
-            self._settings.batch,
-            self._settings.lease,
-            own=own,
-            own_now=[space for space in own if inference.serves(space)],
-            after_tenant=self._last_tenant,
+            ClaimRequest(
+                self._settings.batch,
+                self._settings.lease,
+                own=frozenset(own),
+                own_now=frozenset(space for space in own if inference.serves(space)),
+                after_tenant=self._last_tenant,
+            )
         )
         self._last_tenant = claim.last_tenant
         rows = claim.rows

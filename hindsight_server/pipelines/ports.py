@@ -9,7 +9,7 @@ then the rest."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import date, datetime, timedelta
 from typing import Protocol
@@ -45,6 +45,7 @@ from hindsight_server.domain.scope_index import IndexedMemory, ScopeChanges
 from hindsight_server.domain.session_summary import SessionSummary
 from hindsight_server.domain.sessions import AppendedTurn, IdleSession, SessionRecord, TurnInput
 from hindsight_server.domain.vectors import (
+    ClaimRequest,
     DocumentEmbeddings,
     EmbeddingClaim,
     FloatVector,
@@ -344,18 +345,9 @@ class JobLedger(Protocol):
 class EmbeddingClaims(Protocol):
     """The memories waiting for vectors, leased to the embedding workers while their vectors are computed."""
 
-    async def claim_pending_embeddings(
-        self,
-        limit: int,
-        lease: timedelta,
-        *,
-        own: Collection[VectorSpace],
-        own_now: Collection[VectorSpace],
-        after_tenant: str = "",
-    ) -> EmbeddingClaim:
-        """Up to `limit` pending memories not leased or backing off, leased for `lease`: the tenants
-        waiting share the claim, taken in turn from the one after `after_tenant`, each its oldest first.
-        `own`: the languages' own spaces computed at all; `own_now`: those that can be right now."""
+    async def claim_pending_embeddings(self, request: ClaimRequest) -> EmbeddingClaim:
+        """Pending memories not leased or backing off, leased: the tenants waiting share the claim,
+        each its oldest first (ClaimRequest)."""
 
     async def complete(
         self,

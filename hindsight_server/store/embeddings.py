@@ -11,7 +11,7 @@ take the rows batched with it down again.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
 import asyncpg
@@ -19,7 +19,7 @@ from pgvector import Vector
 
 from hindsight_server.domain.language import OWN_SPACE
 from hindsight_server.domain.model import VectorSpace
-from hindsight_server.domain.vectors import EmbeddingClaim, FloatVector, PendingEmbedding
+from hindsight_server.domain.vectors import ClaimRequest, EmbeddingClaim, FloatVector, PendingEmbedding
 from hindsight_server.store.errors import translate_errors
 from hindsight_server.store.sql import VECTOR_COLUMN, OnPool, pinned_plans
 
@@ -90,23 +90,12 @@ async def _waiting_tenants(pool: asyncpg.Pool, limit: int, after: str) -> list[s
 
 
 class EmbeddingQueue(OnPool):
-    async def claim_pending_embeddings(
-        self,
-        limit: int,
-        lease: timedelta,
-        *,
-        own: Collection[VectorSpace],
-        own_now: Collection[VectorSpace],
-        after_tenant: str = "",
-    ) -> EmbeddingClaim:
-        """Leases pending rows that are not leased or backing off, for `lease`, with the vectors each
-        lacks (a maintenance path, not a tenant request). Shared between tenants: up to `limit` tenants
-        with pending rows, taken in turn, each gives its oldest `limit // tenants` rows, so a tenant that
-        queued a large backlog delays another's rows by one claim, not by the whole backlog. The turn
-        starts after `after_tenant` (the claim before's `last_tenant`) and wraps round.
-        `own`: the languages' own spaces this server computes (no other is asked for); `own_now`: those
-        it can right now (rows lacking only another one are left for later, so they do not hold back the
-        rest)."""
+    async def claim_pending_embeddings(self, request: ClaimRequest) -> EmbeddingClaim:
+        """Leases pending rows that are not leased or backing off, with the vectors each lacks (a
+        maintenance path, not a tenant request). Shared between tenants: up to `limit` tenants with rows
+        due, taken in turn, each gives its oldest `limit // tenants` rows, so a tenant that queued a
+        large backlog delays another's rows by one claim, not by the whole backlog."""
+        limit, after_tenant = request.limit, request.after_tenant
         async with translate_errors():
             tenants = await _waiting_tenants(self._pool, limit, after_tenant)
         if not tenants:
@@ -131,9 +120,9 @@ class EmbeddingQueue(OnPool):
                              m.embedding_en IS NOT NULL AS has_english""",
                 tenants,
                 share,
-                [space.value for space in own],
-                [space.value for space in own_now],
-                lease,
+                [space.value for space in request.own],
+                [space.value for space in request.own_now],
+                request.lease,
             )
         # More may be due at once when a tenant filled its share or tenants were left for the next turn.
         per_tenant = Counter(r["tenant_id"] for r in rows)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Collection, Sequence
-from datetime import UTC, datetime, timedelta
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime
 
 import pytest
 
@@ -17,7 +17,7 @@ from embedder.errors import InferenceError
 from embedder.triton import TritonServer
 from hindsight_server.domain.model import EmbeddingState, Kind, MemoryDraft, MemoryPatch, Tier, VectorSpace
 from hindsight_server.domain.policy import Limits, TtlPolicy, WritePolicy
-from hindsight_server.domain.vectors import EmbeddingClaim
+from hindsight_server.domain.vectors import ClaimRequest, EmbeddingClaim
 from hindsight_server.inference.tier import InferenceTier
 from hindsight_server.pipelines.backfill import BackfillSettings, EmbeddingBackfill
 from hindsight_server.pipelines.write import WritePipeline, WriteSettings
@@ -143,21 +143,11 @@ class FailsFirstClaim(MemoryStore):
 
     failures = 0
 
-    async def claim_pending_embeddings(
-        self,
-        limit: int,
-        lease: timedelta,
-        *,
-        own: Collection[VectorSpace],
-        own_now: Collection[VectorSpace],
-        after_tenant: str = "",
-    ) -> EmbeddingClaim:
+    async def claim_pending_embeddings(self, request: ClaimRequest) -> EmbeddingClaim:
         if self.failures == 0:
             self.failures += 1
             raise RuntimeError("an unforeseen bug in one round")
-        return await super().claim_pending_embeddings(
-            limit, lease, own=own, own_now=own_now, after_tenant=after_tenant
-        )
+        return await super().claim_pending_embeddings(request)
 
 
 async def test_the_worker_survives_any_exception_and_goes_on(

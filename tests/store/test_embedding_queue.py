@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from hindsight_server.domain.model import EmbeddingState, VectorSpace
+from hindsight_server.domain.vectors import ClaimRequest
 from hindsight_server.store.embeddings import WAITING_TENANTS
 from hindsight_server.store.memories import MemoryStore
 from hindsight_server.store.migrate import EmbeddingDimensions, SchemaShape, migrate
@@ -59,9 +60,8 @@ async def _queue(store: MemoryStore, tenant: str, count: int, first_minute: int)
 
 
 async def _claim(store: MemoryStore, limit: int, after: str = "") -> tuple[set[str], bool, str]:
-    claim = await store.claim_pending_embeddings(
-        limit, LEASE, own=[VectorSpace.ENGLISH], own_now=[VectorSpace.ENGLISH], after_tenant=after
-    )
+    english = frozenset({VectorSpace.ENGLISH})
+    claim = await store.claim_pending_embeddings(ClaimRequest(limit, LEASE, english, english, after))
     return {row.content for row in claim.rows}, claim.more, claim.last_tenant
 
 

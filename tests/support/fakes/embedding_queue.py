@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from hindsight_server.domain.clock import Clock
 from hindsight_server.domain.language import OWN_SPACE, language
 from hindsight_server.domain.model import EmbeddingState, Memory, VectorSpace
-from hindsight_server.domain.vectors import EmbeddingClaim, FloatVector, PendingEmbedding
+from hindsight_server.domain.vectors import ClaimRequest, EmbeddingClaim, FloatVector, PendingEmbedding
 from tests.support.fakes.memory_store import InMemoryMemoryStore
 
 
@@ -40,15 +40,8 @@ class InMemoryEmbeddingQueue(InMemoryMemoryStore):
         own = OWN_SPACE[language(memory.content)]
         return own if own in spaces and self._lacks(memory, own) else None
 
-    async def claim_pending_embeddings(
-        self,
-        limit: int,
-        lease: timedelta,
-        *,
-        own: Collection[VectorSpace],
-        own_now: Collection[VectorSpace],
-        after_tenant: str = "",
-    ) -> EmbeddingClaim:
+    async def claim_pending_embeddings(self, request: ClaimRequest) -> EmbeddingClaim:
+        limit, after_tenant = request.limit, request.after_tenant
         self._answer()
         now = self._now()
         waiting = sorted(
@@ -74,8 +67,8 @@ class InMemoryEmbeddingQueue(InMemoryMemoryStore):
                     and self.retry_at.get(m.id, now) <= now
                     and (
                         self._lacks(m, VectorSpace.MULTILINGUAL)
-                        or self._lacks_own(m, own_now) is not None
-                        or self._lacks_own(m, own) is None
+                        or self._lacks_own(m, request.own_now) is not None
+                        or self._lacks_own(m, request.own) is None
                     )
                 ),
                 key=lambda m: (m.created_at, m.id),
@@ -85,9 +78,9 @@ class InMemoryEmbeddingQueue(InMemoryMemoryStore):
         due = sorted((m for rows in shares for m in rows), key=lambda m: (m.created_at, m.id))
         claimed = []
         for memory in due:
-            self.retry_at[memory.id] = now + lease
+            self.retry_at[memory.id] = now + request.lease
             missing = {VectorSpace.MULTILINGUAL} if self._lacks(memory, VectorSpace.MULTILINGUAL) else set()
-            if (needed := self._lacks_own(memory, own)) is not None:
+            if (needed := self._lacks_own(memory, request.own)) is not None:
                 missing.add(needed)
             claimed.append(
                 PendingEmbedding(
