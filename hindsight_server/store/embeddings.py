@@ -124,9 +124,11 @@ class EmbeddingQueue(OnPool):
                 [space.value for space in request.own_now],
                 request.lease,
             )
-        # More may be due at once when a tenant filled its share or tenants were left for the next turn.
+        # More may be due at once when a tenant filled its share or tenants were left for the next turn;
+        # never after a claim of nothing (tenants whose rows wait for a model that is away, say), which
+        # would make the worker ask again at once, and again.
         per_tenant = Counter(r["tenant_id"] for r in rows)
-        more = len(tenants) == limit or any(n == share for n in per_tenant.values())
+        more = bool(rows) and (len(tenants) == limit or any(n == share for n in per_tenant.values()))
         rows = sorted(rows, key=lambda r: (r["created_at"], str(r["id"])))  # RETURNING keeps no order
         return EmbeddingClaim([_pending(r) for r in rows], more=more, last_tenant=tenants[-1])
 

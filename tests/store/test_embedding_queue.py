@@ -9,6 +9,7 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pytest
 
 from hindsight_server.domain.model import EmbeddingState, VectorSpace
@@ -107,6 +108,34 @@ async def test_rows_leased_or_backing_off_are_not_claimed_and_an_empty_queue_cla
     assert await _claim(store, 2) == ({"t 0", "t 1"}, True, "t")
     assert await _claim(store, 8, after="t") == ({"t 2"}, False, "t")
     assert await _claim(store, 8, after="t") == (set(), False, "t")
+
+
+async def test_rows_waiting_for_a_model_that_is_away_make_no_claim_that_asks_for_more(
+    pool: BoundedPool,
+) -> None:
+    """English rows that have their multilingual vector and lack only the English one, while the English
+    model is away: their tenants are waiting, but nothing can be claimed, and the worker must pause
+    rather than ask again at once."""
+    store = MemoryStore(pool)
+    for tenant in ("a", "b"):
+        memories = [
+            numbered(
+                next(_numbers),
+                tenant_id=tenant,
+                content=f"The user wrote note {n} in English",
+                embedding_state=EmbeddingState.PENDING,
+                created_at=T0 + timedelta(minutes=n),
+            )
+            for n in range(2)
+        ]
+        await store.insert(
+            memories, {VectorSpace.MULTILINGUAL: [np.array([1.0, 0.0, 0.0], np.float32)] * len(memories)}
+        )
+    english = frozenset({VectorSpace.ENGLISH})
+    away = await store.claim_pending_embeddings(ClaimRequest(2, LEASE, english, frozenset()))
+    assert (away.rows, away.more) == ([], False)
+    back = await store.claim_pending_embeddings(ClaimRequest(2, LEASE, english, english))
+    assert len(back.rows) == 2 and back.more
 
 
 async def test_finding_the_tenants_reads_one_index_entry_a_tenant_however_long_their_backlogs(

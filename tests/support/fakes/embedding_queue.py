@@ -94,7 +94,7 @@ class InMemoryEmbeddingQueue(InMemoryMemoryStore):
                     digest(memory.content),
                 )
             )
-        more = len(tenants) == limit or any(len(rows) == share for rows in shares)
+        more = bool(due) and (len(tenants) == limit or any(len(rows) == share for rows in shares))
         return EmbeddingClaim(claimed, more=more, last_tenant=tenants[-1])
 
     async def complete(
