@@ -745,8 +745,7 @@ def _by_facet(
     for name in sorted(new.facets.keys() & old.facets.keys()):
         facet = facet_named(name)
         now, before = new.facets[name], old.facets[name]
-        kinds_now, kinds_before = facet.kinds_of(now), facet.kinds_of(before)
-        if kinds_now and kinds_before and not kinds_now & kinds_before:
+        if _other_kinds(facet, now, before):
             continue  # a dentist and a cardiologist, car and home insurance: two things
         if facet.states:
             # One state at a time: a new one is the change, cue or not ("Sam said yes, she's my fiancée").
@@ -768,12 +767,16 @@ def _by_facet(
 
 def _kinds_apart(new: _Reading, old: _Reading) -> bool:
     """Whether both touch a facet that has kinds, each of another kind (car and home insurance)."""
-    for name in new.facets.keys() & old.facets.keys():
-        facet = facet_named(name)
-        now, before = facet.kinds_of(new.facets[name]), facet.kinds_of(old.facets[name])
-        if now and before and not now & before:
-            return True
-    return False
+    return any(
+        _other_kinds(facet_named(name), new.facets[name], old.facets[name])
+        for name in new.facets.keys() & old.facets.keys()
+    )
+
+
+def _other_kinds(facet: Facet, now: frozenset[str], before: frozenset[str]) -> bool:
+    """Whether two uses of a facet name kinds of it, and none in common (a dentist, a cardiologist)."""
+    kinds_now, kinds_before = facet.kinds_of(now), facet.kinds_of(before)
+    return bool(kinds_now and kinds_before and not kinds_now & kinds_before)
 
 
 def _named_apart(new: _Reading, old: _Reading) -> bool:
