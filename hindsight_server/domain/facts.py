@@ -684,7 +684,8 @@ _EN_ONE_OFF = re.compile(
     r"\b(?:just this once|this time only|only this (?:time|week)|today only|temporarily|this week only)\b",
     re.IGNORECASE,
 )
-_ZH_ONE_OFF = re.compile(r"就这一次|只这一次|仅此一次|这一次|这次|本次|临时|暂时")
+# 临时有事 is "something came up": the reason for a change, not a change for once.
+_ZH_ONE_OFF = re.compile(r"就这一次|只这一次|仅此一次|这一次|这次|本次|临时(?!有事|有变|决定)|暂时")
 # One day named ("this Friday", "下周一", "今天"): against a habit, an exception to it; against another
 # dated plan, possibly its new date.
 _EN_DATED = re.compile(
@@ -700,7 +701,11 @@ _EN_HABIT = re.compile(
 )
 _ZH_HABIT = re.compile(r"每|总是|通常|一般|平时|经常")
 # Words that add a fact beside the known ones rather than replace one ("also", "还要", "另外").
-_EN_ADDS = re.compile(r"\b(?:also|too|as well|in addition|additionally)\b", re.IGNORECASE)
+# "too" ends its clause when it means "also" ("coffee too"); before a word it means "excessively"
+# ("too late").
+_EN_ADDS = re.compile(
+    r"\b(?:also|too(?=\s*(?:[.,;:!?)]|$))|as well|in addition|additionally)\b", re.IGNORECASE
+)
 _ZH_ADDS = re.compile(
     r"还要|还会|另外|此外|也(?:会|要|在|有|开始|报|是)|又(?:养|买|报|开|办)|还(?:有|放了|买了|养了|开了|办了|报了)"
 )
@@ -748,7 +753,9 @@ def scope(text: str) -> frozenset[str] | None:
 # A fact bounded in the past ("used to", "2018年到2022年") is history: nothing present replaces it.
 _EN_HISTORY = re.compile(
     r"\b(?:(?<!get )(?<!getting )(?<!got )(?<!be )(?<!am )(?<!'m )(?<!is )(?<!are )(?<!was )(?<!were )"
-    r"used to|formerly|previously|back in (?:19|20)[0-9]{2}|(?:until|till) (?:19|20)[0-9]{2}|"
+    r"used to|formerly|previously|back in (?:19|20)[0-9]{2}|"
+    r"(?<!good )(?<!valid )(?:until|till) (?:19|20)[0-9]{2}|"
+    r"first (?:car|job|apartment|flat|house|home|bike|phone|boss)|"
     r"from (?:19|20)[0-9]{2} (?:to|until|till) "
     r"(?:19|20)[0-9]{2}|(?:19|20)[0-9]{2}\s*[-–]\s*(?:19|20)[0-9]{2}|"
     r"(?:lived|worked|studied|drove|owned|had|used|played|taught)\b[^.;]{0,40}\bfor "
@@ -756,7 +763,9 @@ _EN_HISTORY = re.compile(
     re.IGNORECASE,
 )
 _ZH_HISTORY = re.compile(
-    r"以前|之前|曾经|早年|小时候|小的时候|(?<=[\u4e00-\u9fff])过(?=[。，,；;！!]|$)|"
+    r"以前|之前|曾经|早年|小时候|小的时候|(?<=[\u4e00-\u9fff])过(?=[。，,；;！!]|$)|第一(?:辆|份|个|套|台|部)|"
+    # 开了五年 is over; 开了五年了 still goes on
+    r"(?:开|住|干|做|用|养|读|教)了[0-9一二三四五六七八九十两几]+(?:年|个月)(?![0-9一二三四五六七八九十两几]|了)|"
     r"(?:19|20)[0-9]{2}年?\s*(?:到|至|-|–|~)\s*(?:19|20)[0-9]{2}年?"
 )
 
@@ -791,9 +800,18 @@ def habitual(text: str) -> bool:
     return _found(text, _ZH_HABIT, _EN_HABIT)
 
 
+# A bare 也 ("中行的预审批也下来了", "5栋1101周六也约了") adds too, where nothing in the content says
+# a change: beside one it is a side remark ("改成周二休息，周一也开门"), and 再也 is "never again".
+_ZH_ALSO = re.compile(r"(?<!再)也(?!许|就是|罢)")
+
+
 def adds(text: str) -> bool:
     """Whether a content says it adds to what is known ("also", "too", "还要", "另外")."""
-    return _found(text, _ZH_ADDS, _EN_ADDS)
+    if _found(text, _ZH_ADDS, _EN_ADDS):
+        return True
+    clean = _clean(text)
+    also = language(clean) == CHINESE and bool(_ZH_ALSO.search(clean))
+    return also and not has_update_cue(clean, strong=True)
 
 
 # A profile field a note writes as "Key: value" ("Time zone: Europe/Berlin", "常用邮箱：..."): the key

@@ -250,6 +250,13 @@ def fact(content: str) -> NewMemory:
         ("Paid the plumber £450 for the boiler", "Paid the plumber £300 for the leak", 0.8, Action.NEW, None),
         # "也是": another thing with the same value, not the same fact said again
         ("滨江那套月租也是3200", "朝阳路那套月租3200", 0.72, Action.NEW, None),
+        # a bare 也 adds another one beside the first, unless a change is said beside it
+        ("中行的预审批也下来了，110万", "工行预审批额度120万", 0.61, Action.NEW, None),
+        ("凯文的店从这个月起周一也开门，改成周二休息。", "凯文的咖啡馆周一休息。", 0.64, Action.SUPERSEDE,
+         None),
+        # a first car, a car driven for five years: over, it replaces nothing
+        ("我第一辆车是二手奇瑞QQ，开了五年", "现在开的是10年的宝来", 0.31, Action.NEW, None),
+        ("My first car was a Corolla", "I drive a Honda Civic", 0.5, Action.NEW, None),
         # worded as a change, far apart: from cosine 0.35
         ("Switched Miso to Dr. Okafor's clinic, closer to the new flat", "My cat Miso's vet is Dr. Schneider",
          0.36, Action.SUPERSEDE, "worded as a change of it (similarity 0.360, about dr, miso)"),

@@ -216,6 +216,8 @@ def test_hostile_text_costs_a_bounded_time(hostile: str) -> None:
         ("Just today the standup is at 10", False),  # one day named: dated, an exception only to a habit
         ("Goes to the gym every weekday at 6am.", False),
         ("每天早上六点去健身房。", False),
+        ("中介说房东临时有事，看房改成周日下午三点", False),  # 临时有事: something came up
+        ("这周五临时改到线上开", True),
     ],
 )
 def test_one_off(text: str, expected: bool) -> None:
@@ -230,6 +232,12 @@ def test_one_off(text: str, expected: bool) -> None:
         ("User also has a cat named Miso", True),
         ("我被调到审计部了，还在适应中", False),  # 还在: still, not also
         ("Switched to coffee in the mornings", False),
+        ("翠苑小区5栋1101周六也约了", True),  # a bare 也
+        ("六级过了！再也不用刷真题了", False),  # 再也: never again
+        ("上周升了高级设计师，工资也涨了", False),  # 也 beside a change: a side remark
+        ("也许下周去看房", False),  # 也许: maybe
+        ("can you do shift reminders at 6pm instead, 9 is too late", False),  # too late: excessively
+        ("Me too.", True),
     ],
 )
 def test_adds(text: str, expected: bool) -> None:
@@ -318,6 +326,11 @@ def test_dated_and_habitual(text: str, is_dated: bool, is_habit: bool) -> None:
         ("退休前是中学语文老师。", False),
         ("User lives in Denver.", False),
         ("我以前住在上海", True),
+        ("我第一辆车是二手奇瑞QQ，开了五年", True),
+        ("在北京住了三年了", False),  # 了 at the end: still going on
+        ("My first car was a Corolla", True),
+        ("We ran a dairy here until 2012.", True),
+        ("Margaret's renewed passport arrived, it's good till 2035", False),  # valid until: not over
     ],
 )
 def test_historical(text: str, expected: bool) -> None:
