@@ -89,20 +89,52 @@ async def _waiting_tenants(pool: asyncpg.Pool, limit: int, after: str) -> list[s
     return tenants
 
 
+# Rounds of shares a claim takes at most: after the first, the tenants that filled theirs share what is
+# left of the batch, so a batch is full whenever enough rows are due (each round fills it or runs a
+# tenant dry, and a tenant that runs dry leaves the next round).
+_SHARE_ROUNDS = 4
+
+
 class EmbeddingQueue(OnPool):
     async def claim_pending_embeddings(self, request: ClaimRequest) -> EmbeddingClaim:
         """Leases pending rows that are not leased or backing off, with the vectors each lacks (a
         maintenance path, not a tenant request). Shared between tenants: up to `limit` tenants with rows
-        due, taken in turn, each gives its oldest `limit // tenants` rows, so a tenant that queued a
-        large backlog delays another's rows by one claim, not by the whole backlog."""
+        due, taken in turn, each gives its oldest `limit // tenants` rows first, so a tenant that queued
+        a large backlog delays another's rows by one claim, not by the whole backlog; what the others
+        leave of the batch then goes to the tenants with more. A full batch says more may be due, as
+        does a turn that left tenants for the next claim."""
         limit, after_tenant = request.limit, request.after_tenant
         async with translate_errors():
             tenants = await _waiting_tenants(self._pool, limit, after_tenant)
         if not tenants:
             return EmbeddingClaim([], more=False, last_tenant=after_tenant)
-        share = limit // len(tenants)
+        rows: list[asyncpg.Record] = []
         async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
-            rows = await connection.fetch(
+            active = tenants
+            for _ in range(_SHARE_ROUNDS):
+                left = limit - len(rows)
+                if not active or left <= 0:
+                    break
+                active = active[:left]  # fewer rows left than tenants: one each, in turn
+                share = left // len(active)
+                taken = await self._claim_shares(connection, request, active, share)
+                rows += taken
+                counts = Counter(r["tenant_id"] for r in taken)
+                active = [tenant for tenant in active if counts[tenant] == share]
+        # Never more after a claim of nothing (tenants whose rows wait for a model that is away, say),
+        # which would make the worker ask again at once, and again.
+        more = len(rows) == limit or (bool(rows) and len(tenants) == limit)
+        rows.sort(key=lambda r: (r["created_at"], str(r["id"])))  # RETURNING keeps no order
+        return EmbeddingClaim([_pending(r) for r in rows], more=more, last_tenant=tenants[-1])
+
+    @staticmethod
+    async def _claim_shares(
+        connection: asyncpg.Connection, request: ClaimRequest, tenants: list[str], share: int
+    ) -> list[asyncpg.Record]:
+        """Each tenant's oldest `share` rows due, leased (a row leased by an earlier round of the same
+        claim is no longer due)."""
+        return list(
+            await connection.fetch(
                 f"""WITH due AS (
                        SELECT d.tenant_id, d.id FROM unnest($1::text[]) AS t(tenant_id)
                        CROSS JOIN LATERAL (
@@ -124,13 +156,7 @@ class EmbeddingQueue(OnPool):
                 [space.value for space in request.own_now],
                 request.lease,
             )
-        # More may be due at once when a tenant filled its share or tenants were left for the next turn;
-        # never after a claim of nothing (tenants whose rows wait for a model that is away, say), which
-        # would make the worker ask again at once, and again.
-        per_tenant = Counter(r["tenant_id"] for r in rows)
-        more = bool(rows) and (len(tenants) == limit or any(n == share for n in per_tenant.values()))
-        rows = sorted(rows, key=lambda r: (r["created_at"], str(r["id"])))  # RETURNING keeps no order
-        return EmbeddingClaim([_pending(r) for r in rows], more=more, last_tenant=tenants[-1])
+        )
 
     async def complete(
         self,

@@ -80,7 +80,7 @@ async def test_a_round_embeds_the_oldest_pending_memories_in_chunks_and_makes_th
 async def test_a_tenant_that_queued_after_a_long_backlog_is_embedded_in_the_next_round() -> None:
     flood = [pending(n, tenant_id="flood") for n in range(20)]
     w = worker(*flood, pending(50, tenant_id="quiet"), batch=4, chunk=4)
-    assert await w.backfill.run_once() == 3  # the flood's oldest two and the quiet tenant's one
+    assert await w.backfill.run_once() == 4  # the quiet tenant's one, the flood the rest of the batch
     assert w.queue.get("quiet", pending(50).id).embedding_state is EmbeddingState.READY
     assert await w.backfill.run_once() == 4  # the flood alone: its whole batch
 

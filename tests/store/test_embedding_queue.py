@@ -72,14 +72,25 @@ async def test_a_long_backlog_shares_the_next_claim_with_a_tenant_that_queued_af
     store = MemoryStore(pool)
     await _queue(store, "flood", 40, first_minute=0)
     await _queue(store, "quiet", 1, first_minute=100)  # after every one of the flood's
-    assert await _claim(store, 4) == ({"flood 0", "flood 1", "quiet 0"}, True, "quiet")
-    # The flood's share was full: more is due at once, and the next claim goes on with the flood alone.
+    # Each its share first (two), then the flood the rest of the batch: a full batch, more may be due.
+    assert await _claim(store, 4) == ({"flood 0", "flood 1", "flood 2", "quiet 0"}, True, "quiet")
+    # The quiet tenant's row is leased: it takes no share, and the flood the whole batch.
     assert await _claim(store, 4, after="quiet") == (
-        {"flood 2", "flood 3", "flood 4", "flood 5"},
+        {"flood 3", "flood 4", "flood 5", "flood 6"},
         True,
         "flood",
     )
-    # A tenant whose rows are all leased takes no share.
+
+
+async def test_a_batch_is_full_whenever_enough_rows_are_due(pool: BoundedPool) -> None:
+    store = MemoryStore(pool)
+    for tenant, count in (("a", 1), ("b", 2), ("c", 30)):
+        await _queue(store, tenant, count, first_minute=0)
+    claimed, more, _ = await _claim(store, 12)
+    # Shares of 4: a gives 1, b 2, c 4; the 5 left go to c, the one that had more.
+    assert claimed == {"a 0", "b 0", "b 1"} | {f"c {n}" for n in range(9)} and more
+    claimed, more, _ = await _claim(store, 32)
+    assert claimed == {f"c {n}" for n in range(9, 30)} and not more  # 21 of 32: the queue ran dry
 
 
 async def test_with_more_tenants_waiting_than_a_claim_takes_each_gets_its_turn(pool: BoundedPool) -> None:

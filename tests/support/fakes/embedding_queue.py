@@ -57,28 +57,22 @@ class InMemoryEmbeddingQueue(InMemoryMemoryStore):
         ]
         if not tenants:
             return EmbeddingClaim([], more=False, last_tenant=after_tenant)
-        share = limit // len(tenants)
-        shares = [
-            sorted(
-                (
-                    m
-                    for m in self.memories[tenant].values()
-                    if m.embedding_state is EmbeddingState.PENDING
-                    and self.retry_at.get(m.id, now) <= now
-                    and (
-                        self._lacks(m, VectorSpace.MULTILINGUAL)
-                        or self._lacks_own(m, request.own_now) is not None
-                        or self._lacks_own(m, request.own) is None
-                    )
-                ),
-                key=lambda m: (m.created_at, m.id),
-            )[:share]
-            for tenant in tenants
-        ]
-        due = sorted((m for rows in shares for m in rows), key=lambda m: (m.created_at, m.id))
+        due: list[Memory] = []
+        active = tenants
+        for _ in range(4):  # rounds of shares, as store/embeddings.py takes them
+            left = limit - len(due)
+            if not active or left <= 0:
+                break
+            active = active[:left]
+            share = left // len(active)
+            taken = {tenant: self._due(tenant, request, now, share) for tenant in active}
+            due += [m for rows in taken.values() for m in rows]
+            for memory in due:
+                self.retry_at[memory.id] = now + request.lease
+            active = [tenant for tenant in active if len(taken[tenant]) == share]
+        due.sort(key=lambda m: (m.created_at, m.id))
         claimed = []
         for memory in due:
-            self.retry_at[memory.id] = now + request.lease
             missing = {VectorSpace.MULTILINGUAL} if self._lacks(memory, VectorSpace.MULTILINGUAL) else set()
             if (needed := self._lacks_own(memory, request.own)) is not None:
                 missing.add(needed)
@@ -94,8 +88,24 @@ class InMemoryEmbeddingQueue(InMemoryMemoryStore):
                     digest(memory.content),
                 )
             )
-        more = bool(due) and (len(tenants) == limit or any(len(rows) == share for rows in shares))
+        more = len(due) == limit or (bool(due) and len(tenants) == limit)
         return EmbeddingClaim(claimed, more=more, last_tenant=tenants[-1])
+
+    def _due(self, tenant: str, request: ClaimRequest, now: datetime, share: int) -> list[Memory]:
+        return sorted(
+            (
+                m
+                for m in self.memories[tenant].values()
+                if m.embedding_state is EmbeddingState.PENDING
+                and self.retry_at.get(m.id, now) <= now
+                and (
+                    self._lacks(m, VectorSpace.MULTILINGUAL)
+                    or self._lacks_own(m, request.own_now) is not None
+                    or self._lacks_own(m, request.own) is None
+                )
+            ),
+            key=lambda m: (m.created_at, m.id),
+        )[:share]
 
     async def complete(
         self,
