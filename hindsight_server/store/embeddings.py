@@ -118,13 +118,14 @@ class EmbeddingQueue(OnPool):
                 active = active[:left]  # fewer rows left than tenants: one each, in turn
                 share = left // len(active)
                 taken = await self._claim_shares(connection, request, active, share)
-                rows += taken
+                # Each round's rows oldest first, the rounds in order: the worker embeds in this order,
+                # so every tenant's share is in before the rest of the batch.
+                rows += sorted(taken, key=lambda r: (r["created_at"], str(r["id"])))
                 counts = Counter(r["tenant_id"] for r in taken)
                 active = [tenant for tenant in active if counts[tenant] == share]
         # Never more after a claim of nothing (tenants whose rows wait for a model that is away, say),
         # which would make the worker ask again at once, and again.
         more = len(rows) == limit or (bool(rows) and len(tenants) == limit)
-        rows.sort(key=lambda r: (r["created_at"], str(r["id"])))  # RETURNING keeps no order
         return EmbeddingClaim([_pending(r) for r in rows], more=more, last_tenant=tenants[-1])
 
     @staticmethod

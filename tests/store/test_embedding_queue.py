@@ -86,9 +86,13 @@ async def test_a_batch_is_full_whenever_enough_rows_are_due(pool: BoundedPool) -
     store = MemoryStore(pool)
     for tenant, count in (("a", 1), ("b", 2), ("c", 30)):
         await _queue(store, tenant, count, first_minute=0)
-    claimed, more, _ = await _claim(store, 12)
-    # Shares of 4: a gives 1, b 2, c 4; the 5 left go to c, the one that had more.
-    assert claimed == {"a 0", "b 0", "b 1"} | {f"c {n}" for n in range(9)} and more
+    english = frozenset({VectorSpace.ENGLISH})
+    claim = await store.claim_pending_embeddings(ClaimRequest(12, LEASE, english, english))
+    order = [row.content for row in claim.rows]
+    # Shares of 4: a gives 1, b 2, c 4; the 5 left go to c, the one that had more, after every share
+    # (the worker embeds in this order).
+    assert set(order[:7]) == {"a 0", "b 0", "b 1", "c 0", "c 1", "c 2", "c 3"}
+    assert order[7:] == [f"c {n}" for n in range(4, 9)] and claim.more
     claimed, more, _ = await _claim(store, 32)
     assert claimed == {f"c {n}" for n in range(9, 30)} and not more  # 21 of 32: the queue ran dry
 

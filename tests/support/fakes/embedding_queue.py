@@ -66,11 +66,10 @@ class InMemoryEmbeddingQueue(InMemoryMemoryStore):
             active = active[:left]
             share = left // len(active)
             taken = {tenant: self._due(tenant, request, now, share) for tenant in active}
-            due += [m for rows in taken.values() for m in rows]
+            due += sorted((m for rows in taken.values() for m in rows), key=lambda m: (m.created_at, m.id))
             for memory in due:
                 self.retry_at[memory.id] = now + request.lease
             active = [tenant for tenant in active if len(taken[tenant]) == share]
-        due.sort(key=lambda m: (m.created_at, m.id))
         claimed = []
         for memory in due:
             missing = {VectorSpace.MULTILINGUAL} if self._lacks(memory, VectorSpace.MULTILINGUAL) else set()
