@@ -67,8 +67,9 @@ class ClaimRequest:
 
 @dataclass(frozen=True, slots=True)
 class EmbeddingClaim:
-    """One claim of the embedding queue: the rows leased, whether more were due at once (a tenant
-    filled its share, or tenants were left for the next turn), and the tenant the turn stopped at."""
+    """One claim of the embedding queue: the rows leased (in the order to embed them), whether more may
+    be due at once (the batch was full, or tenants were left for the next turn), and the tenant the turn
+    stopped at."""
 
     rows: list[PendingEmbedding]
     more: bool
