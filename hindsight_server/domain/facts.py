@@ -493,11 +493,12 @@ def _zh_phone_holder(prefix: str) -> str:
     estate office's, the front desk's); a number that opens its clause is of whom the clause before
     named ("紧急联系人是他爸，电话…": the father's)."""
     clauses = _ZH_CLAUSE.split(prefix)
-    if not _ZH_SELF.sub("", clauses[-1]) and len(clauses) > 1:
+    rest = _ZH_SELF.sub("", clauses[-1])
+    if not rest and len(clauses) > 1:
         holder = _zh_holder("".join(clauses[-2:]))
         return holder if holder != "self" else _zh_holder(prefix)
     holder = _zh_holder(prefix)
-    rest = _ZH_SELF.sub("", clauses[-1]).strip()
+    rest = rest.strip()
     return rest if holder == "self" and len(rest) >= 2 and not _ZH_SELF_FIRST.match(clauses[-1]) else holder
 
 
@@ -807,11 +808,12 @@ _ZH_ALSO = re.compile(r"(?<!再)也(?!许|就是|罢)")
 
 def adds(text: str) -> bool:
     """Whether a content says it adds to what is known ("also", "too", "还要", "另外")."""
-    if _found(text, _ZH_ADDS, _EN_ADDS):
-        return True
     clean = _clean(text)
-    also = language(clean) == CHINESE and bool(_ZH_ALSO.search(clean))
-    return also and not has_update_cue(clean, strong=True)
+    if language(clean) != CHINESE:
+        return bool(_EN_ADDS.search(clean))
+    if _ZH_ADDS.search(clean):
+        return True
+    return bool(_ZH_ALSO.search(clean)) and not has_update_cue(clean, strong=True)
 
 
 # A profile field a note writes as "Key: value" ("Time zone: Europe/Berlin", "常用邮箱：..."): the key
