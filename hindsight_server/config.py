@@ -254,9 +254,9 @@ class InferenceSettings(_Section):
     # The cross-encoder, used while the tier serves it (`hindsight up` does unless stack.rerank is off)
     # for the recalls recall.rerank and recall.rerank_by_profile choose; empty: never rerank.
     rerank_model: str = "rerank"
-    # Past this, recall answers without the rerank. The English cross-encoder takes ~55 ms of CPU per
-    # candidate on 2 busy AVX2 cores (BENCHMARKS.md): ~0.6 s at recall.rerank_candidates' default there,
-    # far less on a GPU or on cores with int8 dot products (VNNI).
+    # Past this, recall answers without the rerank. The English cross-encoder takes ~14 ms of CPU per
+    # candidate on cores with int8 dot products (VNNI), ~0.4 s at recall.rerank_candidates' default, and
+    # ~55 ms on 2 busy AVX2 cores, where that depth runs past this (BENCHMARKS.md); a few ms on a GPU.
     rerank_timeout_s: float = Field(1.0, gt=0)
     # A write waits this long (plus per_item for each memory of a batch) for its embedding, then commits
     # with the embedding pending for the background worker.

@@ -120,15 +120,16 @@ class RecallPolicy:
     # similarity becoming (1 - rerank_weight) x similarity + rerank_weight x sigmoid(logit), and
     # reordered among themselves. `rerank` is the default of every profile, rerank_by_profile (profile
     # -> on or off) overrides it per profile. Unset (None), it is on where the tier runs the cross-encoder
-    # on a GPU (a few ms a recall) and off on a CPU tier: on LoCoMo dev it bought ~3 points of R@5 for
-    # 14-55 ms of Triton CPU per candidate on 2 CPU cores (BENCHMARKS.md, "A real cross-encoder").
-    # Depth 10: 20 cost twice as much for no more R@5 and less R@10 (it reorders the 20 and pushes
-    # some evidence out of the first 10). Weight 0.7: 1.0 (the cross-encoder alone) measured R@5 65.1
-    # against 67.0, and worse on LoCoMo's adversarial questions, whose speaker it ignores. Depth 0: never.
+    # on a GPU (a few ms a recall) and off on a CPU tier, where it costs ~0.4 s of Triton CPU a recall at
+    # this depth (BENCHMARKS.md, "The cross-encoder's depth and weight, measured again"). Depth 30 and
+    # weight 0.3 from a curve on LoCoMo dev, against the ranking alone: +1.9 R@5 and +1.5 R@10; depth 10
+    # lifts R@5 alike but not R@10, 40 no more than 30; weights 0.3-0.5 lie within 1 point, while the
+    # 0.7 chosen when the ranking was weaker now costs R@1 and R@5 (the cross-encoder ignores who spoke,
+    # which LoCoMo's adversarial questions turn on). Depth 0: never.
     rerank: bool | None = None
     rerank_by_profile: dict[str, bool] = field(default_factory=dict)
-    rerank_candidates: int = 10
-    rerank_weight: float = 0.7
+    rerank_candidates: int = 30
+    rerank_weight: float = 0.3
     # Returned memories need at least this final score (similarity is relative to the candidates,
     # 0.5 for an average one; the absolute "is anything relevant" gate is min_similarity / a BM25 match).
     # The design's first 0.5 assumed an absolute similarity; calibrated on the dev sets (BENCHMARKS.md).

@@ -136,6 +136,7 @@ class RecallPlan:
     spaces: tuple[VectorSpace, ...]  # the vector spaces a memory is judged in, preferred first
     embedding: asyncio.Task[QueryVectors] | None  # the query's, started at once
     lexical_weight: float  # BM25's share of the similarity
+    rerank_depth: int  # how many of the best the cross-encoder rescores (0: none; domain/rerank.py)
     # A second space compared in beside the judging one (a Chinese query: multilingual-e5's cosine joins
     # USE's), whose own search adds candidates to the vector channel.
     companion: VectorSpace | None = None
@@ -238,7 +239,7 @@ class RecallPipeline:
         finally:
             if plan.embedding is not None and not plan.embedding.done():
                 plan.embedding.cancel()  # the recall failed before the vector channel used it
-        ranked, was_reranked = await self._rerank(query, ranked)
+        ranked, was_reranked = await self._rerank(query, ranked, plan.rerank_depth)
         with stage("recall.pack") as span:
             kept = [hit for hit in ranked if hit.score.final >= query.min_score][: query.top_k]
             packed = pack(
@@ -288,20 +289,23 @@ class RecallPipeline:
             spaces=spaces,
             embedding=self._start_query_embedding(query.tenant_id, focused, spaces, companion),
             lexical_weight=lexical_weight,
+            rerank_depth=self._rerank_depth(query),
             companion=companion,
         )
 
+    def _rerank_depth(self, query: RecallQuery) -> int:
+        inference = self._inference
+        if inference is None or not inference.can_rerank:
+            return 0
+        return rerank_depth(query.text, query.profile, self._settings.policy, on_gpu=inference.rerank_on_gpu)
+
     @staged("recall.rerank")
     async def _rerank(
-        self, query: RecallQuery, ranked: list[RankedMemory]
+        self, query: RecallQuery, ranked: list[RankedMemory], depth: int
     ) -> tuple[list[RankedMemory], bool]:
-        """Rescores the best candidates with the tier's cross-encoder, when it has one, the recall's
-        profile and script call for it (domain/rerank.py), and it answers in time."""
-        policy = self._settings.policy
-        if self._inference is None or not self._inference.can_rerank or not ranked:
-            return ranked, False
-        depth = rerank_depth(query.text, query.profile, policy, on_gpu=self._inference.rerank_on_gpu)
-        if not depth:
+        """Rescores the `depth` best candidates with the tier's cross-encoder, when the plan asked for it
+        and it answers in time."""
+        if self._inference is None or not depth or not ranked:
             return ranked, False
         head, tail = ranked[:depth], ranked[depth:]
         try:
@@ -310,7 +314,7 @@ class RecallPipeline:
             )
         except InferenceUnavailable:
             return ranked, False  # answer without it rather than late
-        return ranking.reranked(head, logits, tail, policy.rerank_weight, query.weights), True
+        return ranking.reranked(head, logits, tail, self._settings.policy.rerank_weight, query.weights), True
 
     def _spaces_for(self, text: str, size: ScopeSize | None) -> tuple[VectorSpace, ...]:
         """The vector spaces a query is compared in, preferred first. An English query is judged by the
@@ -511,9 +515,9 @@ class RecallPipeline:
             named_subject_lift=policy.named_subject_lift,
             text=unicodedata.normalize("NFKC", query.text).casefold(),
         )
-        # What the rest of the recall reads: top_k, after a rerank of up to rerank_candidates has
-        # reordered (and the min_score cut) its head.
-        keep = query.top_k + policy.rerank_candidates
+        # What the rest of the recall reads: top_k, after the rerank (when the plan has one) has
+        # reordered its head and the min_score cut.
+        keep = query.top_k + plan.rerank_depth
         return ranking.rank(candidates, around, rank_query, keep), context
 
     async def _context(

@@ -7,7 +7,7 @@ import pytest
 from hindsight_server.domain.policy import RecallPolicy
 from hindsight_server.domain.rerank import latin_share, rerank_depth
 
-ON = RecallPolicy(rerank=True, rerank_candidates=20)  # the depth set apart from the default (10)
+ON = RecallPolicy(rerank=True, rerank_candidates=20)  # the depth set apart from the default (30)
 QA = RecallPolicy(rerank_by_profile={"knowledge_qa": True})
 
 
@@ -42,15 +42,15 @@ def test_only_mostly_latin_queries_are_reranked(text: str, share: float, reranke
     ("policy", "profile", "on_gpu", "depth"),
     [
         (RecallPolicy(), "default", False, 0),  # unset: off where the cross-encoder runs on CPU
-        (RecallPolicy(), "default", True, 10),  # ... on where it runs on a GPU
-        (RecallPolicy(), "knowledge_qa", True, 10),
+        (RecallPolicy(), "default", True, 30),  # ... on where it runs on a GPU
+        (RecallPolicy(), "knowledge_qa", True, 30),
         (RecallPolicy(rerank=False), "default", True, 0),  # set: as set, wherever it runs
-        (RecallPolicy(rerank=False, rerank_by_profile={"knowledge_qa": True}), "knowledge_qa", True, 10),
-        (QA, "knowledge_qa", False, 10),  # a profile turns it on
+        (RecallPolicy(rerank=False, rerank_by_profile={"knowledge_qa": True}), "knowledge_qa", True, 30),
+        (QA, "knowledge_qa", False, 30),  # a profile turns it on
         (QA, "custom", False, 0),  # explicit weights follow the default
-        (QA, "custom", True, 10),
+        (QA, "custom", True, 30),
         (RecallPolicy(rerank_by_profile={"support": False}), "support", True, 0),
-        (RecallPolicy(rerank=True), "support", False, 10),
+        (RecallPolicy(rerank=True), "support", False, 30),
         (RecallPolicy(rerank=True, rerank_by_profile={"support": False}), "support", False, 0),
         (RecallPolicy(rerank=True, rerank_candidates=40), "default", False, 40),
         (RecallPolicy(rerank_candidates=0), "default", True, 0),  # depth 0: never
