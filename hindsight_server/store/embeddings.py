@@ -21,7 +21,7 @@ from hindsight_server.domain.language import OWN_SPACE
 from hindsight_server.domain.model import VectorSpace
 from hindsight_server.domain.vectors import ClaimRequest, EmbeddingClaim, FloatVector, PendingEmbedding
 from hindsight_server.store.errors import translate_errors
-from hindsight_server.store.sql import VECTOR_COLUMN, OnPool, pinned_plans
+from hindsight_server.store.sql import VECTOR_COLUMN, OnPool, locked_in_order, pinned_plans
 
 __all__ = ["WAITING_TENANTS", "EmbeddingQueue"]
 
@@ -177,15 +177,18 @@ class EmbeddingQueue(OnPool):
         ready = [all(row.memory_id in vectors.get(space, {}) for space in row.missing) for row in rows]
         async with translate_errors():
             await self._pool.execute(
-                f"""UPDATE memories AS m
+                f"""WITH u AS (
+                       SELECT * FROM unnest($1::text[], $2::uuid[], {_VECTOR_ARRAYS}, ${_AFTER + 1}::bool[],
+                                            ${_AFTER + 2}::text[], ${_AFTER + 3}::interval[])
+                           AS u(tenant_id, id, {", ".join(_VECTOR_COLUMNS)}, ready, digest, backoff)),
+                   {locked_in_order("FROM memories m JOIN u ON m.tenant_id = u.tenant_id AND m.id = u.id")}
+                   UPDATE memories AS m
                    SET {", ".join(f"{c} = coalesce(u.{c}, m.{c})" for c in _VECTOR_COLUMNS)},
                        embedding_state = CASE WHEN u.ready THEN 'ready' ELSE m.embedding_state END,
                        embedding_retry_at = CASE WHEN u.backoff IS NULL THEN NULL ELSE now() + u.backoff END,
                        embedding_attempts = CASE WHEN u.backoff IS NULL THEN 0
                                                  ELSE m.embedding_attempts + 1 END
-                   FROM unnest($1::text[], $2::uuid[], {_VECTOR_ARRAYS}, ${_AFTER + 1}::bool[],
-                               ${_AFTER + 2}::text[], ${_AFTER + 3}::interval[])
-                        AS u(tenant_id, id, {", ".join(_VECTOR_COLUMNS)}, ready, digest, backoff)
+                   FROM u JOIN locked l ON l.tenant_id = u.tenant_id AND l.id = u.id
                    WHERE m.tenant_id = u.tenant_id AND m.id = u.id
                      AND m.embedding_state = 'pending' AND md5(m.content) = u.digest""",
                 [row.tenant_id for row in rows],

@@ -22,6 +22,7 @@ from hindsight_server.domain.retention import RetentionItem
 from hindsight_server.store.errors import LOCK_CONFLICTS, translate_errors
 from hindsight_server.store.feed import event_insert
 from hindsight_server.store.rows import MEMORY_COLUMNS, memory_from_row
+from hindsight_server.store.sql import LISTED_MEMORIES_LOCKED
 
 # A purge and a write of the same tenant lock its BM25 rows (lexical_stats, lexical_df) and version
 # links in different orders; PostgreSQL then aborts one of them (LOCK_CONFLICTS). The batch is retried
@@ -185,11 +186,13 @@ class LifecycleStore:
         many (one already gone or changed since it was scored is left alone)."""
         async with self._transaction() as connection:
             rows = await connection.fetch(
-                f"""WITH changed AS (
+                f"""WITH {LISTED_MEMORIES_LOCKED},
+                   changed AS (
                        UPDATE memories
                        SET status = 'deleted', updated_at = $3, version = version + 1,
                            provenance = provenance || jsonb_build_object('deleted_by', $4::text)
-                       WHERE tenant_id = $1 AND id = ANY($2::uuid[]) AND status IN ('active', 'pending')
+                       WHERE tenant_id = $1 AND id IN (SELECT id FROM locked)
+                         AND status IN ('active', 'pending')
                        RETURNING *),
                    feed AS ({_EVICTED_EVENTS})
                    SELECT id FROM changed""",

@@ -23,6 +23,23 @@ SEEN_BY = "(visibility = 'shared' OR agent_id = {agent})"
 # partition's name, quoted as an identifier when it must be.
 TENANT_PARTITION = "(SELECT tableoid::regclass FROM memories WHERE tenant_id = {tenant} LIMIT 1)"
 
+
+def locked_in_order(matching: str) -> str:
+    """A CTE `locked(tenant_id, id)` that row-locks the memories `matching` (FROM and WHERE clauses over
+    `memories m`) in (tenant_id, id) order. A statement that updates many memories takes their locks
+    through it first: two such statements over rows they share (the embedding worker completing a batch,
+    a consolidation expiring a session's turns, the access counters) then wait for each other instead of
+    each holding what the other needs, which PostgreSQL ends by aborting one (a deadlock, seen under
+    the load test as an AppendTurn failing). The lock comes after the sort (LockRows above Sort), so
+    the order holds; MATERIALIZED keeps the CTE from being folded into the statement's own plan."""
+    return f"""locked AS MATERIALIZED (
+        SELECT m.tenant_id, m.id {matching} ORDER BY m.tenant_id, m.id FOR UPDATE OF m)"""
+
+
+# The memories of tenant $1 whose ids are in the uuid[] $2, locked in order.
+LISTED_MEMORIES_LOCKED = locked_in_order("FROM memories m WHERE m.tenant_id = $1 AND m.id = ANY($2::uuid[])")
+
+
 # The column holding each space's vectors (identifiers from this table only, never from a caller).
 VECTOR_COLUMN = {
     VectorSpace.MULTILINGUAL: "embedding",

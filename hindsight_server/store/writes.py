@@ -36,7 +36,14 @@ from hindsight_server.store.errors import translate_errors
 from hindsight_server.store.feed import event_insert
 from hindsight_server.store.reads import MemoryReads
 from hindsight_server.store.rows import MEMORY_COLUMNS, memory_from_row
-from hindsight_server.store.sql import SEEN_BY, VECTOR_COLUMN, Sql, graph_plans
+from hindsight_server.store.sql import (
+    LISTED_MEMORIES_LOCKED,
+    SEEN_BY,
+    VECTOR_COLUMN,
+    Sql,
+    graph_plans,
+    locked_in_order,
+)
 
 # The fields of a memory each event type says were set (the feed's `fields`).
 _MERGED_FIELDS = "'{seen_count,last_seen_at,confidence,expires_at}'::text[]"
@@ -288,10 +295,11 @@ class MemoryWrites(MemoryReads):
         """Ends the memories' lifetime now (they leave recall at once; the expiry job marks them)."""
         async with translate_errors():
             await self._pool.execute(
-                f"""WITH changed AS (
+                f"""WITH {LISTED_MEMORIES_LOCKED},
+                    changed AS (
                         UPDATE memories SET expires_at = $3, updated_at = $3, version = version + 1
-                        WHERE tenant_id = $1 AND id = ANY($2::uuid[]) AND status IN ('active', 'pending')
-                          AND (expires_at IS NULL OR expires_at > $3)
+                        WHERE tenant_id = $1 AND id IN (SELECT id FROM locked)
+                          AND status IN ('active', 'pending') AND (expires_at IS NULL OR expires_at > $3)
                         RETURNING {MEMORY_COLUMNS})
                     {event_insert("changed", "'updated'", "$3", "'{expires_at}'::text[]", "false")}""",
                 tenant_id,
@@ -334,11 +342,14 @@ class MemoryWrites(MemoryReads):
         """Adds (tenant, memory id, count, last access) to the access counters in one statement."""
         async with translate_errors():
             await self._pool.execute(
-                """UPDATE memories AS m
+                f"""WITH a AS (
+                       SELECT * FROM unnest($1::text[], $2::uuid[], $3::bigint[], $4::timestamptz[])
+                           AS a(tenant, id, count, at)),
+                   {locked_in_order("FROM memories m JOIN a ON m.tenant_id = a.tenant AND m.id = a.id")}
+                   UPDATE memories AS m
                    SET access_count = m.access_count + a.count,
                        last_accessed_at = greatest(m.last_accessed_at, a.at)
-                   FROM unnest($1::text[], $2::uuid[], $3::bigint[], $4::timestamptz[])
-                        AS a(tenant, id, count, at)
+                   FROM a JOIN locked l ON l.tenant_id = a.tenant AND l.id = a.id
                    WHERE m.tenant_id = a.tenant AND m.id = a.id""",
                 [a[0] for a in accesses],
                 [a[1] for a in accesses],
