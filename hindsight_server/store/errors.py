@@ -8,7 +8,13 @@ from contextlib import asynccontextmanager
 
 import asyncpg
 
-from hindsight_server.domain.errors import DeadlineExceeded, InvalidArgument, ResourceExhausted, Unavailable
+from hindsight_server.domain.errors import (
+    Aborted,
+    DeadlineExceeded,
+    InvalidArgument,
+    ResourceExhausted,
+    Unavailable,
+)
 from hindsight_server.store.budget import PoolExhausted, StatementTimedOut
 
 # Constraint name -> the request field it guards.
@@ -61,6 +67,11 @@ async def translate_errors() -> AsyncIterator[None]:
         raise DeadlineExceeded(str(exc)) from exc
     except PoolExhausted as exc:  # every connection busy: this server is loaded, another may not be
         raise ResourceExhausted(f"{exc}; retry later", retry_after_s=max(exc.waited_s, 0.05)) from exc
+    except asyncpg.DeadlockDetectedError as exc:
+        # PostgreSQL ended this statement to break a cycle of row locks with another transaction (the
+        # ordered locks of store/sql.py keep the known pairs out of it): nothing of it was written, and
+        # run again it finds the rows free.
+        raise Aborted("the change collided with a concurrent change of the same rows; retry it") from exc
     except asyncpg.CheckViolationError as exc:
         field = _CONSTRAINT_FIELDS.get(exc.constraint_name or "", "memory")
         raise InvalidArgument(field, "violates a constraint of the memory record") from exc

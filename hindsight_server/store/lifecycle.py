@@ -356,14 +356,15 @@ async def retried_on_conflict(
     """`work` in one transaction, run again (up to _ATTEMPTS times) when it lost a deadlock or a
     serialization conflict to a concurrent write of the same tenant; then Aborted naming `what`."""
     attempt = 1
-    while True:
-        try:
-            async with translate_errors(), pool.acquire() as connection, connection.transaction():
-                return await work(connection)
-        except LOCK_CONFLICTS as exc:
-            if attempt == _ATTEMPTS:
-                raise Aborted(f"{what} kept colliding with concurrent writes; run it again") from exc
-            attempt += 1
+    async with translate_errors():  # around the retries, which must see PostgreSQL's own lock conflicts
+        while True:
+            try:
+                async with pool.acquire() as connection, connection.transaction():
+                    return await work(connection)
+            except LOCK_CONFLICTS as exc:
+                if attempt == _ATTEMPTS:
+                    raise Aborted(f"{what} kept colliding with concurrent writes; run it again") from exc
+                attempt += 1
 
 
 async def uncount_documents(connection: asyncpg.Connection, rows: Sequence[asyncpg.Record]) -> None:

@@ -18,6 +18,7 @@ import asyncpg
 import numpy as np
 import pytest
 
+from hindsight_server.domain.errors import Aborted
 from hindsight_server.domain.model import EmbeddingState, VectorSpace
 from hindsight_server.domain.vectors import ClaimRequest, PendingEmbedding
 from hindsight_server.store.memories import MemoryStore
@@ -124,3 +125,29 @@ async def test_a_batch_and_an_expiry_over_the_same_rows_wait_for_each_other(
         await monitor.close()
     for row in rows:
         assert (await store.get(TENANT, row.memory_id)).expires_at == T0 + timedelta(hours=1)
+
+
+async def test_a_deadlock_the_order_cannot_prevent_reaches_the_caller_as_aborted(
+    dsn: str, store: MemoryStore
+) -> None:
+    """A transaction outside the order (here: holding the last row, then asking for the first) can still
+    close a cycle; the statement PostgreSQL ends for it says ABORTED (retry), not INTERNAL."""
+    rows = sorted(await _claimed(store), key=lambda row: row.memory_id)
+    first, last = rows[0].memory_id, rows[-1].memory_id
+    lock = "SELECT 1 FROM memories WHERE tenant_id = $1 AND id = $2 FOR UPDATE"
+    holder, monitor = await asyncpg.connect(dsn), await asyncpg.connect(dsn)
+    try:
+        async with holder.transaction():
+            await holder.execute(lock, TENANT, last)
+            expiry = asyncio.ensure_future(store.expire_now(TENANT, [row.memory_id for row in rows], T0))
+            await _waiting_for_locks(monitor, 1)  # it holds the first row and waits for the last
+            # The expiry waited first, so its deadlock check runs first and ends it; this one then
+            # gets the first row.
+            await holder.execute(lock, TENANT, first)
+            with pytest.raises(Aborted, match="collided with a concurrent change"):
+                await expiry
+    finally:
+        await holder.close()
+        await monitor.close()
+    for row in rows:  # nothing of the ended statement was written
+        assert (await store.get(TENANT, row.memory_id)).expires_at is None
