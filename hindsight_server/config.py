@@ -247,11 +247,6 @@ class InferenceSettings(_Section):
     # one), and a long query ahead of them in the twin's one queue held every short query behind it
     # (BENCHMARKS.md, "One tenant cannot slow another"). 0: every query on the twin.
     query_twin_max_chars: int = Field(512, ge=0)
-    # A write of at most this many memories, each within query_twin_max_chars (a single Write, the
-    # memory an AppendTurn remembers), embeds on the twins too: on the models themselves it queued
-    # behind the background worker's chunks (tens to hundreds of ms each on CPU cores), which made the
-    # write tails of the load test (BENCHMARKS.md). Imports and the worker keep the models. 0: never.
-    twin_max_documents: int = Field(4, ge=0)
     # Writes of at most this many memories embed their language's own vector (English, Chinese) inline;
     # bigger batches (imports) leave it to the background worker, so bulk ingestion is not held to a
     # second model's pace.

@@ -41,7 +41,6 @@ class InferenceTier:
         reranker: TritonReranker | None = None,
         query_embedders: Mapping[VectorSpace, TritonEmbedder] | None = None,
         twin_max_chars: int = 0,
-        twin_max_documents: int = 0,
     ) -> None:
         if VectorSpace.MULTILINGUAL not in embedders:
             raise ValueError("the inference tier needs the multilingual embedder")
@@ -58,7 +57,6 @@ class InferenceTier:
         }
         self._twins_ready: set[VectorSpace] = set()
         self._twin_max_chars = twin_max_chars  # longer queries go to the model itself; 0: no limit
-        self._twin_max_documents = twin_max_documents  # small writes embed on the twins too; 0: none
         self._expected = dict(expected_dimensions)
         self._available = False
         self._can_rerank = False
@@ -176,15 +174,11 @@ class InferenceTier:
     async def embed_documents(
         self, texts: Sequence[str], timeout_s: float, space: VectorSpace = VectorSpace.MULTILINGUAL
     ) -> DocumentEmbeddings:
-        """A small write's texts on the space's twin (off the queue of imports and the worker), the
-        rest on the model."""
-        small = 0 < len(texts) <= self._twin_max_documents
-        twin = self._twin(space, texts) if small else None
         model = self._model(space)
         try:
-            result = await (twin or model).embed(texts, timeout_s=timeout_s)
+            result = await model.embed(texts, timeout_s=timeout_s)
         except InferenceError as exc:
-            raise self._failed_on(exc, space, twin) from exc
+            raise self._failed(exc, space) from exc
         return DocumentEmbeddings(result.vectors, [bool(flag) for flag in result.truncated])
 
     async def embed_query(
@@ -195,29 +189,18 @@ class InferenceTier:
         tenant_id: str = "",
     ) -> QueryVector:
         model = self._model(space)
-        twin = self._twin(space, [text])
+        twin = self._query_twins.get(space) if space in self._twins_ready and self._fits_twin(text) else None
         try:
             result = await (twin or model).embed_query(text, timeout_s=timeout_s, tenant_id=tenant_id)
         except InferenceError as exc:
-            raise self._failed_on(exc, space, twin) from exc
+            if twin is None:
+                raise self._failed(exc, space) from exc
+            # The twin failed, not the model: documents still embed; queries go to the model itself
+            # until the next probe finds the twin ready again (a busy twin is kept).
+            if not isinstance(exc, InferenceBusy):
+                self._twins_ready.discard(space)
+            raise InferenceUnavailable(f"inference tier: {exc}") from exc
         return QueryVector(result.vector, result.truncated, result.cached)
-
-    def _twin(self, space: VectorSpace, texts: Sequence[str]) -> TritonEmbedder | None:
-        """The space's twin while it is ready and every text fits it; else None (the model itself)."""
-        if space not in self._twins_ready or not all(self._fits_twin(text) for text in texts):
-            return None
-        return self._query_twins.get(space)
-
-    def _failed_on(
-        self, error: InferenceError, space: VectorSpace, twin: TritonEmbedder | None
-    ) -> InferenceUnavailable:
-        if twin is None:
-            return self._failed(error, space)
-        # The twin failed, not the model: bulk work still embeds; the rest goes to the model itself until
-        # the next probe finds the twin ready again (a busy twin is kept).
-        if not isinstance(error, InferenceBusy):
-            self._twins_ready.discard(space)
-        return InferenceUnavailable(f"inference tier: {error}")
 
     def _fits_twin(self, text: str) -> bool:
         return not self._twin_max_chars or len(text) <= self._twin_max_chars

@@ -50,7 +50,6 @@ async def connect_inference(settings: Settings) -> InferenceTier | None:
         ),
         query_embedders=query_embedders,
         twin_max_chars=config.query_twin_max_chars,
-        twin_max_documents=config.twin_max_documents,
     )
     try:
         await tier.refresh()

@@ -108,31 +108,3 @@ async def test_a_long_query_embeds_on_the_model_not_the_twin_short_ones_wait_on(
     finally:
         await tier.close()
     assert [call.model for call in calls if call.operation == "infer"] == ["embed_query", "embed"]
-
-
-async def test_a_small_write_embeds_on_the_twin_imports_and_long_texts_on_the_model(
-    triton_server: TritonServer,
-) -> None:
-    """A single Write queued behind the worker's chunks on the model (at the bulk niceness) made the load
-    test's write tails; a write of a few short texts takes the twin's queue, bulk work keeps the model."""
-    calls: list[CallRecord] = []
-    url = triton_server.grpc_url
-    tier = InferenceTier(
-        {VectorSpace.MULTILINGUAL: TritonEmbedder(url, model="embed", on_call=calls.append)},
-        {VectorSpace.MULTILINGUAL: 512},
-        query_embedders={
-            VectorSpace.MULTILINGUAL: TritonEmbedder(url, model="embed_query", on_call=calls.append)
-        },
-        twin_max_chars=64,
-        twin_max_documents=2,
-    )
-    try:
-        assert await tier.refresh()
-        calls.clear()
-        small = await tier.embed_documents(["the user lives in Porto", "and works in Braga"], timeout_s=10)
-        await tier.embed_documents(["one", "two", "three"], timeout_s=10)  # more texts than a small write
-        await tier.embed_documents(["a note that goes on and on " * 4], timeout_s=10)  # past 64 characters
-    finally:
-        await tier.close()
-    assert [call.model for call in calls if call.operation == "infer"] == ["embed_query", "embed", "embed"]
-    assert small.vectors.shape == (2, 512)
