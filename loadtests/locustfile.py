@@ -69,6 +69,10 @@ _RECALL_TIMEOUT_S = 10.0
 _WRITE_TIMEOUT_S = 10.0
 _raw: dict[str, list[float]] = defaultdict(list)  # "type name" -> latencies (ms) of successful calls
 _failures: dict[str, int] = defaultdict(int)
+# Recalls answered with a channel missing (the inference tier away, say): a success to locust, but cheaper
+# than a whole recall, so a run with many of them measures another system (a crashed tier once doubled
+# the mix's throughput).
+_degraded: dict[str, int] = defaultdict(int)
 
 
 @events.init_command_line_parser.add_listener
@@ -106,7 +110,7 @@ def _write_raw(environment: Environment, **_: Any) -> None:
     options = environment.parsed_options
     if options is not None and options.raw_out:
         with open(options.raw_out, "w") as handle:
-            json.dump({"latencies_ms": _raw, "failures": _failures}, handle)
+            json.dump({"latencies_ms": _raw, "failures": _failures, "degraded": _degraded}, handle)
 
 
 @cache
@@ -184,7 +188,9 @@ class MemoryUser(User):
             request.entities.CopyFrom(_struct(spec.entities))
         if spec.start is not None:
             request.time_range.start.FromDatetime(spec.start)
-        self._call("Recall", self.stub.Recall, request, _RECALL_TIMEOUT_S)
+        response = self._call("Recall", self.stub.Recall, request, _RECALL_TIMEOUT_S)
+        if response is not None and response.channels_degraded:
+            _degraded["grpc Recall"] += 1
 
     @task(3)
     def write(self) -> None:
@@ -265,6 +271,8 @@ class McpUser(HttpUser):
                 response.failure(f"JSON-RPC error: {reply['error']}")
             elif reply.get("result", {}).get("isError"):
                 response.failure(f"tool error: {json.dumps(reply['result'].get('content'))[:300]}")
+            elif (reply["result"].get("structuredContent") or {}).get("channels_degraded"):
+                _degraded[f"POST mcp {tool}"] += 1
 
     # No memory_summarize: it needs a session with turns, and MCP has no tool that appends one.
     @task(4)

@@ -43,6 +43,7 @@ class RequestFigures:
     name: str
     calls: int
     failures: int
+    degraded: int  # recalls answered with a channel missing (the inference tier away, say)
     per_s: float
     latency: LatencySummary
 
@@ -79,6 +80,7 @@ def locust_argv(
 def figures(raw: dict[str, Any], seconds: float) -> list[RequestFigures]:
     latencies: dict[str, list[float]] = raw["latencies_ms"]
     failures: dict[str, int] = raw["failures"]
+    degraded: dict[str, int] = raw.get("degraded", {})
     rows = []
     for name in sorted(set(latencies) | set(failures)):
         ok = latencies.get(name, [])
@@ -87,6 +89,7 @@ def figures(raw: dict[str, Any], seconds: float) -> list[RequestFigures]:
                 name=name,
                 calls=len(ok),
                 failures=failures.get(name, 0),
+                degraded=degraded.get(name, 0),
                 per_s=len(ok) / seconds,
                 latency=LatencySummary.of([ms / 1000 for ms in ok]),
             )
@@ -95,17 +98,17 @@ def figures(raw: dict[str, Any], seconds: float) -> list[RequestFigures]:
 
 
 def report(rows: Sequence[RequestFigures], header: str) -> str:
-    lines = [header, f"{'request':<24} {'calls':>7} {'fail':>5} {'per s':>8}  p50 / p95 / p99 / max (ms)"]
+    columns = f"{'request':<24} {'calls':>7} {'fail':>5} {'degr':>5} {'per s':>8}"
+    lines = [header, f"{columns}  p50 / p95 / p99 / max (ms)"]
     for row in rows:
         summary = row.latency
         lines.append(
-            f"{row.name:<24} {row.calls:>7} {row.failures:>5} {row.per_s:>8.1f}  "
+            f"{row.name:<24} {row.calls:>7} {row.failures:>5} {row.degraded:>5} {row.per_s:>8.1f}  "
             f"{summary.p50_ms:.2f} / {summary.p95_ms:.2f} / {summary.p99_ms:.2f} / {summary.max_ms:.1f}"
         )
     total = sum(row.calls for row in rows)
-    lines.append(
-        f"{'all':<24} {total:>7} {sum(row.failures for row in rows):>5} {sum(r.per_s for r in rows):>8.1f}"
-    )
+    failed, degraded = sum(row.failures for row in rows), sum(row.degraded for row in rows)
+    lines.append(f"{'all':<24} {total:>7} {failed:>5} {degraded:>5} {sum(r.per_s for r in rows):>8.1f}")
     return "\n".join(lines)
 
 

@@ -67,5 +67,6 @@ async def test_a_short_locust_run_makes_every_call_without_errors(
     ):
         assert made.get(name, 0) > 0, (name, made, log)
     assert all(row.failures == 0 for row in rows), log
+    assert all(row.degraded == 0 for row in rows), report(rows, "degraded recalls")  # the tier is up
     stats = (tmp_path / "locust_stats.csv").read_text()
     assert "Recall" in stats and "Aggregated" in stats  # locust's own CSV is written
