@@ -74,3 +74,43 @@ class EmbeddingClaim:
     rows: list[PendingEmbedding]
     more: bool
     last_tenant: str
+
+
+# Rounds of shares a claim takes at most: after the first, the tenants that filled theirs share what is
+# left of the batch, so a batch is full whenever enough rows are due (each round fills it or runs a
+# tenant dry, and a tenant that runs dry leaves the next round).
+SHARE_ROUNDS = 4
+
+
+class ShareRounds:
+    """How one claim of `limit` rows is shared between the tenants waiting, in turn: each round says which
+    tenants take a share and how large (`next`), and hears how many rows each took (`took`). The first
+    round gives every tenant `limit // tenants`; the next ones split what is left between the tenants
+    that filled their share; with fewer rows left than tenants, one each, in turn."""
+
+    def __init__(self, tenants: Sequence[str], limit: int) -> None:
+        self._active = list(tenants)
+        self._left = limit
+        self._share = 0
+        self._rounds = 0
+
+    def next(self) -> tuple[list[str], int] | None:
+        """The next round's tenants and each one's share; None when the claim is done."""
+        if self._rounds == SHARE_ROUNDS or not self._active or self._left <= 0:
+            return None
+        self._rounds += 1
+        self._active = self._active[: self._left]
+        self._share = self._left // len(self._active)
+        return self._active, self._share
+
+    def took(self, per_tenant: Mapping[str, int]) -> None:
+        """The rows each tenant of the round gave."""
+        self._left -= sum(per_tenant.values())
+        self._active = [tenant for tenant in self._active if per_tenant.get(tenant, 0) == self._share]
+
+
+def more_due(claimed: int, limit: int, waiting: int) -> bool:
+    """Whether more rows may be due at once after a claim: the batch was full, or tenants were left for
+    the next turn. Never after a claim of nothing (tenants whose rows wait for a model that is away, say),
+    which would make the worker ask again at once, and again."""
+    return claimed == limit or (claimed > 0 and waiting == limit)

@@ -19,7 +19,14 @@ from pgvector import Vector
 
 from hindsight_server.domain.language import OWN_SPACE
 from hindsight_server.domain.model import VectorSpace
-from hindsight_server.domain.vectors import ClaimRequest, EmbeddingClaim, FloatVector, PendingEmbedding
+from hindsight_server.domain.vectors import (
+    ClaimRequest,
+    EmbeddingClaim,
+    FloatVector,
+    PendingEmbedding,
+    ShareRounds,
+    more_due,
+)
 from hindsight_server.store.errors import translate_errors
 from hindsight_server.store.sql import VECTOR_COLUMN, OnPool, locked_in_order, pinned_plans
 
@@ -89,12 +96,6 @@ async def _waiting_tenants(pool: asyncpg.Pool, limit: int, after: str) -> list[s
     return tenants
 
 
-# Rounds of shares a claim takes at most: after the first, the tenants that filled theirs share what is
-# left of the batch, so a batch is full whenever enough rows are due (each round fills it or runs a
-# tenant dry, and a tenant that runs dry leaves the next round).
-_SHARE_ROUNDS = 4
-
-
 class EmbeddingQueue(OnPool):
     async def claim_pending_embeddings(self, request: ClaimRequest) -> EmbeddingClaim:
         """Leases pending rows that are not leased or backing off, with the vectors each lacks (a
@@ -109,23 +110,15 @@ class EmbeddingQueue(OnPool):
         if not tenants:
             return EmbeddingClaim([], more=False, last_tenant=after_tenant)
         rows: list[asyncpg.Record] = []
+        rounds = ShareRounds(tenants, limit)
         async with translate_errors(), self._pool.acquire() as connection, connection.transaction():
-            active = tenants
-            for _ in range(_SHARE_ROUNDS):
-                left = limit - len(rows)
-                if not active or left <= 0:
-                    break
-                active = active[:left]  # fewer rows left than tenants: one each, in turn
-                share = left // len(active)
-                taken = await self._claim_shares(connection, request, active, share)
+            while (round_ := rounds.next()) is not None:
+                taken = await self._claim_shares(connection, request, *round_)
                 # Each round's rows oldest first, the rounds in order: the worker embeds in this order,
                 # so every tenant's share is in before the rest of the batch.
                 rows += sorted(taken, key=lambda r: (r["created_at"], str(r["id"])))
-                counts = Counter(r["tenant_id"] for r in taken)
-                active = [tenant for tenant in active if counts[tenant] == share]
-        # Never more after a claim of nothing (tenants whose rows wait for a model that is away, say),
-        # which would make the worker ask again at once, and again.
-        more = len(rows) == limit or (bool(rows) and len(tenants) == limit)
+                rounds.took(Counter(r["tenant_id"] for r in taken))
+        more = more_due(len(rows), limit, len(tenants))
         return EmbeddingClaim([_pending(r) for r in rows], more=more, last_tenant=tenants[-1])
 
     @staticmethod

@@ -14,8 +14,19 @@ from datetime import datetime, timedelta
 from hindsight_server.domain.clock import Clock
 from hindsight_server.domain.language import OWN_SPACE, language
 from hindsight_server.domain.model import EmbeddingState, Memory, VectorSpace
-from hindsight_server.domain.vectors import ClaimRequest, EmbeddingClaim, FloatVector, PendingEmbedding
+from hindsight_server.domain.vectors import (
+    ClaimRequest,
+    EmbeddingClaim,
+    FloatVector,
+    PendingEmbedding,
+    ShareRounds,
+    more_due,
+)
 from tests.support.fakes.memory_store import InMemoryMemoryStore
+
+
+def _age(memory: Memory) -> tuple[datetime, str]:
+    return memory.created_at, memory.id
 
 
 def digest(content: str) -> str:
@@ -58,18 +69,15 @@ class InMemoryEmbeddingQueue(InMemoryMemoryStore):
         if not tenants:
             return EmbeddingClaim([], more=False, last_tenant=after_tenant)
         due: list[Memory] = []
-        active = tenants
-        for _ in range(4):  # rounds of shares, as store/embeddings.py takes them
-            left = limit - len(due)
-            if not active or left <= 0:
-                break
-            active = active[:left]
-            share = left // len(active)
+        rounds = ShareRounds(tenants, limit)
+        while (round_ := rounds.next()) is not None:
+            active, share = round_
             taken = {tenant: self._due(tenant, request, now, share) for tenant in active}
-            due += sorted((m for rows in taken.values() for m in rows), key=lambda m: (m.created_at, m.id))
-            for memory in due:
+            picked = sorted((m for rows in taken.values() for m in rows), key=_age)
+            for memory in picked:
                 self.retry_at[memory.id] = now + request.lease
-            active = [tenant for tenant in active if len(taken[tenant]) == share]
+            due += picked
+            rounds.took({tenant: len(rows) for tenant, rows in taken.items()})
         claimed = []
         for memory in due:
             missing = {VectorSpace.MULTILINGUAL} if self._lacks(memory, VectorSpace.MULTILINGUAL) else set()
@@ -87,8 +95,7 @@ class InMemoryEmbeddingQueue(InMemoryMemoryStore):
                     digest(memory.content),
                 )
             )
-        more = len(due) == limit or (bool(due) and len(tenants) == limit)
-        return EmbeddingClaim(claimed, more=more, last_tenant=tenants[-1])
+        return EmbeddingClaim(claimed, more=more_due(len(due), limit, len(tenants)), last_tenant=tenants[-1])
 
     def _due(self, tenant: str, request: ClaimRequest, now: datetime, share: int) -> list[Memory]:
         return sorted(
@@ -103,7 +110,7 @@ class InMemoryEmbeddingQueue(InMemoryMemoryStore):
                     or self._lacks_own(m, request.own) is None
                 )
             ),
-            key=lambda m: (m.created_at, m.id),
+            key=_age,
         )[:share]
 
     async def complete(
