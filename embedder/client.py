@@ -1,7 +1,8 @@
 """Async clients of the inference tier over Triton's gRPC API (`tritonclient.grpc.aio`).
 
 Every call carries a deadline (`timeout_s`), and every tritonclient failure is translated into
-`InferenceUnavailable` / `InferenceError` in one place (`_ModelClient._call`). An optional
+`InferenceUnavailable` / `InferenceError` in one place (`_ModelClient._call`). An inference's deadline
+is kept by the client and by Triton's queue, never by cancelling the RPC (`_waited_uncancelled`). An optional
 `on_call` hook receives a `CallRecord` per RPC: the place to attach tracing or metrics. `tls`
 (`hindsight.tls.ClientTls`): the channel to Triton speaks TLS, mTLS with a client certificate.
 """
@@ -45,6 +46,14 @@ _UNAVAILABLE = frozenset(
     for code in ("UNAVAILABLE", "DEADLINE_EXCEEDED", "CANCELLED", "RESOURCE_EXHAUSTED", "NOT_FOUND")
 )
 _BUSY = frozenset(f"StatusCode.{code}" for code in ("DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED"))
+# What Triton answers for a request its queue dropped once the request's own timeout had passed.
+_QUEUE_TIMEOUT = "Request timeout expired"
+# An inference the caller stopped waiting for still runs to its answer, which is dropped: tritonserver
+# 24.10 (the PyTriton wheel's) can crash with SIGSEGV when a client cancels an RPC it is answering
+# (server issues #7368 and #8034, fixed in 24.12), and an abandoned request that has not started is
+# dropped by its model's queue policy at its own timeout (the configs' `default_queue_policy`) instead.
+# The RPC's gRPC deadline is the caller's plus this grace: a backstop for a tier that stopped answering.
+ABANDONED_GRACE_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -82,6 +91,9 @@ class _ModelClient:
         self._on_call = on_call
         self._tls = tls
         self._client: InferenceServerClient | None = None
+        # Inferences whose caller stopped waiting, held until they answer (the loop keeps only weak
+        # references to tasks).
+        self._abandoned: set[asyncio.Future[Any]] = set()
 
     async def ready(self, *, timeout_s: float = 1.0) -> bool:
         """True when the server answers and the model is READY; never raises."""
@@ -112,21 +124,57 @@ class _ModelClient:
         await self.close()
 
     async def _call(
-        self, operation: str, items: int, rpc: Callable[[InferenceServerClient], Awaitable[T]]
+        self,
+        operation: str,
+        items: int,
+        rpc: Callable[[InferenceServerClient], Awaitable[T]],
+        *,
+        wait_s: float | None = None,
     ) -> T:
+        """`rpc` on this model's channel, its failure translated; with `wait_s`, awaited that long at most
+        and never cancelled (see ABANDONED_GRACE_S)."""
         if self._client is None:
             self._client = _open(self.url, self._tls)
         started, failure = time.perf_counter(), None
         try:
-            return await rpc(self._client)
+            if wait_s is None:
+                return await rpc(self._client)
+            return await self._waited_uncancelled(rpc(self._client), wait_s)
         except InferenceServerException as exc:
             failure = _translate(self.model, operation, exc)
             raise failure from exc
+        except TimeoutError:
+            waited = f"no answer within its deadline ({wait_s:.3g} s)"
+            failure = InferenceBusy(f"{self.model} {operation}: {waited}")
+            raise failure from None
         finally:
             if self._on_call is not None:
                 self._on_call(
                     CallRecord(self.model, operation, items, time.perf_counter() - started, failure)
                 )
+
+    async def _waited_uncancelled(self, call: Awaitable[T], wait_s: float) -> T:
+        """The answer of `call` if it comes within `wait_s` (else TimeoutError); when the wait ends
+        first, or its waiter is cancelled, the call runs on and its outcome is dropped."""
+        task = asyncio.ensure_future(call)
+        try:
+            async with asyncio.timeout(wait_s):
+                return await asyncio.shield(task)
+        except BaseException:
+            if not task.done():
+                self._abandoned.add(task)
+                task.add_done_callback(self._drop_outcome)
+            raise
+
+    def _drop_outcome(self, task: asyncio.Future[Any]) -> None:
+        self._abandoned.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: an abandoned call's failure is nobody's to report
+
+    @property
+    def abandoned(self) -> int:
+        """Inferences whose caller stopped waiting and that have not answered yet."""
+        return len(self._abandoned)
 
 
 def _open(url: str, tls: ClientTls | None) -> InferenceServerClient:
@@ -139,7 +187,7 @@ def _open(url: str, tls: ClientTls | None) -> InferenceServerClient:
 def _translate(model: str, operation: str, exc: InferenceServerException) -> InferenceError:
     status = exc.status()
     message = f"{model} {operation}: {status or 'error'}: {exc.message()}"
-    if status in _BUSY:
+    if status in _BUSY or _QUEUE_TIMEOUT in str(exc.message()):
         return InferenceBusy(message)
     return InferenceUnavailable(message) if status in _UNAVAILABLE else InferenceError(message)
 
@@ -245,7 +293,14 @@ class TritonEmbedder(_ModelClient):
         result: InferResult = await self._call(
             "infer",
             len(texts),
-            lambda c: c.infer(self.model, [text], outputs=outputs, client_timeout=timeout_s),
+            lambda c: c.infer(
+                self.model,
+                [text],
+                outputs=outputs,
+                timeout=max(1, int(timeout_s * 1e6)),  # µs: the model's queue drops it after that
+                client_timeout=timeout_s + ABANDONED_GRACE_S,
+            ),
+            wait_s=timeout_s,
         )
         return _output(result, "embedding").astype(np.float32), _output(result, "truncated").reshape(-1)
 
@@ -284,7 +339,13 @@ class TritonReranker(_ModelClient):
         result: InferResult = await self._call(
             "infer",
             len(passages),
-            lambda c: c.infer(self.model, [query_input, passages_input], client_timeout=timeout_s),
+            lambda c: c.infer(
+                self.model,
+                [query_input, passages_input],
+                timeout=max(1, int(timeout_s * 1e6)),
+                client_timeout=timeout_s + ABANDONED_GRACE_S,
+            ),
+            wait_s=timeout_s,
         )
         return [float(score) for score in _output(result, "scores")]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -109,10 +110,58 @@ async def test_repeated_query_is_served_from_the_cache(
 
 async def test_too_short_a_deadline_raises_busy(embedder: TritonEmbedder, reranker: TritonReranker) -> None:
     await embedder.connect(timeout_s=TIMEOUT_S)
-    with pytest.raises(InferenceBusy, match=r"DEADLINE_EXCEEDED|deadline"):
+    with pytest.raises(InferenceBusy, match="no answer within"):
         await embedder.embed(["a sentence to embed"] * TEST_MAX_BATCH, timeout_s=1e-4)
-    with pytest.raises(InferenceBusy, match="DEADLINE_EXCEEDED"):
+    with pytest.raises(InferenceBusy, match="no answer within"):
         await reranker.rerank("query", ["passage"] * 40, timeout_s=1e-4)
+
+
+async def test_an_abandoned_inference_runs_to_its_answer_uncancelled(
+    triton_server: TritonServer, embedder: TritonEmbedder, reranker: TritonReranker
+) -> None:
+    """The tier's tritonserver can crash when a client cancels an RPC it is answering: a deadline that
+    passes, or a waiter cancelled, ends the wait and never the RPC."""
+    await embedder.connect(timeout_s=TIMEOUT_S)
+    cancelled_before = await _request_failures(triton_server, "CANCELED")
+    long_texts = ["a sentence to embed, long enough to keep the model busy a while " * 6] * TEST_MAX_BATCH
+    with pytest.raises(TimeoutError):  # the waiter is cancelled
+        await asyncio.wait_for(embedder.embed(long_texts, timeout_s=TIMEOUT_S), 0.005)
+    assert embedder.abandoned == 1
+    await eventually(lambda: embedder.abandoned == 0)
+    with pytest.raises(InferenceBusy):
+        await embedder.embed(long_texts, timeout_s=1e-4)
+    with pytest.raises(InferenceBusy):
+        await reranker.rerank("query", ["passage"] * 40, timeout_s=1e-4)
+    assert (embedder.abandoned, reranker.abandoned) == (1, 1)
+    await eventually(lambda: embedder.abandoned == 0 and reranker.abandoned == 0)
+    assert await _request_failures(triton_server, "CANCELED") == cancelled_before
+
+
+async def test_a_request_still_queued_past_its_deadline_is_dropped_unrun(
+    triton_server: TritonServer, embedder: TritonEmbedder
+) -> None:
+    await embedder.connect(timeout_s=TIMEOUT_S)
+    rejected_before = await _request_failures(triton_server, "REJECTED")
+    # A full batch holds the model's one instance; the late request queues behind it.
+    full_batch = ["x " * TEST_MAX_CHARS] * TEST_MAX_BATCH
+    busy = asyncio.ensure_future(embedder.embed(full_batch, timeout_s=TIMEOUT_S))
+    await asyncio.sleep(0.05)
+    with pytest.raises(InferenceBusy):
+        await embedder.embed(["queued too long"], timeout_s=0.002)
+    await busy
+    await eventually(lambda: embedder.abandoned == 0)
+    assert await _request_failures(triton_server, "REJECTED") == rejected_before + 1
+
+
+async def _request_failures(server: TritonServer, reason: str, model: str = "embed") -> int:
+    """Triton's count of the model's failed requests for `reason` (CANCELED, REJECTED), from its metrics."""
+    url = f"http://127.0.0.1:{server.options.ports.metrics}/metrics"
+    text = await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=5).read().decode())
+    prefix = "nv_inference_request_failure{"
+    for line in text.splitlines():
+        if line.startswith(prefix) and f'model="{model}"' in line and f'reason="{reason}"' in line:
+            return int(float(line.rsplit(" ", 1)[1]))
+    raise AssertionError(f"no {reason} failure count for {model} in Triton's metrics")
 
 
 async def test_rerank_scores_each_pair_whatever_the_order_of_its_batch(reranker: TritonReranker) -> None:
