@@ -64,6 +64,8 @@ class CallShape:
     method: str  # the RPC's name: "Recall", "WriteBatch", ...
     items: int = 1  # memories written or imported, results asked for (top_k, page size)
     request_bytes: int = 0
+    rerank_pairs: int = 0  # (query, passage) pairs a recall's cross-encoder will score
+    rerank_on_gpu: bool = False  # the tier runs the cross-encoder on a GPU
 
 
 # Units per call, then per item and per KiB of request. Measured on these servers' CPU profiles: a
@@ -93,6 +95,11 @@ _PER_KIB = {
     "Update": 0.35,
 }
 _PER_KIB_OTHER = 0.05  # reading the request, for calls whose text is not analysed or embedded
+# A pair the cross-encoder scores on CPU: ~14 ms of the tier's CPU (415 ms for the default 30 on cores with
+# int8 dot products; BENCHMARKS.md, "The cross-encoder's depth and weight"), so a reranked recall is some
+# 25 small ones. On a GPU what remains on the CPU is tokenizing the pair: an estimate, not measured here.
+_PER_RERANK_PAIR_CPU = 0.8
+_PER_RERANK_PAIR_GPU = 0.02
 
 
 def call_cost(shape: CallShape, max_items: int = 1_000) -> float:
@@ -101,6 +108,8 @@ def call_cost(shape: CallShape, max_items: int = 1_000) -> float:
     cost = _BASE.get(shape.method, 1.0)
     cost += _PER_ITEM.get(shape.method, 0.0) * min(max(shape.items, 0), max_items)
     cost += _PER_KIB.get(shape.method, _PER_KIB_OTHER) * shape.request_bytes / _KIB
+    per_pair = _PER_RERANK_PAIR_GPU if shape.rerank_on_gpu else _PER_RERANK_PAIR_CPU
+    cost += max(shape.rerank_pairs, 0) * per_pair
     return max(cost, LEAST_COST)
 
 

@@ -294,10 +294,16 @@ class RecallPipeline:
         )
 
     def _rerank_depth(self, query: RecallQuery) -> int:
+        return self.rerank_load(query.text, query.profile)[0]
+
+    def rerank_load(self, text: str, profile: str) -> tuple[int, bool]:
+        """How many (query, passage) pairs the cross-encoder scores for such a recall while the tier is as
+        it is now, and whether it runs on a GPU: what admission weighs the call by before it runs."""
         inference = self._inference
         if inference is None or not inference.can_rerank:
-            return 0
-        return rerank_depth(query.text, query.profile, self._settings.policy, on_gpu=inference.rerank_on_gpu)
+            return 0, False
+        on_gpu = inference.rerank_on_gpu
+        return rerank_depth(text, profile, self._settings.policy, on_gpu=on_gpu), on_gpu
 
     @staged("recall.rerank")
     async def _rerank(

@@ -115,9 +115,8 @@ async def start_server(settings: Settings, *, clock: Clock = system_clock) -> Ru
     start_workers()  # its interpreter starts while the backends open
     backends = await _open_backends(settings, traced)
     pipelines = _build_pipelines(settings, backends, clock)
-    server, health = _build_grpc_server(
-        settings, backends.pool, _servicer(settings, pipelines, backends, clock), clock, traced
-    )
+    servicer = _servicer(settings, pipelines, backends, clock)
+    server, health = _build_grpc_server(settings, backends.pool, servicer, pipelines.recalls, clock, traced)
     sender, webhook_registry, webhook_dispatcher = webhook_delivery(
         settings, backends.pool, pipelines.feed, clock
     )
@@ -305,9 +304,15 @@ def _servicer(settings: Settings, pipelines: _Pipelines, backends: _Backends, cl
 
 
 def _build_grpc_server(
-    settings: Settings, pool: BoundedPool, servicer: MemoryServicer, clock: Clock, traced: bool
+    settings: Settings,
+    pool: BoundedPool,
+    servicer: MemoryServicer,
+    recalls: RecallPipeline,
+    clock: Clock,
+    traced: bool,
 ) -> tuple[grpc.aio.Server, HealthServicer]:
-    """The gRPC server with MemoryService and health behind the interceptors (API keys, admission)."""
+    """The gRPC server with MemoryService and health behind the interceptors (API keys, admission, which
+    weighs a recall by its cross-encoder's work as the recall pipeline plans it)."""
     health = HealthServicer()
     security = settings.security
     auth = AuthInterceptor(
@@ -317,7 +322,9 @@ def _build_grpc_server(
         required=security.require_api_keys,
         limiter=RateLimiter(security.requests_per_s_per_tenant, security.request_burst_per_tenant),
     )
-    admission = AdmissionInterceptor(Admission(settings.admission.policy()), settings.limits.max_batch_size)
+    admission = AdmissionInterceptor(
+        Admission(settings.admission.policy()), settings.limits.max_batch_size, recalls.rerank_load
+    )
     server = build_server(servicer, health, settings.server.max_message_bytes, auth, admission, traced=traced)
     return server, health
 

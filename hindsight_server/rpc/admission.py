@@ -29,7 +29,7 @@ from hindsight_server.rpc.interceptors import UnaryInterceptor
 from hindsight_server.rpc.wire import Undecodable, leading_string
 from hindsight_server.telemetry.counters import count_shed
 
-__all__ = ["AdmissionInterceptor", "shape_of"]
+__all__ = ["AdmissionInterceptor", "Reranking", "shape_of"]
 
 _GUARDED_SERVICE = "/hindsight.v1.MemoryService/"
 # The request's size on the wire, as its deserializer saw it; gRPC runs the deserializer and the handler
@@ -40,22 +40,30 @@ _WIRE_BYTES: ContextVar[int | None] = ContextVar("hindsight_wire_bytes", default
 _MAX_VOUCHED = 10_000
 
 
-def shape_of(method: str, request: Any, request_bytes: int) -> CallShape:
-    """What a MemoryService request asks for: the items it writes or the results it wants, its size."""
-    items = 1
+# (query text, profile) -> (pairs the cross-encoder would score for that recall now, whether on a GPU).
+Reranking = Callable[[str, str], tuple[int, bool]]
+
+
+def shape_of(method: str, request: Any, request_bytes: int, reranking: Reranking | None = None) -> CallShape:
+    """What a MemoryService request asks for: the items it writes or the results it wants, its size, and
+    for a recall the cross-encoder's work (`reranking`; None: never reranked)."""
+    items, pairs, on_gpu = 1, 0, False
     if method in ("WriteBatch", "Import"):
         items = len(request.memories)
     elif method == "Recall":
         items = request.top_k
+        if reranking is not None:
+            pairs, on_gpu = reranking(request.query, request.profile)
     elif method in ("List", "AuditRecalls"):
         items = request.page_size
-    return CallShape(method, items, request_bytes)
+    return CallShape(method, items, request_bytes, rerank_pairs=pairs, rerank_on_gpu=on_gpu)
 
 
 class AdmissionInterceptor(UnaryInterceptor):
-    def __init__(self, admission: Admission, max_items: int) -> None:
+    def __init__(self, admission: Admission, max_items: int, reranking: Reranking | None = None) -> None:
         self._admission = admission
         self._max_items = max_items  # the batch limit: more is refused by validation, not weighed
+        self._reranking = reranking
         self._vouched: OrderedDict[tuple[str, str], None] = OrderedDict()
 
     def wrap(self, behavior: Behavior, details: grpc.HandlerCallDetails) -> Behavior:
@@ -124,7 +132,7 @@ class AdmissionInterceptor(UnaryInterceptor):
         self._vouch(header, tenant)
         wire_bytes = _WIRE_BYTES.get()
         size = request.ByteSize() if wire_bytes is None else wire_bytes  # None: called without gRPC
-        cost = call_cost(shape_of(method, request, size), self._max_items)
+        cost = call_cost(shape_of(method, request, size, self._reranking), self._max_items)
         refused = self._admission.admit(tenant, cost, time.monotonic())
         if refused is not None:
             raise _shed(method, refused)

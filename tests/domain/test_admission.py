@@ -21,6 +21,10 @@ from hindsight_server.domain.errors import InvalidArgument
         (CallShape("WriteBatch", items=1000, request_bytes=8 * 1024 * 1024), 1.0 + 500 + 0.35 * 8192),
         (CallShape("List", items=100, request_bytes=1024), 1.0 + 0.5 + 0.05),
         (CallShape("Export"), 20.0),
+        # A recall whose 30 best the cross-encoder rescores: the tier's main work on CPU, little on a GPU.
+        (CallShape("Recall", items=10, rerank_pairs=30), 1.0 + 0.2 + 30 * 0.8),
+        (CallShape("Recall", items=10, rerank_pairs=30, rerank_on_gpu=True), 1.0 + 0.2 + 30 * 0.02),
+        (CallShape("Recall", items=10, rerank_pairs=-3), 1.0 + 0.2),
         (CallShape("Unknown", items=-5), 1.0),
     ],
 )

@@ -16,9 +16,11 @@ from hindsight.client import HindsightClient
 from hindsight.v1 import memory_pb2 as pb
 from hindsight.v1 import memory_pb2_grpc as pb_grpc
 from hindsight_server.config import Settings
+from hindsight_server.domain.admission import CallShape, call_cost
 from hindsight_server.domain.errors import Shed
 from hindsight_server.process.running import RunningServer
 from hindsight_server.process.server import start_server
+from hindsight_server.rpc.admission import shape_of
 from hindsight_server.rpc.auth import AUTHORIZATION_HEADER
 from hindsight_server.rpc.errors import PUSHBACK_HEADER, Pacer
 from tests.support.processes import create_key
@@ -148,3 +150,19 @@ async def test_a_refusal_is_answered_after_its_delay_at_most_the_cap() -> None:
     await pacer.pace(Shed("busy", retry_after_s=0.1))  # past the limit: at once
     assert time.perf_counter() - started < 0.05
     await held
+
+
+def test_a_recall_is_weighed_with_the_cross_encoder_work_its_plan_would_do() -> None:
+    asked: list[tuple[str, str]] = []
+
+    def reranking(text: str, profile: str) -> tuple[int, bool]:
+        asked.append((text, profile))
+        return (30, False) if profile == "deep" else (0, False)
+
+    deep = pb.RecallRequest(tenant_id="t", query="where does the user live", top_k=10, profile="deep")
+    plain = pb.RecallRequest(tenant_id="t", query="where does the user live", top_k=10)
+    assert shape_of("Recall", deep, 40, reranking) == CallShape("Recall", 10, 40, rerank_pairs=30)
+    assert call_cost(shape_of("Recall", deep, 40, reranking)) > 15 * call_cost(shape_of("Recall", plain, 40))
+    assert shape_of("Recall", plain, 40, reranking).rerank_pairs == 0
+    assert shape_of("Write", pb.WriteRequest(tenant_id="t"), 10, reranking).rerank_pairs == 0
+    assert asked == [("where does the user live", "deep")] * 2 + [("where does the user live", "")]
