@@ -23,10 +23,10 @@ existing memory, the first rule that holds, in this order:
    token, and either a similarity above `merge_above` (0.95), or a rewording: similarity at least
    `reworded_merge_from` with `reworded_overlap` of the content terms shared and no change cue (not
    even a "now" the old content lacks).
-   From here on, nothing supersedes a fact of a time that is over ("used to", "以前", "实习过"), nor is
-   superseded by one that does not also speak of now; nor by a one-off exception ("just this once",
-   "临时"; a named day such as "this Friday" against a habit), an addition ("too", "还要"), or a fact
-   said for another situation ("for creative writing", "聊育儿话题时").
+   From here on, nothing supersedes a fact of a time that is over ("used to", "以前", "实习过", "ran a
+   half marathon in 2022"), nor is superseded by one that does not also speak of now; nor by a one-off
+   exception ("just this once", "临时"; a named day such as "this Friday" against a habit), an addition
+   ("too", "another", "还要"), or a fact said for another situation ("for creative writing", "聊育儿话题时").
 5. SUPERSEDE, similar: similarity at least `supersede_from` (0.9), the contents differ in a value token
    (a number, a date word, a place, a name), and the new content reads as a change of the old one: it
    names an identifier the old one names, or it has an update cue ("now", "moved", "改成", a
@@ -37,7 +37,10 @@ existing memory, the first rule that holds, in this order:
    change with the same values ("Moving to Toronto", "relocating to Toronto"). Also SUPERSEDE a fact or
    preference (not an event: its "now" is its moment's) of the same people when the new content has a
    weaker cue ("now", "现在"), a value it brings that the old lacks, `cued_overlap` of the content terms
-   and a similarity of at least `cued_supersede_from` (0.6).
+   and a similarity of at least `cued_supersede_from` (0.6). And SUPERSEDE a fact or preference that gives
+   a measure (kg, %, 万, times a day: facts.measures) which the new content, with a cue, gives another
+   number, where the numbers are all that differs and a term beside the measure is shared ("饼干每天遛两次",
+   "饼干现在一天遛三次"), from `remeasured_supersede_from` (0.4).
 7. SUPERSEDE, by field, for facts and preferences: both are the same profile field with another value
    ("Time zone: America/New_York", "Time zone: Europe/Berlin"), unless the field is of a many-valued
    facet.
@@ -77,6 +80,7 @@ from hindsight_server.domain.facts import (
     has_update_cue,
     historical,
     identifiers,
+    measures,
     names,
     one_off,
     preference,
@@ -139,6 +143,10 @@ class ConflictPolicy:
     # "Dad parks in spot 14", "the Honda goes in 22 now". Look-alikes carry no cue.
     cued_supersede_from: float = 0.6
     cued_overlap: float = 0.15
+    # A content that gives a measure the earlier fact gives (kg, %, 万, times a day) another number, with
+    # a cue ("now", "down to", "只剩") and a shared term besides the measure, supersedes it from this
+    # similarity: "I weigh 82 kg", "down to 77kg"; "饼干每天遛两次", "饼干现在一天遛三次".
+    remeasured_supersede_from: float = 0.4
     value_keys: frozenset[str] | None = None  # entity keys whose change makes a new version; None: all
     # Entities that name the thing itself: differing, the memories are two things (two orders, two
     # sessions' episodes), never two versions of one.
@@ -156,6 +164,7 @@ class ConflictPolicy:
             ("changed_supersede_from", self.changed_supersede_from),
             ("cued_supersede_from", self.cued_supersede_from),
             ("cued_overlap", self.cued_overlap),
+            ("remeasured_supersede_from", self.remeasured_supersede_from),
         )
         for name, value in thresholds:
             if not 0.0 <= value <= 1.0:
@@ -366,6 +375,7 @@ class _Reading:
     scope: frozenset[str] | None  # the situation it is said for ("for technical questions"): facts.scope
     many: bool  # speaks of things many at once (orders, bookings): facts.speaks_of_transactions
     paid: bool  # records a payment made ("paid the plumber £300", "收了300"): facts.speaks_of_payment
+    measures: frozenset[tuple[str, float]]  # numbers with what they measure ("77kg", "三次"): facts.measures
     # "Time zone: Europe/Berlin" as (key, value), a field that holds one value: _single_field
     field: tuple[str, str] | None
 
@@ -406,6 +416,7 @@ class _Reading:
             scope(content),
             speaks_of_transactions(content),
             speaks_of_payment(content),
+            measures(content),
             _single_field(content),
         )
 
@@ -679,8 +690,32 @@ def _rule(
         and overlap >= policy.cued_overlap
     ):
         return 6, _similar_supersede(old.id, old.similarity, "worded as a change", brought)
+    remeasured = _remeasured(new_reading.measures, old_reading.measures)
+    if (
+        new.kind in _SLOT_KINDS
+        and remeasured
+        and new_reading.cue
+        and alike
+        # the numbers are all that differs ("the Shenzhen branch has 8 staff" is another branch), and
+        # a term beside the measure itself says what is measured ("饼干", not "个人")
+        and all(parse_number(token) is not None for token in differing)
+        and any(not any(unit in term for unit in remeasured) and not term.isdigit() for term in about)
+        and old.similarity >= policy.remeasured_supersede_from
+        and not _kinds_apart(new_reading, old_reading)
+    ):
+        measured = ", ".join(remeasured)
+        reason = f"the same measure with another number ({measured}; similarity {old.similarity:.3f})"
+        return 6, Resolution(Action.SUPERSEDE, old.id, reason)
     by_field = _by_field(new_reading, old_reading, old) if new.kind in _SLOT_KINDS else None
     return by_field or _by_facet(new_reading, old_reading, old, bool(shared), bool(differing))
+
+
+def _remeasured(new: frozenset[tuple[str, float]], old: frozenset[tuple[str, float]]) -> list[str]:
+    """The measures both give, each with numbers the other does not give."""
+    units = {unit for unit, _ in new} & {unit for unit, _ in old}
+    return sorted(
+        unit for unit in units if not {n for u, n in new if u == unit} & {n for u, n in old if u == unit}
+    )
 
 
 def _similar_supersede(old_id: str, similarity: float, why: str, values: Sequence[str]) -> Resolution:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from hindsight_server.domain.language import CHINESE, language
 from hindsight_server.domain.lexical import ENGLISH_STOPWORDS, query_terms
+from hindsight_server.domain.numerals import ZH_NUMBER, parse_number
 
 __all__ = [
     "MAX_FACT_CHARS",
@@ -32,6 +33,7 @@ __all__ = [
     "fold",
     "has_update_cue",
     "identifiers",
+    "measures",
     "names",
     "preference",
     "relations",
@@ -129,8 +131,8 @@ _EN_CHANGE = (
 )
 _EN_WEAK = r"now|new|currently|these days|nowadays|latest|become|again|since|lately|recently|right now"
 _ZH_CHANGE = (
-    r"改成|改为|改到|改在|改期|改了|改喝|改用|换成|换了|换到|换号|换车|搬(?!砖)|不再|变成|以后|推迟|提前|延期|已经不|离职|"
-    r"辞职|转学|转专业|转岗|调到|调走|分手|卖了|退休(?!后)|涨|戒|不.{0,4}了|没有.{0,6}了|跳槽|订婚|结婚了|离婚|"
+    r"改成|改为|改到|改在|改期|改了|改喝|改用|换成|换了|换到|换号|换车|搬(?!砖)|不再|变成|(?<![点时0-9])以后|推迟|提前|延期|已经不|离职|"
+    r"辞职|转学|转专业|转岗|调到|调走|分手|卖了|退休(?!后)|涨|戒|不(?!然|了)[^，,。；;！!]{0,4}了|没有.{0,6}了|跳槽|订婚|结婚了|离婚|"
     r"升职|升为|升到|升了|升初中|升高中|转到|转去|转网|携号|评上|调整|取消|转掉|(?<!推)送给|送人|去世|(?<![点分0-9:：])开始|停了|"
     r"领证|"
     r"毕业了|入职|放弃|暂停|走丢|丢了|死了|分了|调薪|降薪|加到|减到|降到|今后|接来|接过来|没续|不续|"
@@ -760,7 +762,10 @@ _EN_HISTORY = re.compile(
     r"from (?:19|20)[0-9]{2} (?:to|until|till) "
     r"(?:19|20)[0-9]{2}|(?:19|20)[0-9]{2}\s*[-–]\s*(?:19|20)[0-9]{2}|"
     r"(?:lived|worked|studied|drove|owned|had|used|played|taught)\b[^.;]{0,40}\bfor "
-    r"(?:[0-9]+|a few|several|many|two|three|four|five|six|seven|eight|nine|ten) (?:years|months))\b",
+    r"(?:[0-9]+|a few|several|many|two|three|four|five|six|seven|eight|nine|ten) (?:years|months)|"
+    # an event over with its year ("ran a half marathon in 2022"); not a change that lasts ("moved to
+    # Porto in 2022", "去年搬到杭州"), which says what is true now
+    r"(?:ran|won|finished|completed|visited|attended|translated|wrote)\b[^.;]{0,40}\bin (?:19|20)[0-9]{2})\b",
     re.IGNORECASE,
 )
 _ZH_HISTORY = re.compile(
@@ -806,14 +811,55 @@ def habitual(text: str) -> bool:
 _ZH_ALSO = re.compile(r"(?<!再)也(?!许|就是|罢)")
 
 
+# "another" is one more of a kind ("started another novel for them") unless a change is said with it
+# ("switched to another bank", "can only do Sundays now, he's got another job").
+_EN_ANOTHER = re.compile(r"\banother\b", re.IGNORECASE)
+
+
 def adds(text: str) -> bool:
-    """Whether a content says it adds to what is known ("also", "too", "还要", "另外")."""
+    """Whether a content says it adds to what is known ("also", "too", "another", "还要", "另外")."""
     clean = _clean(text)
     if language(clean) != CHINESE:
-        return bool(_EN_ADDS.search(clean))
+        if _EN_ADDS.search(clean):
+            return True
+        return bool(_EN_ANOTHER.search(clean)) and not (replaces(clean) or speaks_of_now(clean))
     if _ZH_ADDS.search(clean):
         return True
     return bool(_ZH_ALSO.search(clean)) and not has_update_cue(clean, strong=True)
+
+
+# --- measures ------------------------------------------------------------------------------------------
+
+# A number with the measure it counts: "77kg", "21%", "31万", "三次", "8 people", "千字220". Two facts
+# that give one measure of one thing different numbers disagree, where a change is said with it.
+_EN_MEASURE = re.compile(
+    r"(?<![\w.])([0-9]+(?:\.[0-9]+)?)\s?"
+    r"(%|percent\b|per cent\b|kgs?\b|kilos?\b|lbs\b|pounds\b|people\b|staff\b|employees\b|workers\b|"
+    r"times\b|hours\b)",
+    re.IGNORECASE,
+)
+_EN_UNITS = {"percent": "%", "per cent": "%", "kgs": "kg", "kilo": "kg", "kilos": "kg", "pounds": "lbs"} | {
+    word: "people" for word in ("staff", "employees", "workers")
+}
+_ZH_MEASURE = re.compile(rf"({ZH_NUMBER})\s?(万|元|块|公斤|斤|次|个人|人|%|小时)")
+_ZH_PER_THOUSAND = re.compile(rf"千字\s?({ZH_NUMBER})")
+
+
+def measures(text: str) -> frozenset[tuple[str, float]]:
+    """(measure, number) pairs a content gives: ("kg", 77.0), ("%", 21.0), ("万", 31.0), ("次", 3.0)."""
+    clean = _clean(text)
+    found: set[tuple[str, float]] = set()
+    for number, unit in _EN_MEASURE.findall(clean):
+        found.add((_EN_UNITS.get(unit.lower(), unit.lower()), float(number)))
+    for number, unit in _ZH_MEASURE.findall(clean):
+        value = parse_number(number)
+        if value is not None:
+            found.add(("人" if unit == "个人" else unit, float(value)))
+    for number in _ZH_PER_THOUSAND.findall(clean):
+        value = parse_number(number)
+        if value is not None:
+            found.add(("千字", float(value)))
+    return frozenset(found)
 
 
 # A profile field a note writes as "Key: value" ("Time zone: Europe/Berlin", "常用邮箱：..."): the key

@@ -401,7 +401,12 @@ FACETS: tuple[Facet, ...] = (
     ),
     Facet("smoking", _en(r"smok\w*|cigarettes?|cigs|vape|vaping|nicotine"), _zh(r"烟|抽烟|戒烟|电子烟")),
     Facet("alcohol", _en(r"alcohol|drinking|sober|booze|drinker"), _zh(r"喝酒|戒酒|酒")),
-    Facet("weight", _en(r"weigh|weighs|weight|kg|kilos?|pounds|lbs"), _zh(r"体重|公斤|斤|减肥|瘦了|胖了")),
+    # A unit may follow its number without a space: "down to 55kg".
+    Facet(
+        "weight",
+        _en(r"weigh|weighs|weight|(?:[0-9]+(?:\.[0-9]+)?\s?)?(?:kg|kilos?|pounds|lbs)"),
+        _zh(r"体重|公斤|斤|减肥|瘦了|胖了"),
+    ),
     Facet(
         "age",
         _en(rf"years old|year-old|age|aged|birthday|turn(?:ed|s) (?:[0-9]+|{EN_NUMBER})"),

@@ -262,6 +262,20 @@ def fact(content: str) -> NewMemory:
          0.36, Action.SUPERSEDE, "worded as a change of it (similarity 0.360, about dr, miso)"),
         ("Switched Miso to Dr. Okafor's clinic, closer to the new flat", "My cat Miso's vet is Dr. Schneider",
          0.33, Action.NEW, None),
+        # the same measure of the same thing, another number, a cue: a new version
+        ("饼干现在一天遛三次，医生说它得减肥", "饼干每天遛两次", 0.5, Action.SUPERSEDE,
+         "the same measure with another number (次; similarity 0.500)"),
+        ("Signed the new Meituan contract, commission is 20% now",
+         "Meituan takes 18% commission on our orders", 0.5, Action.SUPERSEDE,
+         "the same measure with another number (%; similarity 0.500)"),
+        # ... but another branch's count, or one measured without a cue, is another fact
+        ("深圳店现在有8个人", "广州店有6个人", 0.7, Action.NEW, None),
+        ("我每周跑步三次", "我每周游泳两次", 0.5, Action.NEW, None),
+        # "another" is one more; a past event with its year is over
+        ("just started another novel for them, 60k words",
+         "I translated a 40k-word novel for Penguin China last year", 0.56, Action.NEW, None),
+        ("I'm signed up for the Hangzhou half marathon this November", "I ran a half marathon in 2022", 0.5,
+         Action.NEW, None),
         # preferences: one replaces the other
         ("The user now prefers coffee in the morning.", "The user prefers tea in the morning.", 0.7,
          Action.SUPERSEDE, "same preference, new value: 'tea' -> 'coffee'"),

@@ -128,6 +128,10 @@ def test_identifiers(text: str, expected: set[str]) -> None:
         ("我现在不跑步了", True, True),
         ("用户现在住在上海", True, False),
         ("用户住在上海", False, False),
+        ("香菜真的接受不了", True, False),  # 不了: cannot, not "no longer" (a final 了 is a weak cue)
+        ("早上必须来杯美式，不然干不了活", False, False),  # 不然: otherwise
+        ("11点以后客户打电话我一律不接", False, False),  # after eleven, not "from now on"
+        ("以后周末不加班了", True, True),
     ],
 )
 def test_update_cues(text: str, any_cue: bool, strong: bool) -> None:
@@ -238,6 +242,9 @@ def test_one_off(text: str, expected: bool) -> None:
         ("也许下周去看房", False),  # 也许: maybe
         ("can you do shift reminders at 6pm instead, 9 is too late", False),  # too late: excessively
         ("Me too.", True),
+        ("just started another novel for them, 60k words", True),  # one more of a kind
+        ("switched to another bank after the fees went up", False),  # a change, said with it
+        ("Pete can only do Sundays now, he's got another job on Saturdays", False),  # what is true now
     ],
 )
 def test_adds(text: str, expected: bool) -> None:
@@ -331,6 +338,9 @@ def test_dated_and_habitual(text: str, is_dated: bool, is_habit: bool) -> None:
         ("My first car was a Corolla", True),
         ("We ran a dairy here until 2012.", True),
         ("Margaret's renewed passport arrived, it's good till 2035", False),  # valid until: not over
+        ("I ran a half marathon in 2022", True),  # an event over, with its year
+        ("We moved to Porto in 2022", False),  # a change that lasts: where they live now
+        ("我爸去年搬来上海跟我们一块住了", False),  # likewise
     ],
 )
 def test_historical(text: str, expected: bool) -> None:

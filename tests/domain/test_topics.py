@@ -27,6 +27,7 @@ from hindsight_server.domain.topics import FACETS, facet_named, facets
         ("The user's manager is Sarah Kim", {"manager"}),
         ("User drives a 2015 Honda Civic.", {"vehicle"}),
         ("User takes 10mg of lisinopril daily.", {"medication"}),
+        ("down to 55kg after the holidays", {"weight"}),  # the unit right after its number
         ("The weather is nice today", set()),
     ],
 )
