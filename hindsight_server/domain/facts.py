@@ -765,11 +765,17 @@ _EN_HISTORY = re.compile(
     r"(?:[0-9]+|a few|several|many|two|three|four|five|six|seven|eight|nine|ten) (?:years|months)|"
     # an event over with its year ("ran a half marathon in 2022"); not a change that lasts ("moved to
     # Porto in 2022", "去年搬到杭州"), which says what is true now
-    r"(?:ran|won|finished|completed|visited|attended|translated|wrote)\b[^.;]{0,40}\bin (?:19|20)[0-9]{2})\b",
+    r"(?:ran|won|finished|completed|visited|attended|translated|wrote)\b[^.;]{0,40}\bin (?:19|20)[0-9]{2}|"
+    # a place lived or worked in, in the simple past ("I lived in Reno while I was driving"), not the
+    # perfect that goes on ("I've lived in Reno since 2019")
+    r"(?<!'ve )(?<!have )(?<!has )(?<!'s )(?<!'d )(?<!had )(?:lived in|worked at|worked for)|"
+    # who held a thing before ("the previous tenant's deposit")
+    r"(?:previous|former) (?:tenants?|landlords?|owners?|occupants?|bosses|boss|managers?|roommates?|"
+    r"flatmates?|housemates?))\b",
     re.IGNORECASE,
 )
 _ZH_HISTORY = re.compile(
-    r"以前|之前|曾经|早年|小时候|小的时候|(?<=[\u4e00-\u9fff])过(?=[。，,；;！!]|$)|第一(?:辆|份|个|套|台|部)|"
+    r"以前|之前|曾经|早年|小时候|小的时候|(?:上一任|上任|前任|上一个|之前的)(?:房客|租客|房东|业主|老板|经理|室友)|(?<=[\u4e00-\u9fff])过(?=[。，,；;！!]|$)|第一(?:辆|份|个|套|台|部)|"
     # 开了五年 is over; 开了五年了 still goes on
     r"(?:开|住|干|做|用|养|读|教)了[0-9一二三四五六七八九十两几]+(?:年|个月)(?![0-9一二三四五六七八九十两几]|了)|"
     r"(?:19|20)[0-9]{2}年?\s*(?:到|至|-|–|~)\s*(?:19|20)[0-9]{2}年?"

@@ -341,6 +341,10 @@ def test_dated_and_habitual(text: str, is_dated: bool, is_habit: bool) -> None:
         ("I ran a half marathon in 2022", True),  # an event over, with its year
         ("We moved to Porto in 2022", False),  # a change that lasts: where they live now
         ("我爸去年搬来上海跟我们一块住了", False),  # likewise
+        ("I lived in Reno while I was driving OTR", True),  # the simple past: over
+        ("I've lived in Reno since 2019", False),  # the perfect: goes on
+        ("previous tenant's deposit was £1,000, returned in full", True),  # who held it before
+        ("上一任房客的押金4200已经退给他了", True),
     ],
 )
 def test_historical(text: str, expected: bool) -> None:
