@@ -124,6 +124,7 @@ _EN_CHANGE = (
     r"effective|downsized|renewed|at renewal|cut back|cut down|took up|taking up|from here on|for good|gone|"
     r"slipped|extended|extension|upgrad\w*|migrat\w*|moved over|raise|pay rise|pay cut|reached|"
     r"qualified for|requalified|uninstall\w*|went up|went down|goes up|goes down|upped|down to|cut to|"
+    r"trimmed|"
     r"correction|pushing|push(?:ed)? (?:[\w-]+ ){0,3}to|reassigned|redirect\w*|dropping|"
     r"put (?:[\w-]+ ){0,3}up to|"
     r"corrected|from (?:next )?(?:january|february|march|april|may|june|july|august|september|october|"
@@ -136,7 +137,7 @@ _ZH_CHANGE = (
     r"升职|升为|升到|升了|升初中|升高中|转到|转去|转网|携号|评上|调整|取消|转掉|(?<!推)送给|送人|去世|(?<![点分0-9:：])开始|停了|"
     r"领证|"
     r"毕业了|入职|放弃|暂停|走丢|丢了|死了|分了|调薪|降薪|加到|减到|降到|今后|接来|接过来|没续|不续|"
-    r"到期了|结束了|走了|加量|减量|停药|掉到|掉回|销了|辞了|调去|删了|卸载|调成|更正|纠正|说错了|涨到|升级|降级|"
+    r"到期了|结束了|走了|加量|减量|停药|掉到|掉回|销了|辞了|调去|删了|卸载|调成|更正|纠正|说错了|涨到|升级|降级|砍到|"
     r"退掉|退了|注销|销户|推到|延到|延后|迁到|迁移|迁了|转用|不用了|停用|报到|上岗|接任|接手|续保|转投|裸辞|"
     r"(?:月|周|年|学期|季度)起|从.{1,6}起|"
     r"(?<!交)换(?!轮胎|胎|机油|油|滤芯|电池|季)|(?<![修批])改(?![善进革作卷稿])"
@@ -844,9 +845,11 @@ _EN_MEASURE = re.compile(
     r"times\b|hours\b)",
     re.IGNORECASE,
 )
-_EN_UNITS = {"percent": "%", "per cent": "%", "kgs": "kg", "kilo": "kg", "kilos": "kg", "pounds": "lbs"} | {
-    word: "people" for word in ("staff", "employees", "workers")
-}
+# Each measure by one name, whatever the language or spelling: "kilos" and "公斤" are "kg".
+_UNIT_NAMES = dict.fromkeys(("percent", "per cent"), "%") | dict.fromkeys(
+    ("kgs", "kilo", "kilos", "公斤"), "kg"
+)
+_UNIT_NAMES |= {"pounds": "lbs", "个人": "人"} | dict.fromkeys(("staff", "employees", "workers"), "people")
 _ZH_MEASURE = re.compile(rf"({ZH_NUMBER})\s?(万|元|块|公斤|斤|次|个人|人|%|小时)")
 _ZH_PER_THOUSAND = re.compile(rf"千字\s?({ZH_NUMBER})")
 
@@ -856,11 +859,11 @@ def measures(text: str) -> frozenset[tuple[str, float]]:
     clean = _clean(text)
     found: set[tuple[str, float]] = set()
     for number, unit in _EN_MEASURE.findall(clean):
-        found.add((_EN_UNITS.get(unit.lower(), unit.lower()), float(number)))
+        found.add((_UNIT_NAMES.get(unit.lower(), unit.lower()), float(number)))
     for number, unit in _ZH_MEASURE.findall(clean):
         value = parse_number(number)
         if value is not None:
-            found.add(("人" if unit == "个人" else unit, float(value)))
+            found.add((_UNIT_NAMES.get(unit, unit), float(value)))
     for number in _ZH_PER_THOUSAND.findall(clean):
         value = parse_number(number)
         if value is not None:

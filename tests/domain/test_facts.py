@@ -14,6 +14,7 @@ from hindsight_server.domain.facts import (
     has_update_cue,
     historical,
     identifiers,
+    measures,
     one_off,
     preference,
     profile_field,
@@ -362,3 +363,19 @@ def test_historical(text: str, expected: bool) -> None:
 )
 def test_relations_leave_out_sources_and_recipients(text: str, expected: set[str]) -> None:
     assert relations(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("down to 77kg 💪 the diet worked", {("kg", 77.0)}),
+        ("体重105公斤", {("kg", 105.0)}),  # one name per measure, whatever the language
+        ("SZ is 8 people now, 8 staff", {("people", 8.0)}),
+        ("饼干现在一天遛三次", {("次", 3.0)}),
+        ("译言那边谈下来了，千字220", {("千字", 220.0)}),
+        ("eleme rate is 19% from this billing cycle", {("%", 19.0)}),
+        ("Order 7781 ships Monday", set()),  # a bare number measures nothing
+    ],
+)
+def test_measures(text: str, expected: set[tuple[str, float]]) -> None:
+    assert measures(text) == expected
