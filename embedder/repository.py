@@ -31,6 +31,15 @@ CHINESE_MODEL = "embed_zh"
 # would do it in one model, but with them the python backend stalled ~500 ms every few hundred calls.
 QUERY_SUFFIX = "_query"
 QUERY_MAX_BATCH = 16  # concurrent recalls' queries still batch together
+# A request still queued when its own timeout passes (the client's deadline, in µs; Triton honours one
+# only below the default) is dropped unrun: its client stopped waiting and does not cancel it
+# (embedder/client.py). Not on a model that embeds queries: with a queue policy (its queue then cannot
+# prefetch) the query twins stalled ~0.25 s now and then, past recall's query deadline (BENCHMARKS.md,
+# session 29).
+QUEUE_POLICY = (
+    "default_queue_policy { timeout_action: REJECT, default_timeout_microseconds: 300000000, "
+    "allow_timeout_override: true }"
+)
 
 InstanceKind = Literal["KIND_CPU", "KIND_GPU"]
 
@@ -177,17 +186,22 @@ def _render_with_query_twin(
     template: str, name: str, target: Path, values: dict[str, object], options: RepositoryOptions
 ) -> list[str]:
     """The model `name`, and with `options.query_models` the same model as `name` + QUERY_SUFFIX; their
-    names. Only a model that embeds no query (it has a twin) runs at the bulk niceness."""
+    names. Only a model that embeds no query (it has a twin) runs at the bulk niceness, and has the queue
+    policy."""
     twin = options.query_models
     bulk_nice = options.bulk_nice if twin and values["instance_kind"] == "KIND_CPU" else 0
-    _render(template, target, {**values, "name": name, "cpu_nice": bulk_nice}, name=name)
+    policy = QUEUE_POLICY if twin else ""
+    _render(
+        template, target, {**values, "name": name, "cpu_nice": bulk_nice, "queue_policy": policy}, name=name
+    )
     query = name + QUERY_SUFFIX
     if not twin:
         if (target / query).exists():
             shutil.rmtree(target / query)
         return [name]
     batch = min(int(str(values["max_batch_size"])), QUERY_MAX_BATCH)
-    _render(template, target, {**values, "name": query, "max_batch_size": batch, "cpu_nice": 0}, name=query)
+    query_values = {**values, "name": query, "max_batch_size": batch, "cpu_nice": 0, "queue_policy": ""}
+    _render(template, target, query_values, name=query)
     return [name, query]
 
 

@@ -32,6 +32,9 @@ def test_embed_only_repository_points_at_the_onnx_file(tmp_path: Path) -> None:
     # Documents yield the CPU to queries (the twin), wherever they share cores.
     assert 'key: "cpu_nice", value: { string_value: "10" }' in config
     assert 'key: "cpu_nice", value: { string_value: "0" }' in twin
+    # Documents still queued past their deadline are dropped; the twin has no queue policy (it stalled).
+    assert "default_queue_policy { timeout_action: REJECT" in config
+    assert "default_queue_policy" not in twin
 
 
 def test_query_twins_can_be_left_out_and_are_removed_then(tmp_path: Path) -> None:
