@@ -142,9 +142,9 @@ async def test_a_request_still_queued_past_its_deadline_is_dropped_unrun(
 ) -> None:
     await embedder.connect(timeout_s=TIMEOUT_S)
     rejected_before = await _request_failures(triton_server, "REJECTED")
-    # A full batch holds the model's one instance; the late request queues behind it.
+    # Two full batches hold the model's one instance; the late request queues behind them.
     full_batch = ["x " * TEST_MAX_CHARS] * TEST_MAX_BATCH
-    busy = asyncio.ensure_future(embedder.embed(full_batch, timeout_s=TIMEOUT_S))
+    busy = asyncio.gather(*(embedder.embed(full_batch, timeout_s=TIMEOUT_S) for _ in range(2)))
     await asyncio.sleep(0.05)
     with pytest.raises(InferenceBusy):
         await embedder.embed(["queued too long"], timeout_s=0.002)
