@@ -50,8 +50,9 @@ _BUSY = frozenset(f"StatusCode.{code}" for code in ("DEADLINE_EXCEEDED", "RESOUR
 _QUEUE_TIMEOUT = "Request timeout expired"
 # An inference the caller stopped waiting for still runs to its answer, which is dropped: tritonserver
 # 24.10 (the PyTriton wheel's) can crash with SIGSEGV when a client cancels an RPC it is answering
-# (server issues #7368 and #8034, fixed in 24.12), and an abandoned request that has not started is
-# dropped by its model's queue policy at its own timeout (the configs' `default_queue_policy`) instead.
+# (server issues #7368 and #8034, fixed in 24.12). An abandoned document batch or rerank that has not
+# started is dropped by its model's queue policy at its own timeout (embedder/repository.py,
+# QUEUE_POLICY); an abandoned query runs, its model having no policy.
 # The RPC's gRPC deadline is the caller's plus this grace: a backstop for a tier that stopped answering.
 ABANDONED_GRACE_S = 10.0
 

@@ -168,7 +168,8 @@ def build_repository(target: Path, options: RepositoryOptions) -> list[str]:
         missing = [n for n in ("model.onnx", "tokenizer.json") if not (model_dir / n).is_file()]
         if missing:
             raise FileNotFoundError(f"cross-encoder directory {model_dir} lacks {', '.join(missing)}")
-        _render(RERANK_MODEL, target, {**asdict(options.rerank), "model_dir": model_dir})
+        values = {**asdict(options.rerank), "model_dir": model_dir, "queue_policy": QUEUE_POLICY}
+        _render(RERANK_MODEL, target, values)
         models.append(RERANK_MODEL)
     elif (target / RERANK_MODEL).exists():
         shutil.rmtree(target / RERANK_MODEL)

@@ -846,10 +846,19 @@ _EN_MEASURE = re.compile(
     re.IGNORECASE,
 )
 # Each measure by one name, whatever the language or spelling: "kilos" and "公斤" are "kg".
-_UNIT_NAMES = dict.fromkeys(("percent", "per cent"), "%") | dict.fromkeys(
-    ("kgs", "kilo", "kilos", "公斤"), "kg"
-)
-_UNIT_NAMES |= {"pounds": "lbs", "个人": "人"} | dict.fromkeys(("staff", "employees", "workers"), "people")
+_UNIT_NAMES = {
+    "percent": "%",
+    "per cent": "%",
+    "kgs": "kg",
+    "kilo": "kg",
+    "kilos": "kg",
+    "公斤": "kg",
+    "pounds": "lbs",
+    "staff": "people",
+    "employees": "people",
+    "workers": "people",
+    "个人": "人",
+}
 _ZH_MEASURE = re.compile(rf"({ZH_NUMBER})\s?(万|元|块|公斤|斤|次|个人|人|%|小时)")
 _ZH_PER_THOUSAND = re.compile(rf"千字\s?({ZH_NUMBER})")
 

@@ -298,11 +298,13 @@ class RecallPipeline:
 
     def rerank_load(self, text: str, profile: str) -> tuple[int, bool]:
         """How many (query, passage) pairs the cross-encoder scores for such a recall while the tier is as
-        it is now, and whether it runs on a GPU: what admission weighs the call by before it runs."""
+        it is now, and whether it runs on a GPU: what admission weighs the call by before it runs. Admission
+        asks before validation, so only what a valid query may hold is read (a longer one is refused)."""
         inference = self._inference
         if inference is None or not inference.can_rerank:
             return 0, False
         on_gpu = inference.rerank_on_gpu
+        text = text[: self._settings.limits.max_query_bytes]
         return rerank_depth(text, profile, self._settings.policy, on_gpu=on_gpu), on_gpu
 
     @staged("recall.rerank")

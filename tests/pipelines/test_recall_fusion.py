@@ -99,6 +99,21 @@ async def test_the_cross_encoder_rescores_when_the_policy_and_the_tier_allow(
     assert result.hits[0].memory.content == FACTS[0]
 
 
+def test_admission_is_told_the_cross_encoder_work_a_recall_will_cost() -> None:
+    limits = Limits()
+    pipeline = RecallPipeline(
+        InMemoryMemoryStore(),
+        RecallSettings(limits, RecallPolicy()),
+        FakeInferenceTier(reranks=True, on_gpu=True),
+    )
+    assert pipeline.rerank_load("is the user allergic to peanuts", "") == (30, True)
+    assert pipeline.rerank_load("用户对花生过敏吗", "") == (0, True)  # Chinese: not reranked
+    # Asked before validation: a query past the limit is read only as far as a valid one may go (here
+    # English words), not through the megabytes behind them.
+    hostile = "word " * (limits.max_query_bytes // 5) + "中" * 2_000_000
+    assert pipeline.rerank_load(hostile, "") == (30, True)
+
+
 @pytest.mark.parametrize("budget", [40, 80, 4000])
 async def test_the_injected_text_keeps_to_the_token_budget(budget: int) -> None:
     contents = [f"The user visited the harbour museum on trip number {n} with friends" for n in range(12)]
