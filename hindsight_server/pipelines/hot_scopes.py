@@ -254,18 +254,21 @@ class HotScopes:
         async with self._load_lock:  # one load at a time on a server
             await asyncio.sleep(max(0.0, self._next_load_at - self._clock()))
             started = self._clock()
-            index = ScopeIndex(*key, self._dimensions)
+            read = 0  # memories read in, for the pace
             scope = "a subject" if key[1] else "the memories"
             try:
                 # Counted first (by its index, at most one row past the limit): a tenant too large to
                 # hold whole is found without reading its memories.
                 rows = await self._rows.scope_rows(*key, settings.max_memories + 1)
+                index = ScopeIndex(
+                    *key, self._dimensions, expected=rows if rows <= settings.max_memories else 0
+                )
                 since = await self._rows.horizon()
                 after = None
                 while rows <= settings.max_memories:
                     page = await self._rows.subject_page(*key, after, settings.page_size)
                     index.upsert(page)
-                    rows = index.live
+                    rows = read = index.live
                     if len(page) < settings.page_size:
                         break
                     after = page[-1]
@@ -282,7 +285,7 @@ class HotScopes:
                 return
             finally:
                 # The pace: the next load waits as long as this one's memories take at the set rate.
-                self._next_load_at = started + index.live / settings.load_memories_per_s
+                self._next_load_at = started + read / settings.load_memories_per_s
         if self._entries.get(key) is not entry:
             return  # forgotten while it loaded
         entry.index, entry.since, entry.budgeted_bytes = index, since, index.nbytes

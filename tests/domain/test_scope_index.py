@@ -201,6 +201,61 @@ def test_a_changed_memory_takes_a_new_slot_and_the_old_one_dies() -> None:
     )
 
 
+def test_a_page_is_held_as_its_memories_one_by_one() -> None:
+    """A page is added a column at a time: each memory's fields, vectors (or none in a space), words
+    and session land in its own slot, across the arrays' growth; a memory given twice is held once, as
+    given last."""
+    page = [
+        _row(
+            n,
+            {EN: [float(n), 1.0]} if n % 2 else {ML: [1.0, 0.0, float(n)]},
+            words=f"w{n} common",
+            session_id="s" if n % 3 == 0 else "",
+            tier=Tier.SEMANTIC if n % 5 == 0 else Tier.EPISODIC,
+        )
+        for n in range(1, 151)
+    ]
+    one_by_one = ScopeIndex("acme", "user-7", {EN: 2, ML: 3})
+    for row in page:
+        one_by_one.upsert([row])
+    at_once = ScopeIndex("acme", "user-7", {EN: 2, ML: 3})
+    at_once.upsert([*page[:-1], _row(7, {EN: [0.0, 1.0]}, words="stale"), page[-1], page[6]])
+    assert (at_once.live, at_once.dead, at_once.ids()) == (
+        150,
+        0,
+        [row.memory.id for row in page if row is not page[6]] + [page[6].memory.id],
+    )
+    for scope in (_scope(), _scope(tiers=(Tier.SEMANTIC,))):
+        visible, expected = at_once.visible(scope), one_by_one.visible(scope)
+        for space, query in ((EN, [1.0, 0.5]), (ML, [0.5, 0.1, 1.0])):
+            vector = np.array(query, dtype=np.float32)
+            assert [(s.memory.id, s.score) for s in nearest(at_once, visible, space, vector, 200)] == [
+                (s.memory.id, s.score) for s in nearest(one_by_one, expected, space, vector, 200)
+            ]
+        plan = Bm25Plan(idf={"w7": 2.0, "common": 0.1}, match=("w7", "common"))
+        assert at_once.lexical(visible, plan, BM25, 2.0, 5) == one_by_one.lexical(
+            expected, plan, BM25, 2.0, 5
+        )
+        ids = [row.memory.id for row in page[:12]]
+        assert at_once.adjacent(visible, ids) == one_by_one.adjacent(expected, ids)
+
+
+def test_an_index_made_for_a_load_holds_it_without_growing() -> None:
+    """Made for the memories it is about to be given, its arrays hold them and then some: a load and the
+    writes after it add rows in place (views taken before stay views of the index's arrays), where an
+    index made small grows, into new arrays, as they come."""
+    rows = [_row(n, {EN: [1.0, float(n)]}) for n in range(1, 401)]
+    for expected, grows in ((400, False), (0, True)):
+        index = ScopeIndex("acme", "user-7", {EN: 2}, expected=expected)
+        index.upsert(rows[:1])
+        before, _ = index.matrix(EN)
+        index.upsert(rows[1:])
+        index.upsert([_row(n, {EN: [0.0, 1.0]}) for n in range(401, 451)])  # a quarter more
+        after, _ = index.matrix(EN)
+        assert np.shares_memory(before, after) is not grows
+        assert index.live == 450 and after[0].tolist() == [1.0, 1.0]
+
+
 @pytest.mark.parametrize("memories", [1, 255, 256, 700])  # under, at and across the product's row blocks
 @pytest.mark.parametrize("queries", [1, 2, 5])
 def test_a_batch_of_searches_finds_what_each_search_finds_alone(memories: int, queries: int) -> None:
