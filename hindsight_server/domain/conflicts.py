@@ -32,15 +32,17 @@ existing memory, the first rule that holds, in this order:
    names an identifier the old one names, or it has an update cue ("now", "moved", "改成", a
    preference). Look-alike facts without either are two facts.
 6. SUPERSEDE, worded as a change: the new content says on its own that something changed ("switched",
-   "换了"), it is about the same people and shares a content term other than a time word, and the
-   similarity is at least `changed_supersede_from` (0.35); unless the old content already said that
-   change with the same values ("Moving to Toronto", "relocating to Toronto"). Also SUPERSEDE a fact or
-   preference (not an event: its "now" is its moment's) of the same people when the new content has a
-   weaker cue ("now", "现在"), a value it brings that the old lacks, `cued_overlap` of the content terms
-   and a similarity of at least `cued_supersede_from` (0.6). And SUPERSEDE a fact or preference that gives
-   a measure (kg, %, 万, times a day: facts.measures) which the new content, with a cue, gives another
-   number, where the numbers are all that differs and a term beside the measure is shared ("饼干每天遛两次",
-   "饼干现在一天遛三次"), from `remeasured_supersede_from` (0.4).
+   "换了"), it is about the same people and shares a content term other than a time word or a unit ("元")
+   (nor only a person both name, when each speaks of another facet of theirs: "my sister got married",
+   "my sister lives in Porto"), and the similarity is at least `changed_supersede_from` (0.25); unless
+   the old content already said that change with the same values ("Moving to Toronto", "relocating to
+   Toronto"). Also SUPERSEDE a fact or preference (not an event: its "now" is its moment's) of the same
+   people when the new content has a weaker cue ("now", "现在"), a value it brings that the old lacks,
+   `cued_overlap` of the content terms and a similarity of at least `cued_supersede_from` (0.6). And
+   SUPERSEDE a fact or preference that gives a measure (kg, %, 万, times a day: facts.measures) which the
+   new content, with a cue, gives another number, where the numbers are all that differs and a term
+   beside the measure is shared ("饼干每天遛两次", "饼干现在一天遛三次"), from
+   `remeasured_supersede_from` (0.4).
 7. SUPERSEDE, by field, for facts and preferences: both are the same profile field with another value
    ("Time zone: America/New_York", "Time zone: Europe/Berlin"), unless the field is of a many-valued
    facet.
@@ -50,7 +52,9 @@ existing memory, the first rule that holds, in this order:
    "now"/"new" and another value; or the opposite setting, "short" then "long"), however far apart
    their words ("I'm single", "got engaged to Marcus"). A many-valued facet (drinks, sports) also needs
    a shared term and a change word beyond starting something; a relationship state replaces another,
-   cue or not, and the same state said again is no change. A write finds such peers through
+   cue or not, and the same state said again is no change; a reading (weight, blood pressure, a lab
+   value) is replaced by another number of the same holder's quantity, cue or not, unless the earlier
+   one is of one moment ("this morning") or one is a target. A write finds such peers through
    `fact_keys`.
 8. otherwise nothing: the memory is NEW with respect to this one. Where the rules are unsure they keep
    both: a wrong supersede hides a true fact, a wrong keep costs a line in recall.
@@ -82,7 +86,9 @@ from hindsight_server.domain.facts import (
     identifiers,
     measures,
     names,
+    of_a_moment,
     one_off,
+    people_terms,
     preference,
     profile_field,
     refers_back,
@@ -95,12 +101,21 @@ from hindsight_server.domain.facts import (
     speaks_of_self,
     speaks_of_transactions,
     swapped,
+    targets,
     topic_terms,
 )
 from hindsight_server.domain.language import CHINESE, language
 from hindsight_server.domain.model import Entities, JsonValue, Kind, Memory, MemoryDraft, Tier
 from hindsight_server.domain.numerals import parse_number
-from hindsight_server.domain.topics import FACETS, FAVOURITE, Facet, FacetWords, facet_named, facets
+from hindsight_server.domain.topics import (
+    FACETS,
+    FAVOURITE,
+    Facet,
+    FacetWords,
+    facet_named,
+    facets,
+    quantity_holder,
+)
 
 __all__ = [
     "Action",
@@ -136,8 +151,9 @@ class ConflictPolicy:
     reworded_overlap: float = 0.4  # of content terms (Jaccard)
     # A content worded as a change ("switched", "换了") that shares a topic with a fact of the same
     # people supersedes it from this similarity: updates are worded far apart ("I bank with Chase",
-    # "I closed my Chase account and moved to Ally"), look-alikes are not worded as changes.
-    changed_supersede_from: float = 0.35
+    # "I closed my Chase account and moved to Ally"; "Takes amlodipine 5 mg each morning", "Stopped
+    # amlodipine last week": 0.31), look-alikes are not worded as changes.
+    changed_supersede_from: float = 0.25
     # A content with a cue as weak as "now" or "现在", the same people, a value that differs and this
     # share of the earlier fact's content terms (Jaccard) supersedes it from `cued_supersede_from`:
     # "Dad parks in spot 14", "the Honda goes in 22 now". Look-alikes carry no cue.
@@ -334,9 +350,30 @@ def _differing(new: frozenset[str], new_text: str, old: frozenset[str], old_text
     def missing(token: str, other: str) -> bool:
         return not (token.isalpha() and token in other)
 
+    new_short, old_short = _abridged_years(new_text), _abridged_years(old_text)
+
+    def same_year(
+        token: str, short: frozenset[str], other: frozenset[str], other_short: frozenset[str]
+    ) -> bool:
+        """A year in full on one side, abridged on the other ("2014"; "'14", "14年"), is one value."""
+        if _FULL_YEAR.fullmatch(token):
+            return token[2:] in other_short
+        return token in short and (f"19{token}" in other or f"20{token}" in other)
+
+    new_only = {t for t in new - old if not same_year(t, new_short, old, old_short)}
+    old_only = {t for t in old - new if not same_year(t, old_short, new, new_short)}
     return sorted(
-        {t for t in new - old if missing(t, old_folded)} | {t for t in old - new if missing(t, new_folded)}
+        {t for t in new_only if missing(t, old_folded)} | {t for t in old_only if missing(t, new_folded)}
     )
+
+
+_FULL_YEAR = re.compile(r"(?:19|20)[0-9]{2}")
+_ABRIDGED_YEAR = re.compile(r"['’]([0-9]{2})\b|(?<![0-9])([0-9]{2})年")
+
+
+def _abridged_years(text: str) -> frozenset[str]:
+    """The years a content writes with two digits: "'14", "09年"."""
+    return frozenset(a or b for a, b in _ABRIDGED_YEAR.findall(text))
 
 
 def _same(a: JsonValue, b: JsonValue) -> bool:
@@ -358,6 +395,7 @@ class _Reading:
     identifiers: frozenset[str]
     preference: Preference | None
     relations: frozenset[str]
+    people: frozenset[str]  # the content terms that name those people ("sist"): facts.people_terms
     topic: frozenset[str]
     cue: bool  # reads as a change or a preference: has_update_cue
     changes: bool  # says on its own that something changed: has_update_cue(strong=True)
@@ -376,6 +414,8 @@ class _Reading:
     many: bool  # speaks of things many at once (orders, bookings): facts.speaks_of_transactions
     paid: bool  # records a payment made ("paid the plumber £300", "收了300"): facts.speaks_of_payment
     measures: frozenset[tuple[str, float]]  # numbers with what they measure ("77kg", "三次"): facts.measures
+    moment: bool  # about one moment ("this morning", "昨天"): facts.of_a_moment
+    target: bool  # gives a target or a limit ("goal below 6.5%"): facts.targets
     # "Time zone: Europe/Berlin" as (key, value), a field that holds one value: _single_field
     field: tuple[str, str] | None
 
@@ -399,6 +439,7 @@ class _Reading:
             named,
             prefers,
             relations(content),
+            people_terms(content),
             topic_terms(content),
             has_update_cue(content),
             has_update_cue(content, strong=True),
@@ -417,6 +458,8 @@ class _Reading:
             speaks_of_transactions(content),
             speaks_of_payment(content),
             measures(content),
+            of_a_moment(content),
+            targets(content),
             _single_field(content),
         )
 
@@ -637,9 +680,11 @@ def _rule(
     same_people = new_reading.relations == old_reading.relations and not (
         new_reading.relations and _named_apart(new_reading, old_reading)
     )
-    # Two facts that differ by the people they are about or by one swapped name ("黄山", "泰山") are two
-    # facts, however near their vectors.
-    alike = same_people and not swapped(new.content, old.content)
+    # Two facts that differ by the people they are about, by one swapped name ("黄山", "泰山") or by the
+    # kind of a facet (a knee surgeon, a cardiologist) are two facts, however near their vectors.
+    alike = (
+        same_people and not swapped(new.content, old.content) and not _kinds_apart(new_reading, old_reading)
+    )
     if not differing and alike and old.similarity > policy.merge_above:
         return 4, Resolution(Action.MERGE, old.id, f"near-identical (similarity {old.similarity:.3f})")
     shared = new_reading.topic & old_reading.topic
@@ -666,7 +711,10 @@ def _rule(
     if differing and old.similarity >= policy.supersede_from and (same_thing or new_reading.cue):
         why = f"the same {', '.join(sorted(same_thing))}" if same_thing else "worded as a change"
         return 5, _similar_supersede(old.id, old.similarity, why, differing)
-    about = frozenset(term for term in shared if not _time_term(term))
+    # What both are about: a shared term that is neither a time nor the unit of a number ("元": 150 元 of
+    # a meal allowance and 300 元 of a dinner limit are two things).
+    units = {unit for unit, _ in new_reading.measures | old_reading.measures}
+    about = frozenset(term for term in shared if not _time_term(term) and term not in units)
     news = _news(new_reading.changes, old_reading, bool(differing))
     if (
         news
@@ -674,6 +722,9 @@ def _rule(
         and about
         and old.similarity >= policy.changed_supersede_from
         and not _kinds_apart(new_reading, old_reading)
+        # a change of another facet of a person both name, and nothing else shared: "my sister got
+        # married" is not where she lives
+        and not (about <= new_reading.people | old_reading.people and _facets_apart(new_reading, old_reading))
     ):
         terms = ", ".join(sorted(about)[:4])
         reason = f"worded as a change of it (similarity {old.similarity:.3f}, about {terms})"
@@ -703,11 +754,13 @@ def _rule(
         and old.similarity >= policy.remeasured_supersede_from
         and not _kinds_apart(new_reading, old_reading)
     ):
-        measured = ", ".join(remeasured)
-        reason = f"the same measure with another number ({measured}; similarity {old.similarity:.3f})"
+        reason = (
+            f"the same measure with another number ({', '.join(remeasured)}; similarity {old.similarity:.3f})"
+        )
         return 6, Resolution(Action.SUPERSEDE, old.id, reason)
     by_field = _by_field(new_reading, old_reading, old) if new.kind in _SLOT_KINDS else None
-    return by_field or _by_facet(new_reading, old_reading, old, bool(shared), bool(differing))
+    contents = (new.content, old.content)
+    return by_field or _by_facet(new_reading, old_reading, old, bool(shared), differing, contents)
 
 
 def _remeasured(new: frozenset[tuple[str, float]], old: frozenset[tuple[str, float]]) -> list[str]:
@@ -726,8 +779,9 @@ def _similar_supersede(old_id: str, similarity: float, why: str, values: Sequenc
 
 def _news(said: bool, old: _Reading, differ: bool) -> bool:
     """Whether a change word (`said`) tells something new: not when the earlier fact was already worded as
-    that change with the same values ("Moving to Toronto", "relocating to Toronto"; "我戒了奶茶")."""
-    return said and not (old.changes and not differ)
+    that change with the same values ("Moving to Toronto", "relocating to Toronto"; "我戒了奶茶"). A
+    habit's verb is not a change it told ("助听器电池每周换一次": batteries changed every week)."""
+    return said and not (old.changes and not old.habit and not differ)
 
 
 def _other_scope(new: _Reading, old: _Reading) -> bool:
@@ -767,7 +821,12 @@ def _by_field(new: _Reading, old: _Reading, old_memory: Existing) -> tuple[int, 
 
 
 def _by_facet(
-    new: _Reading, old: _Reading, old_memory: Existing, share_a_term: bool, differ: bool
+    new: _Reading,
+    old: _Reading,
+    old_memory: Existing,
+    share_a_term: bool,
+    differing: Sequence[str],
+    contents: tuple[str, str],
 ) -> tuple[int, Resolution] | None:
     """Rule 7: the same facet of the same people's life (domain/topics.py), and the new content says it
     changed: on its own ("switched", "got engaged", "换了"); with a weaker cue ("now", "new") and a
@@ -775,7 +834,8 @@ def _by_facet(
     content does not use: "green" after "blue"). Without any cue, two values of one facet are left
     alone: "a checking account at Chase", "a savings account at Chase" are both true. A many-valued
     facet (drinks, sports) needs a strong cue and something shared besides: a content term or a word of
-    the facet ("茶" in both)."""
+    the facet ("茶" in both). A facet of readings (weight, blood pressure) needs only another number."""
+    differ = bool(differing)
     news = _news(new.changes, old, differ)
     for name in sorted(new.facets.keys() & old.facets.keys()):
         facet = facet_named(name)
@@ -792,6 +852,9 @@ def _by_facet(
             # A facet whose value is a person (a manager, a doctor): another name is another value.
             renamed = bool(facet.value_relations) and bool(_latin(new.names) - _latin(old.names))
             changed = news or (new.cue and (differ or valued or renamed)) or facet.contradicts(now, before)
+            changed = changed or (
+                facet.readings and _read_again(new, old, facet, (now, before), differing, contents)
+            )
         else:
             changed = _news(new.replaces, old, differ) and (share_a_term or bool(now & before))
         if changed and _same_people(new, old, facet):
@@ -800,12 +863,46 @@ def _by_facet(
     return None
 
 
+def _read_again(
+    new: _Reading,
+    old: _Reading,
+    facet: Facet,
+    words: tuple[frozenset[str], frozenset[str]],
+    differing: Sequence[str],
+    contents: tuple[str, str],
+) -> bool:
+    """Whether the new content (contents: new, old) is a new reading of the quantity the old one read (a
+    facet of readings), change word or not: another number; both name the quantity, not only its unit
+    (a price per kilo, a fish of 6 斤); both readings or both targets ("goal below 6.5%"); the earlier
+    not of one moment (this morning's blood pressure is one reading of many, last night's another); of
+    the same people exactly, and of the same holder by what each says before the quantity ("Leo
+    weighs", "Mochi weighs"; "乐乐体重", "体重")."""
+
+    def names_it(said: frozenset[str]) -> bool:
+        return any(not word[0].isdigit() and word not in facet.units for word in said)  # not "82 kg"
+
+    return (
+        any(token[0].isdigit() for token in differing)
+        and names_it(words[0])
+        and names_it(words[1])
+        and new.target == old.target
+        and not old.moment
+        and _people(new, facet) == _people(old, facet)
+        and quantity_holder(contents[0], facet) == quantity_holder(contents[1], facet)
+    )
+
+
 def _kinds_apart(new: _Reading, old: _Reading) -> bool:
     """Whether both touch a facet that has kinds, each of another kind (car and home insurance)."""
     return any(
         _other_kinds(facet_named(name), new.facets[name], old.facets[name])
         for name in new.facets.keys() & old.facets.keys()
     )
+
+
+def _facets_apart(new: _Reading, old: _Reading) -> bool:
+    """Whether both are about facets of a person's life (domain/topics.py), and none in common."""
+    return bool(new.facets and old.facets and not new.facets.keys() & old.facets.keys())
 
 
 def _other_kinds(facet: Facet, now: frozenset[str], before: frozenset[str]) -> bool:

@@ -124,7 +124,7 @@ _EN_CHANGE = (
     r"effective|downsized|renewed|at renewal|cut back|cut down|took up|taking up|from here on|for good|gone|"
     r"slipped|extended|extension|upgrad\w*|migrat\w*|moved over|raise|pay rise|pay cut|reached|"
     r"qualified for|requalified|uninstall\w*|went up|went down|goes up|goes down|upped|down to|cut to|"
-    r"trimmed|"
+    r"trimmed|rebook\w*|refinanc\w*|decided against|"
     r"correction|pushing|push(?:ed)? (?:[\w-]+ ){0,3}to|reassigned|redirect\w*|dropping|"
     r"put (?:[\w-]+ ){0,3}up to|"
     r"corrected|from (?:next )?(?:january|february|march|april|may|june|july|august|september|october|"
@@ -135,7 +135,7 @@ _ZH_CHANGE = (
     r"改成|改为|改到|改在|改期|改了|改喝|改用|换成|换了|换到|换号|换车|搬(?!砖)|不再|变成|(?<![点时0-9])以后|推迟|提前|延期|已经不|离职|"
     r"辞职|转学|转专业|转岗|调到|调走|分手|卖了|退休(?!后)|涨|戒|不(?!然|了)[^，,。；;！!]{0,4}了|没有.{0,6}了|跳槽|订婚|结婚了|离婚|"
     r"升职|升为|升到|升了|升初中|升高中|转到|转去|转网|携号|评上|调整|取消|转掉|(?<!推)送给|送人|去世|(?<![点分0-9:：])开始|停了|"
-    r"领证|"
+    r"领证|改签|退租|升[大中小]班|"
     r"毕业了|入职|放弃|暂停|走丢|丢了|死了|分了|调薪|降薪|加到|减到|降到|今后|接来|接过来|没续|不续|"
     r"到期了|结束了|走了|加量|减量|停药|掉到|掉回|销了|辞了|调去|删了|卸载|调成|更正|纠正|说错了|涨到|升级|降级|砍到|"
     r"退掉|退了|注销|销户|推到|延到|延后|迁到|迁移|迁了|转用|不用了|停用|报到|上岗|接任|接手|续保|转投|裸辞|"
@@ -640,7 +640,15 @@ _ZH_GIVEN_USE = re.compile(r"(?:用|了|玩|穿|养|留着|带)")  # "给我妈�
 def relations(text: str) -> frozenset[str]:
     """The people other than the subject a content names by their relation to it (sister, 老公, boss):
     a fact of the user's sister is not a fact of the user's."""
-    clean = _clean(text)
+    return frozenset(_SAME_RELATION.get(word, word) for word in _relation_words(_clean(text)))
+
+
+def people_terms(text: str) -> frozenset[str]:
+    """The content terms (`topic_terms`) of the words that name those people: "sist" of "my sister"."""
+    return frozenset(term for word in _relation_words(_clean(text)) for term in topic_terms(word))
+
+
+def _relation_words(clean: str) -> frozenset[str]:
     if language(clean) == CHINESE:
         found = {
             match.group(0)
@@ -656,7 +664,7 @@ def relations(text: str) -> frozenset[str]:
             if (match.group(1).casefold() not in _EN_TITLES or _EN_POSSESSED.search(clean, 0, match.start()))
             and not _EN_SAYS.match(clean, match.end(1))
         }
-    return frozenset(_SAME_RELATION.get(word, word) for word in found - _NOT_PEOPLE)
+    return frozenset(found - _NOT_PEOPLE)
 
 
 _EN_SELF_OPENING = re.compile(
@@ -698,6 +706,21 @@ _EN_DATED = re.compile(
     re.IGNORECASE,
 )
 _ZH_DATED = re.compile(r"(?:这|本|下)周[一二三四五六日天](?!起|开始)|今天|今晚")
+_EN_MOMENT = re.compile(
+    r"\b(?:today|today's|tonight|yesterday|this (?:morning|afternoon|evening)|last night|"
+    r"(?:on|last|this past) (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)|"
+    r"(?:january|february|march|april|june|july|august|september|october|november|december))\b",
+    re.IGNORECASE,
+)
+_ZH_MOMENT = re.compile(
+    r"昨天|昨晚|今早|今晨|早上|晚上|上午|下午|[早午晚]饭后|[早午晚]餐后|[上这]?周[一二三四五六日天]|[0-9一二三四五六七八九十]+月"
+)
+_EN_TARGET = re.compile(
+    r"\b(?:target|goal|aim|aiming|limit|restriction|not allowed|allowed|should (?:stay|be|get)|"
+    r"heavier than|no more than|at most)\b",
+    re.IGNORECASE,
+)
+_ZH_TARGET = re.compile(r"目标|控制在|不超过|不能超过|不要超过|争取|要减到|想减到")
 _EN_HABIT = re.compile(
     r"\b(?:every|each|daily|weekly|monthly|always|usually|normally|weekdays|weekends|mondays|tuesdays|"
     r"wednesdays|thursdays|fridays|saturdays|sundays)\b",
@@ -806,6 +829,18 @@ def one_off(text: str) -> bool:
 def dated(text: str) -> bool:
     """Whether a content is about one named day ("this Friday", "下周一", "今天")."""
     return _found(text, _ZH_DATED, _EN_DATED)
+
+
+def of_a_moment(text: str) -> bool:
+    """Whether a content is about one moment: a day ("today", "昨天", "on Saturday"), a part of one ("this
+    morning", "今早", "午饭后"), a month ("at the March checkup"). A reading of a moment is one of many."""
+    return dated(text) or _found(text, _ZH_MOMENT, _EN_MOMENT)
+
+
+def targets(text: str) -> bool:
+    """Whether a content gives a target or a limit ("goal below 6.5%", "nothing heavier than 18 kg",
+    "目标体重75公斤") rather than what is."""
+    return _found(text, _ZH_TARGET, _EN_TARGET)
 
 
 def habitual(text: str) -> bool:

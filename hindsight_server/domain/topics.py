@@ -36,7 +36,7 @@ from hindsight_server.domain.language import CHINESE, language
 from hindsight_server.domain.lexical import ENGLISH_STOPWORDS
 from hindsight_server.domain.numerals import EN_NUMBER
 
-__all__ = ["FACETS", "FAVOURITE", "Facet", "FacetWords", "facet_named", "facets"]
+__all__ = ["FACETS", "FAVOURITE", "Facet", "FacetWords", "facet_named", "facets", "quantity_holder"]
 
 FacetWords = Mapping[str, frozenset[str]]  # facet name -> the words of it a text uses, case folded
 
@@ -69,6 +69,12 @@ class Facet:
     # Values that cannot hold together ("short" and "long" replies): a fact that says the other one
     # replaces the earlier, with or without a change word.
     opposites: frozenset[frozenset[str]] = frozenset()
+    # A quantity of the person measured again and again (their weight, blood pressure, a lab value): a
+    # new number is the latest reading, which replaces the earlier one, with or without a change word
+    # ("I weigh 82 kg", "79.5 on the scale this morning").
+    readings: bool = False
+    # Its words that are only units of its measure: a price per kilo or a fish of 6 斤 is not a weight.
+    units: frozenset[str] = frozenset()
 
     def ignores(self, relation: str) -> bool:
         return self.value_relations == _ANY_RELATION or relation in self.value_relations
@@ -169,6 +175,8 @@ _CARE_EN = {
     "children": "pediatrician|paediatrician",
     "body": "physio|physiotherapist|chiropractor",
     "pet": "vet|veterinarian",
+    "bones": "orthopedist|orthopaedist|orthopedic surgeon|orthopaedic surgeon|knee surgeon|hip surgeon",
+    "hormones": "endocrinologist|endo|diabetes doctor",
 }
 _CARE_ZH = {
     "dental": "牙医|牙科|看牙",
@@ -179,6 +187,8 @@ _CARE_ZH = {
     "children": "儿科",
     "general": "家庭医生|全科",
     "pet": "兽医|宠物医院",
+    "bones": "骨科",
+    "hormones": "内分泌科|内分泌",
 }
 _INSURANCE_EN = {
     "car": "car|auto|motor",
@@ -404,8 +414,48 @@ FACETS: tuple[Facet, ...] = (
     # A unit may follow its number without a space: "down to 55kg".
     Facet(
         "weight",
-        _en(r"weigh|weighs|weight|(?:[0-9]+(?:\.[0-9]+)?\s?)?(?:kg|kilos?|pounds|lbs)"),
-        _zh(r"体重|公斤|斤|减肥|瘦了|胖了"),
+        _en(
+            r"weigh|weighs|weighed|weight|on the scales?|(?:[0-9]+(?:\.[0-9]+)?\s?)?(?:kg|kilos?|pounds|lbs)"
+        ),
+        _zh(r"体重|公斤|斤|减肥|瘦了|胖了|称了|上秤"),
+        readings=True,
+        units=frozenset({"kg", "kilo", "kilos", "pounds", "lbs", "公斤", "斤"}),
+    ),
+    Facet(
+        "blood_pressure",
+        _en(r"blood pressure|bp"),
+        _zh(r"血压|高压|低压"),
+        readings=True,
+    ),
+    Facet(
+        "blood_sugar",
+        _en(r"hba1c|a1c|blood sugar|blood glucose|glucose|fasting"),
+        _zh(r"血糖|糖化血红蛋白|糖化|空腹|餐后|饭后"),
+        readings=True,
+        kinds={
+            "hba1c": "hba1c",
+            "a1c": "hba1c",
+            "糖化血红蛋白": "hba1c",
+            "糖化": "hba1c",
+            "fasting": "fasting",
+            "空腹": "fasting",
+            "餐后": "after a meal",
+            "饭后": "after a meal",
+        },
+    ),
+    Facet(
+        "cholesterol",
+        _en(r"ldl|hdl|cholesterol|triglycerides"),
+        _zh(r"胆固醇|低密度脂蛋白|高密度脂蛋白|血脂|甘油三酯|ldl|hdl"),
+        readings=True,
+        kinds={
+            "ldl": "ldl",
+            "低密度脂蛋白": "ldl",
+            "hdl": "hdl",
+            "高密度脂蛋白": "hdl",
+            "triglycerides": "triglycerides",
+            "甘油三酯": "triglycerides",
+        },
     ),
     Facet(
         "age",
@@ -802,3 +852,26 @@ _FAVOURITE_KINDS = {
 # Found by _FAVOURITE, not by vocabulary: its own patterns never match.
 FAVOURITE = Facet("favourite", re.compile(r"(?!)"), re.compile(r"(?!)"))
 _BY_NAME = {facet.name: facet for facet in FACETS}
+
+
+# Words before a quantity that say nothing of whose it is: the subject itself, when, and how it was read.
+_EN_NOT_HOLDERS = frozenset(
+    "i my me user user's the a latest last new current today's this morning now currently just".split()
+)
+_ZH_NOT_HOLDER = re.compile(
+    r"用户|我|的|最新|最近|目前|现在|今早|今天|昨天|上次|这次|早上|晚上|了|一下|[0-9.,，。、\s]"
+)
+_EN_WORD = re.compile(r"[a-z][a-z0-9'’.-]*")
+
+
+def quantity_holder(text: str, facet: Facet) -> str:
+    """Who a quantity of the facet belongs to, by what a text says before its first word of the facet
+    ("Leo weighs 31kg": "leo"; "乐乐体重31公斤": "乐乐"), without the words that name the subject itself
+    or a time ("I weigh", "用户最新的体重", "今早称了"): "" for the subject's own."""
+    clean = unicodedata.normalize("NFKC", text[:MAX_FACT_CHARS]).casefold()
+    chinese = language(clean) == CHINESE
+    found = (facet.chinese if chinese else facet.english).search(clean)
+    before = clean[: found.start()] if found else clean
+    if chinese:
+        return _ZH_NOT_HOLDER.sub("", before)
+    return " ".join(word for word in _EN_WORD.findall(before) if word not in _EN_NOT_HOLDERS)

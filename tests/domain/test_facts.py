@@ -15,7 +15,9 @@ from hindsight_server.domain.facts import (
     historical,
     identifiers,
     measures,
+    of_a_moment,
     one_off,
+    people_terms,
     preference,
     profile_field,
     refers_back,
@@ -25,6 +27,7 @@ from hindsight_server.domain.facts import (
     slots,
     speaks_of_transactions,
     swapped,
+    targets,
     topic_terms,
 )
 
@@ -208,6 +211,9 @@ def test_hostile_text_costs_a_bounded_time(hostile: str) -> None:
         habitual(hostile),
         speaks_of_transactions(hostile),
         measures(hostile),
+        of_a_moment(hostile),
+        targets(hostile),
+        people_terms(hostile),
     )
     assert time.process_time() - started < 1.0
     assert len(hostile) > MAX_FACT_CHARS
@@ -323,6 +329,25 @@ def test_refers_back(text: str, expected: bool) -> None:
 )
 def test_dated_and_habitual(text: str, is_dated: bool, is_habit: bool) -> None:
     assert (dated(text), habitual(text)) == (is_dated, is_habit)
+
+
+@pytest.mark.parametrize(
+    ("text", "moment", "target"),
+    [
+        ("My blood pressure this morning was 152/94.", True, False),
+        ("BP yesterday evening 142 over 88", True, False),
+        ("LDL cholesterol 3.9 mmol/L at the March checkup.", True, False),
+        ("今天午饭后两小时血糖8.9。", True, False),
+        ("User weighs 82 kg.", False, False),
+        ("用户体重78公斤。", False, False),
+        ("My HbA1c target is under 7%.", False, True),
+        ("doc's restriction: nothing heavier than ~18 kg", False, True),
+        ("目标体重75公斤。", False, True),
+        ("医生要我早上空腹控制在 4-7 mmol/L 之间。", True, True),
+    ],
+)
+def test_a_reading_of_a_moment_and_a_target(text: str, moment: bool, target: bool) -> None:
+    assert (of_a_moment(text), targets(text)) == (moment, target)
 
 
 @pytest.mark.parametrize(

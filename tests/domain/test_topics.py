@@ -8,7 +8,7 @@ import pytest
 from hindsight_server.domain.conflicts import Action, Existing, NewMemory, fact_keys, resolve
 from hindsight_server.domain.facts import MAX_FACT_CHARS, names, relations, speaks_of_self
 from hindsight_server.domain.model import Kind, Tier
-from hindsight_server.domain.topics import FACETS, facet_named, facets
+from hindsight_server.domain.topics import FACETS, facet_named, facets, quantity_holder
 
 
 @pytest.mark.parametrize(
@@ -53,6 +53,26 @@ def test_facet_words_are_folded_to_one_spelling() -> None:
     assert facets("User runs 5km every morning")["exercise"] == facets("stopped running")["exercise"]
     assert facets("favourite colour: blue")["colour"] == frozenset({"color", "blue"})
     assert facets("回答请尽量简短")["reply_style"] == facets("用户偏好简洁的回复")["reply_style"]
+
+
+@pytest.mark.parametrize(
+    ("text", "facet", "holder"),
+    [
+        ("I weigh 77 kg", "weight", ""),
+        ("User weighs 82 kg.", "weight", ""),
+        ("79.5 on the scale this morning.", "weight", ""),
+        ("Leo weighs 31kg", "weight", "leo"),
+        ("Mochi weighs 5.8 kg.", "weight", "mochi"),
+        ("Latest HbA1c: 7.8%.", "blood_sugar", ""),
+        ("Wei's fasting glucose was 5.3", "blood_sugar", "wei's"),
+        ("乐乐体重31公斤", "weight", "乐乐"),
+        ("用户最新的体重78公斤", "weight", ""),
+        ("今早称了一下，75.6。", "weight", ""),
+        ("公公最新的糖化 7.2", "blood_sugar", "公公"),
+    ],
+)
+def test_the_holder_of_a_quantity_is_what_comes_before_it(text: str, facet: str, holder: str) -> None:
+    assert quantity_holder(text, facet_named(facet)) == holder
 
 
 def test_every_facet_has_both_languages() -> None:
