@@ -118,9 +118,9 @@ def vector_statement(
 class RecallChannels(OnPool):
     async def term_statistics(self, tenant_id: str, terms: Sequence[str]) -> TermStatistics | None:
         """The tenant's lexical statistics for `terms` (lexical_stats, lexical_df, kept by the writes);
-        None while it has none."""
+        None while it has none. Look-ups by key: on the pinned connections."""
         async with translate_errors():
-            stats = await self._pool.fetch(
+            stats = await pinned_plans(self._pool).fetch(
                 """SELECT s.documents, s.terms AS total, d.term, d.df
                    FROM lexical_stats s LEFT JOIN lexical_df d
                      ON d.tenant_id = s.tenant_id AND d.term = ANY($2::text[])

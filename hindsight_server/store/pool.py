@@ -16,14 +16,14 @@ from hindsight_server.store.errors import translate_errors
 log = logging.getLogger(__name__)
 
 # The planner settings of a pool's `pinned` connections, for the statements that have one right plan
-# whatever their parameters: an HNSW walk (`ORDER BY vector <=> query`) and look-ups by key or by an
-# index's order (a session's neighbouring turns). With sorting off, the graph or the index's own order
-# is the only plan without a sort; planned once per connection (a generic plan, partitions pruned when
-# it starts), such a statement is one round trip. On the shared connections the same search took a
-# transaction to switch sorting off for it (BEGIN, SET LOCAL, the search, COMMIT) and ~0.5-0.8 ms of
-# planning per statement: 1.5 ms of PostgreSQL CPU a recall on one user's 10k memories (BENCHMARKS.md,
-# "Pinned plans"). Nothing that may need a sort, or whose best plan depends on its values (the lexical
-# channel's term selectivity, a small scope's exact search), runs on them.
+# whatever their parameters: an HNSW walk (`ORDER BY vector <=> query`) and look-ups by key or by an index's
+# order (a session's neighbouring turns, a held scope's changes, the lexical statistics). With sorting off,
+# the graph or the index's own order is the only plan without a sort; planned once per connection (a generic
+# plan, partitions pruned when it starts), such a statement is one round trip. On the shared connections the
+# same search took a transaction to switch sorting off for it (BEGIN, SET LOCAL, the search, COMMIT) and
+# ~0.5-0.8 ms of planning per statement: 1.5 ms of PostgreSQL CPU a recall on one user's 10k memories
+# (BENCHMARKS.md, "Pinned plans"). Nothing that may need a sort, or whose best plan depends on its values
+# (the lexical channel's term selectivity, a small scope's exact search), runs on them.
 PINNED_PLANS = {"enable_sort": "off", "plan_cache_mode": "force_generic_plan"}
 
 

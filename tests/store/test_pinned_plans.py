@@ -12,8 +12,9 @@ import numpy as np
 from hindsight.client import HindsightClient, memory_input
 from hindsight_server.domain.model import Scope, VectorSpace
 from hindsight_server.process.running import RunningServer
-from hindsight_server.store.channels import vector_statement
+from hindsight_server.store.channels import RecallChannels, vector_statement
 from hindsight_server.store.pool import create_pool
+from hindsight_server.store.scope_index import ScopeIndexRows
 from hindsight_server.store.sql import pinned_plans
 
 
@@ -72,6 +73,38 @@ async def test_the_vector_search_walks_the_graph_on_the_pinned_connections_only(
     assert len(walked) == 1 and walked[0].endswith("_embedding_idx"), walked
     rows = await pinned_plans(server.pool).fetch(statement, *args)  # no vectors without an inference tier
     assert rows == []
+
+
+async def test_a_held_scopes_look_and_the_lexical_statistics_are_planned_once_on_the_pinned_connections(
+    postgres_dsn: str,
+) -> None:
+    """Every recall of a held scope asks what changed and reads the tenant's term statistics: look-ups by
+    key, planned once (a generic plan) on the pinned connection, not planned again for each call."""
+    pool = await create_pool(
+        postgres_dsn,
+        min_size=1,
+        max_size=2,
+        statement_timeout_ms=5_000,
+        max_statement_timeout_ms=5_000,
+        connect_timeout_s=5,
+        pinned_min_size=1,
+        pinned_max_size=1,
+    )
+    try:
+        rows, channels = ScopeIndexRows(pool), RecallChannels(pool)
+        since = await rows.horizon()
+        for _ in range(3):
+            assert (await rows.changes("nobody", "ann", since, 10)).changed == []
+            assert await channels.term_statistics("nobody", ["lake"]) is None
+        plans = await pinned_plans(pool).fetch(
+            "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
+            " WHERE (statement LIKE '%FROM scope_removals%' OR statement LIKE '%JOIN lexical_df%')"
+            " AND statement NOT LIKE '%pg_prepared_statements%'"
+        )
+    finally:
+        await pool.close()
+    assert len(plans) == 2, plans
+    assert all(plan["generic_plans"] == 3 and plan["custom_plans"] == 0 for plan in plans), plans
 
 
 async def test_a_pool_closes_and_terminates_its_pinned_connections(postgres_dsn: str) -> None:
