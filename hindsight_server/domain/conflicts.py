@@ -680,10 +680,14 @@ def _rule(
     same_people = new_reading.relations == old_reading.relations and not (
         new_reading.relations and _named_apart(new_reading, old_reading)
     )
-    # Two facts that differ by the people they are about, by one swapped name ("黄山", "泰山") or by the
-    # kind of a facet (a knee surgeon, a cardiologist) are two facts, however near their vectors.
+    # Two facts that differ by the people they are about, by one swapped name ("黄山", "泰山"), by the
+    # kind of a facet (a knee surgeon, a cardiologist) or by whose quantity they read ("用户体重65.5公斤",
+    # "浩然体重65.5公斤") are two facts, however near their vectors.
     alike = (
-        same_people and not swapped(new.content, old.content) and not _kinds_apart(new_reading, old_reading)
+        same_people
+        and not swapped(new.content, old.content)
+        and not _kinds_apart(new_reading, old_reading)
+        and not _held_apart(new_reading, old_reading, (new.content, old.content))
     )
     if not differing and alike and old.similarity > policy.merge_above:
         return 4, Resolution(Action.MERGE, old.id, f"near-identical (similarity {old.similarity:.3f})")
@@ -715,7 +719,7 @@ def _rule(
     # a meal allowance and 300 元 of a dinner limit are two things).
     units = {unit for unit, _ in new_reading.measures | old_reading.measures}
     about = frozenset(term for term in shared if not _time_term(term) and term not in units)
-    news = _news(new_reading.changes, old_reading, bool(differing))
+    news = _news(new_reading, old_reading, bool(differing))
     if (
         news
         and same_people
@@ -737,6 +741,7 @@ def _rule(
         and brought
         and new_reading.cue
         and same_people
+        and new_reading.target == old_reading.target  # "计划招9个人", "目前招到4个人": a plan, and what is
         and old.similarity >= policy.cued_supersede_from
         and overlap >= policy.cued_overlap
     ):
@@ -747,6 +752,7 @@ def _rule(
         and remeasured
         and new_reading.cue
         and alike
+        and new_reading.target == old_reading.target
         # the numbers are all that differs ("the Shenzhen branch has 8 staff" is another branch), and
         # a term beside the measure itself says what is measured ("饼干", not "个人")
         and all(parse_number(token) is not None for token in differing)
@@ -777,11 +783,13 @@ def _similar_supersede(old_id: str, similarity: float, why: str, values: Sequenc
     return Resolution(Action.SUPERSEDE, old_id, reason)
 
 
-def _news(said: bool, old: _Reading, differ: bool) -> bool:
-    """Whether a change word (`said`) tells something new: not when the earlier fact was already worded as
-    that change with the same values ("Moving to Toronto", "relocating to Toronto"; "我戒了奶茶"). A
-    habit's verb is not a change it told ("助听器电池每周换一次": batteries changed every week)."""
-    return said and not (old.changes and not old.habit and not differ)
+def _news(new: _Reading, old: _Reading, differ: bool, *, said: bool | None = None) -> bool:
+    """Whether the new content's change word (`said`: it has one, by default `new.changes`) tells
+    something new: not when the earlier fact was already worded as that change with the same values
+    ("Moving to Toronto", "relocating to Toronto"; "我戒了奶茶"). A habit's verb is not a change it told
+    ("助听器电池每周换一次": batteries changed every week)."""
+    told = new.changes if said is None else said
+    return told and not (old.changes and not old.habit and not differ)
 
 
 def _other_scope(new: _Reading, old: _Reading) -> bool:
@@ -836,7 +844,7 @@ def _by_facet(
     facet (drinks, sports) needs a strong cue and something shared besides: a content term or a word of
     the facet ("茶" in both). A facet of readings (weight, blood pressure) needs only another number."""
     differ = bool(differing)
-    news = _news(new.changes, old, differ)
+    news = _news(new, old, differ)
     for name in sorted(new.facets.keys() & old.facets.keys()):
         facet = facet_named(name)
         now, before = new.facets[name], old.facets[name]
@@ -856,7 +864,7 @@ def _by_facet(
                 facet.readings and _read_again(new, old, facet, (now, before), differing, contents)
             )
         else:
-            changed = _news(new.replaces, old, differ) and (share_a_term or bool(now & before))
+            changed = _news(new, old, differ, said=new.replaces) and (share_a_term or bool(now & before))
         if changed and _same_people(new, old, facet):
             how = "worded as a change" if news else "a new value"
             return 7, Resolution(Action.SUPERSEDE, old_memory.id, f"same facet, {how}: {facet.name}")
@@ -878,18 +886,39 @@ def _read_again(
     the same people exactly, and of the same holder by what each says before the quantity ("Leo
     weighs", "Mochi weighs"; "乐乐体重", "体重")."""
 
-    def names_it(said: frozenset[str]) -> bool:
-        return any(not word[0].isdigit() and word not in facet.units for word in said)  # not "82 kg"
-
     return (
         any(token[0].isdigit() for token in differing)
-        and names_it(words[0])
-        and names_it(words[1])
+        and _names_quantity(facet, words[0])
+        and _names_quantity(facet, words[1])
         and new.target == old.target
         and not old.moment
         and _people(new, facet) == _people(old, facet)
         and quantity_holder(contents[0], facet) == quantity_holder(contents[1], facet)
     )
+
+
+def _held_apart(new: _Reading, old: _Reading, contents: tuple[str, str]) -> bool:
+    """Whether both give a reading of one facet of readings (a number, the quantity named), one the
+    subject's own and the other someone's it names ("用户体重65.5公斤", "浩然体重65.5公斤"; contents: new,
+    old). Two holders both named are told apart by their names (value tokens, swapped names)."""
+    if not (any(v[0].isdigit() for v in new.values) and any(v[0].isdigit() for v in old.values)):
+        return False
+    for name in new.facets.keys() & old.facets.keys():
+        facet = facet_named(name)
+        if (
+            facet.readings
+            and _names_quantity(facet, new.facets[name])
+            and _names_quantity(facet, old.facets[name])
+        ):
+            holders = {quantity_holder(contents[0], facet), quantity_holder(contents[1], facet)}
+            if len(holders) == 2 and "" in holders:
+                return True
+    return False
+
+
+def _names_quantity(facet: Facet, words: frozenset[str]) -> bool:
+    """Whether a content's words of a facet of readings name the quantity, not only its unit ("82 kg")."""
+    return any(not word[0].isdigit() and word not in facet.units for word in words)
 
 
 def _kinds_apart(new: _Reading, old: _Reading) -> bool:

@@ -708,19 +708,18 @@ _EN_DATED = re.compile(
 _ZH_DATED = re.compile(r"(?:这|本|下)周[一二三四五六日天](?!起|开始)|今天|今晚")
 _EN_MOMENT = re.compile(
     r"\b(?:today|today's|tonight|yesterday|this (?:morning|afternoon|evening)|last night|"
-    r"(?:on|last|this past) (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)|"
-    r"(?:january|february|march|april|june|july|august|september|october|november|december))\b",
+    r"(?:on|last|this past) (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday))\b",
     re.IGNORECASE,
 )
 _ZH_MOMENT = re.compile(
-    r"昨天|昨晚|今早|今晨|早上|晚上|上午|下午|[早午晚]饭后|[早午晚]餐后|[上这]?周[一二三四五六日天]|[0-9一二三四五六七八九十]+月"
+    r"昨天|昨晚|今早|今晨|早上|晚上|上午|下午|[早午晚]饭后|[早午晚]餐后|[上这]?周[一二三四五六日天]"
 )
 _EN_TARGET = re.compile(
     r"\b(?:target|goal|aim|aiming|limit|restriction|not allowed|allowed|should (?:stay|be|get)|"
-    r"heavier than|no more than|at most)\b",
+    r"heavier than|no more than|at most|plans? to|planning to|planned)\b",
     re.IGNORECASE,
 )
-_ZH_TARGET = re.compile(r"目标|控制在|不超过|不能超过|不要超过|争取|要减到|想减到")
+_ZH_TARGET = re.compile(r"目标|控制在|不超过|不能超过|不要超过|争取|要减到|想减到|计划|打算")
 _EN_HABIT = re.compile(
     r"\b(?:every|each|daily|weekly|monthly|always|usually|normally|weekdays|weekends|mondays|tuesdays|"
     r"wednesdays|thursdays|fridays|saturdays|sundays)\b",
@@ -799,7 +798,8 @@ _EN_HISTORY = re.compile(
     re.IGNORECASE,
 )
 _ZH_HISTORY = re.compile(
-    r"以前|之前|曾经|早年|小时候|小的时候|(?:上一任|上任|前任|上一个|之前的)(?:房客|租客|房东|业主|老板|经理|室友)|(?<=[\u4e00-\u9fff])过(?=[。，,；;！!]|$)|第一(?:辆|份|个|套|台|部)|"
+    # 比之前好多了 compares with what was, and speaks of now
+    r"(?<!比)以前|(?<!比)之前|曾经|早年|小时候|小的时候|(?:上一任|上任|前任|上一个|之前的)(?:房客|租客|房东|业主|老板|经理|室友)|(?<=[\u4e00-\u9fff])过(?=[。，,；;！!]|$)|第一(?:辆|份|个|套|台|部)|"
     # 开了五年 is over; 开了五年了 still goes on
     r"(?:开|住|干|做|用|养|读|教)了[0-9一二三四五六七八九十两几]+(?:年|个月)(?![0-9一二三四五六七八九十两几]|了)|"
     r"(?:19|20)[0-9]{2}年?\s*(?:到|至|-|–|~)\s*(?:19|20)[0-9]{2}年?"
@@ -832,14 +832,15 @@ def dated(text: str) -> bool:
 
 
 def of_a_moment(text: str) -> bool:
-    """Whether a content is about one moment: a day ("today", "昨天", "on Saturday"), a part of one ("this
-    morning", "今早", "午饭后"), a month ("at the March checkup"). A reading of a moment is one of many."""
+    """Whether a content is about one moment: a day ("today", "昨天", "on Saturday") or a part of one
+    ("this morning", "今早", "午饭后"). A reading of a moment is one of many (a month's checkup is not:
+    the next one replaces it)."""
     return dated(text) or _found(text, _ZH_MOMENT, _EN_MOMENT)
 
 
 def targets(text: str) -> bool:
-    """Whether a content gives a target or a limit ("goal below 6.5%", "nothing heavier than 18 kg",
-    "目标体重75公斤") rather than what is."""
+    """Whether a content gives a target, a limit or a plan ("goal below 6.5%", "nothing heavier than 18
+    kg", "目标体重75公斤", "佛山店计划招9个人") rather than what is."""
     return _found(text, _ZH_TARGET, _EN_TARGET)
 
 

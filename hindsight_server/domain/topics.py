@@ -417,7 +417,7 @@ FACETS: tuple[Facet, ...] = (
         _en(
             r"weigh|weighs|weighed|weight|on the scales?|(?:[0-9]+(?:\.[0-9]+)?\s?)?(?:kg|kilos?|pounds|lbs)"
         ),
-        _zh(r"体重|公斤|斤|减肥|瘦了|胖了|称了|上秤"),
+        _zh(r"体重|公斤|斤|减肥|瘦了|胖了|称了|称重|上秤"),
         readings=True,
         units=frozenset({"kg", "kilo", "kilos", "pounds", "lbs", "公斤", "斤"}),
     ),
@@ -446,7 +446,7 @@ FACETS: tuple[Facet, ...] = (
     Facet(
         "cholesterol",
         _en(r"ldl|hdl|cholesterol|triglycerides"),
-        _zh(r"胆固醇|低密度脂蛋白|高密度脂蛋白|血脂|甘油三酯|ldl|hdl"),
+        _zh(r"总胆固醇|胆固醇|低密度脂蛋白|高密度脂蛋白|血脂|甘油三酯|ldl|hdl"),
         readings=True,
         kinds={
             "ldl": "ldl",
@@ -456,6 +456,42 @@ FACETS: tuple[Facet, ...] = (
             "triglycerides": "triglycerides",
             "甘油三酯": "triglycerides",
         },
+    ),
+    Facet(
+        "lab_value",
+        _en(r"uric acid|creatinine|egfr|tsh|ferritin|haemoglobin|hemoglobin|vitamin d|psa|inr"),
+        _zh(r"尿酸|肌酐|血红蛋白|铁蛋白|维生素d|转氨酶"),
+        readings=True,
+        kinds=_kinds(
+            {
+                "uric": "uric acid",
+                "kidney": "creatinine|egfr",
+                "thyroid": "tsh",
+                "iron": "ferritin",
+                "blood": "haemoglobin|hemoglobin",
+                "vitamin": "vitamin d",
+                "prostate": "psa",
+                "clotting": "inr",
+            },
+            {
+                "uric": "尿酸",
+                "kidney": "肌酐",
+                "blood": "血红蛋白",
+                "iron": "铁蛋白",
+                "vitamin": "维生素d",
+                "liver": "转氨酶",
+            },
+        ),
+    ),
+    Facet(
+        "fitness",
+        _en(r"resting heart rate|resting hr|rhr|vo2 ?max|ftp"),
+        _zh(r"静息心率|最大摄氧量|vo2 ?max|ftp"),
+        readings=True,
+        kinds=_kinds(
+            {"heart": "resting heart rate|resting hr|rhr", "aerobic": "vo2max|vo2 max", "power": "ftp"},
+            {"heart": "静息心率", "aerobic": "最大摄氧量|vo2max|vo2 max", "power": "ftp"},
+        ),
     ),
     Facet(
         "age",
@@ -859,19 +895,28 @@ _EN_NOT_HOLDERS = frozenset(
     "i my me user user's the a latest last new current today's this morning now currently just".split()
 )
 _ZH_NOT_HOLDER = re.compile(
-    r"用户|我|的|最新|最近|目前|现在|今早|今天|昨天|上次|这次|早上|晚上|了|一下|[0-9.,，。、\s]"
+    r"用户|我|的|最新|最近|目前|现在|今早|今天|昨天|上次|这次|早上|晚上|了|一下|复查|体检|量|测|称|查|"
+    r"[0-9.,，。、:：\s]"
 )
-_EN_WORD = re.compile(r"[a-z][a-z0-9'’.-]*")
+# A holder in English is named: a capitalised word or a possessive ("Leo weighs", "Wei's glucose"), not
+# a sentence's opening verb ("Stepped on the scale", "Weighed 75.5").
+_EN_NAMED = re.compile(r"(?P<word>[A-Za-z][A-Za-z0-9.-]*(?:['’]s)?)")
 
 
 def quantity_holder(text: str, facet: Facet) -> str:
     """Who a quantity of the facet belongs to, by what a text says before its first word of the facet
     ("Leo weighs 31kg": "leo"; "乐乐体重31公斤": "乐乐"), without the words that name the subject itself
     or a time ("I weigh", "用户最新的体重", "今早称了"): "" for the subject's own."""
-    clean = unicodedata.normalize("NFKC", text[:MAX_FACT_CHARS]).casefold()
+    clean = unicodedata.normalize("NFKC", text[:MAX_FACT_CHARS])
     chinese = language(clean) == CHINESE
     found = (facet.chinese if chinese else facet.english).search(clean)
     before = clean[: found.start()] if found else clean
     if chinese:
-        return _ZH_NOT_HOLDER.sub("", before)
-    return " ".join(word for word in _EN_WORD.findall(before) if word not in _EN_NOT_HOLDERS)
+        return _ZH_NOT_HOLDER.sub("", before.casefold())
+    named = []
+    for match in _EN_NAMED.finditer(before):
+        word = match.group("word")
+        opening_verb = match.start() == 0 and word.casefold().endswith(("ed", "ing"))
+        if (word[0].isupper() or word.endswith(("'s", "’s"))) and not opening_verb:
+            named.append(word.casefold())
+    return " ".join(word for word in named if word not in _EN_NOT_HOLDERS)

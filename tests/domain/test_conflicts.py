@@ -297,6 +297,18 @@ def fact(content: str) -> NewMemory:
         ("Cardiologist's blood pressure target for me: under 130/80.", "BP 138/86.", 0.6, Action.NEW, None),
         ("目标体重75公斤。", "体重79.6公斤。", 0.8, Action.NEW, None),
         ("糖化血红蛋白6.1%。", "空腹血糖5.9。", 0.6, Action.NEW, None),
+        ("浩然体重65.5公斤", "用户体重65.5公斤", 0.74, Action.NEW, None),  # the son's, not a rewording
+        ("RHR averaged 52 over the last two weeks according to the Garmin.", "resting heart rate ~58 bpm",
+         0.26, Action.SUPERSEDE, "same facet, a new value: fitness"),
+        ("Uric acid came back at 430 this time, Dr. Fung is pleased.",
+         "The user's uric acid was 520 µmol/L at her January check.", 0.37, Action.SUPERSEDE,
+         "same facet, a new value: lab_value"),
+        ("今早量了血压132/85，比之前好多了", "我最近血压145/92", 0.64, Action.SUPERSEDE,
+         "same facet, a new value: blood_pressure"),
+        ("Stepped on the scale after tai chi: 65.5 kg.", "The user weighs 68 kg.", 0.51, Action.SUPERSEDE,
+         "same facet, a new value: weight"),
+        # a plan is not what is: "plans to hire 9", "has hired 4 now"
+        ("佛山店目前已经招到4个人", "佛山店计划招9个人", 0.6, Action.NEW, None),
         # a year written in full and abridged is one value; another year is not
         ("the farm truck's that '18 Ram 2500", "Farm truck is a 2018 Ram 2500.", 0.81, Action.MERGE,
          "reworded (similarity 0.810, 67% of its terms shared)"),

@@ -336,7 +336,7 @@ def test_dated_and_habitual(text: str, is_dated: bool, is_habit: bool) -> None:
     [
         ("My blood pressure this morning was 152/94.", True, False),
         ("BP yesterday evening 142 over 88", True, False),
-        ("LDL cholesterol 3.9 mmol/L at the March checkup.", True, False),
+        ("LDL cholesterol 3.9 mmol/L at the March checkup.", False, False),  # the next checkup replaces it
         ("今天午饭后两小时血糖8.9。", True, False),
         ("User weighs 82 kg.", False, False),
         ("用户体重78公斤。", False, False),
@@ -344,6 +344,8 @@ def test_dated_and_habitual(text: str, is_dated: bool, is_habit: bool) -> None:
         ("doc's restriction: nothing heavier than ~18 kg", False, True),
         ("目标体重75公斤。", False, True),
         ("医生要我早上空腹控制在 4-7 mmol/L 之间。", True, True),
+        ("佛山店计划招9个人", False, True),  # a plan, not what is
+        ("今早量了血压132/85，比之前好多了", True, False),
     ],
 )
 def test_a_reading_of_a_moment_and_a_target(text: str, moment: bool, target: bool) -> None:

@@ -69,6 +69,10 @@ def test_facet_words_are_folded_to_one_spelling() -> None:
         ("用户最新的体重78公斤", "weight", ""),
         ("今早称了一下，75.6。", "weight", ""),
         ("公公最新的糖化 7.2", "blood_sugar", "公公"),
+        ("Stepped on the scale after tai chi: 65.5 kg.", "weight", ""),  # an opening verb names nobody
+        ("Patient J. Singh, bed 3: diabetic, check glucose before meals", "blood_sugar", "patient j. singh"),
+        ("用户总胆固醇6.8", "cholesterol", ""),
+        ("今早量了血压132/85", "blood_pressure", ""),
     ],
 )
 def test_the_holder_of_a_quantity_is_what_comes_before_it(text: str, facet: str, holder: str) -> None:
