@@ -88,6 +88,7 @@ from hindsight_server.domain.facts import (
     names,
     of_a_moment,
     one_off,
+    owners,
     people_terms,
     preference,
     profile_field,
@@ -395,6 +396,7 @@ class _Reading:
     identifiers: frozenset[str]
     preference: Preference | None
     relations: frozenset[str]
+    owners: frozenset[str]  # the people it names as owners ("Oliver's fees"): facts.owners
     people: frozenset[str]  # the content terms that name those people ("sist"): facts.people_terms
     topic: frozenset[str]
     cue: bool  # reads as a change or a preference: has_update_cue
@@ -439,6 +441,7 @@ class _Reading:
             named,
             prefers,
             relations(content),
+            owners(content),
             people_terms(content),
             topic_terms(content),
             has_update_cue(content),
@@ -677,8 +680,11 @@ def _rule(
         return None
     differing = _differing(new_reading.values, new.content, old_reading.values, old.content)
     # The same relations, and not two people of one relation by name ("my friend Jake", "my friend Jack").
-    same_people = new_reading.relations == old_reading.relations and not (
-        new_reading.relations and _named_apart(new_reading, old_reading)
+    same_people = (
+        new_reading.relations == old_reading.relations
+        and not (new_reading.relations and _named_apart(new_reading, old_reading))
+        # "Oliver's nursery fees", "Mia's nursery place": each its owner's
+        and not (new_reading.owners and old_reading.owners and not new_reading.owners & old_reading.owners)
     )
     # Two facts that differ by the people they are about, by one swapped name ("黄山", "泰山"), by the
     # kind of a facet (a knee surgeon, a cardiologist) or by whose quantity they read ("用户体重65.5公斤",
@@ -893,8 +899,18 @@ def _read_again(
         and new.target == old.target
         and not old.moment
         and _people(new, facet) == _people(old, facet)
-        and quantity_holder(contents[0], facet) == quantity_holder(contents[1], facet)
+        and _same_holder(quantity_holder(contents[0], facet), quantity_holder(contents[1], facet))
     )
+
+
+def _same_holder(new: str, old: str) -> bool:
+    """Two holders of a quantity are one when one names no one the other does not ("mia's", "baby mia";
+    not "patient j. singh", "patient r. singh")."""
+
+    def named(holder: str) -> set[str]:
+        return {word.replace("'", "").replace("’", "").removesuffix("s") for word in holder.split()}
+
+    return new == old or (bool(new and old) and (named(new) <= named(old) or named(old) <= named(new)))
 
 
 def _held_apart(new: _Reading, old: _Reading, contents: tuple[str, str]) -> bool:

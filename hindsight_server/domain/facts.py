@@ -136,11 +136,11 @@ _ZH_CHANGE = (
     r"辞职|转学|转专业|转岗|调到|调走|分手|卖了|退休(?!后)|涨|戒|不(?!然|了)[^，,。；;！!]{0,4}了|没有.{0,6}了|跳槽|订婚|结婚了|离婚|"
     r"升职|升为|升到|升了|升初中|升高中|转到|转去|转网|携号|评上|调整|取消|转掉|(?<!推)送给|送人|去世|(?<![点分0-9:：])开始|停了|"
     r"领证|改签|退租|升[大中小]班|"
-    r"毕业了|入职|放弃|暂停|走丢|丢了|死了|分了|调薪|降薪|加到|减到|降到|今后|接来|接过来|没续|不续|"
+    r"毕业了|入职|放弃|(?<!呼吸)暂停|走丢|丢了|死了|分了|调薪|降薪|加到|减到|降到|今后|接来|接过来|没续|不续|"
     r"到期了|结束了|走了|加量|减量|停药|掉到|掉回|销了|辞了|调去|删了|卸载|调成|更正|纠正|说错了|涨到|升级|降级|砍到|"
     r"退掉|退了|注销|销户|推到|延到|延后|迁到|迁移|迁了|转用|不用了|停用|报到|上岗|接任|接手|续保|转投|裸辞|"
     r"(?:月|周|年|学期|季度)起|从.{1,6}起|"
-    r"(?<!交)换(?!轮胎|胎|机油|油|滤芯|电池|季)|(?<![修批])改(?![善进革作卷稿])"
+    r"(?<!交)换(?!轮胎|胎|机油|油|滤芯|电池|季)|(?<![修批])改(?![善进革作卷稿造装建])"
 )
 _ZH_WEAK = r"现在|目前|如今|新的|新号|最新|原来|旧|最近|近来|这阵子|这学期|了(?=[，,。；;！!]|$)"
 _EN_STRONG_CUE = re.compile(rf"\b(?:{_EN_CHANGE})\b", re.IGNORECASE)
@@ -969,6 +969,28 @@ def speaks_of_self(text: str) -> bool:
     clean = _clean(text)
     pattern = _ZH_SELF_OPENING if language(clean) == CHINESE else _EN_SELF_OPENING
     return bool(pattern.match(clean))
+
+
+def owners(text: str) -> frozenset[str]:
+    """The person an English content opens with as an owner ("Oliver's nursery fees: £620", "Mia's
+    bedtime is 7"), case folded: two facts of two owners are two facts, however alike. A possessive
+    further in is a value or a place ("switched to Dr. Okafor's clinic", "goes to St Anne's")."""
+    clean = _clean(text)
+    if language(clean) == CHINESE:
+        return frozenset()
+    opening = _EN_OWNER.match(clean)
+    if opening is None or opening.group(1).casefold() in _NOT_OWNERS:
+        return frozenset()
+    return frozenset({opening.group(1).casefold()})
+
+
+_EN_OWNER = re.compile(r"\s*([A-Z][a-z]+)['’]s\b")
+# Capitalised words that own nothing of a person's: the subject, an opening word, a season, a day.
+_NOT_OWNERS = frozenset(
+    "user user's i it that there what today tonight tomorrow yesterday monday tuesday wednesday thursday "
+    "friday saturday sunday january february march april may june july august september october november "
+    "december year week month mum mom dad mother father".split()
+)
 
 
 def names(text: str) -> frozenset[str]:

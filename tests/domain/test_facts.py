@@ -17,6 +17,7 @@ from hindsight_server.domain.facts import (
     measures,
     of_a_moment,
     one_off,
+    owners,
     people_terms,
     preference,
     profile_field,
@@ -214,6 +215,7 @@ def test_hostile_text_costs_a_bounded_time(hostile: str) -> None:
         of_a_moment(hostile),
         targets(hostile),
         people_terms(hostile),
+        owners(hostile),
     )
     assert time.process_time() - started < 1.0
     assert len(hostile) > MAX_FACT_CHARS
@@ -350,6 +352,21 @@ def test_dated_and_habitual(text: str, is_dated: bool, is_habit: bool) -> None:
 )
 def test_a_reading_of_a_moment_and_a_target(text: str, moment: bool, target: bool) -> None:
     assert (of_a_moment(text), targets(text)) == (moment, target)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Oliver's nursery fees: £620 a month", {"oliver"}),
+        ("Mia's bedtime is around 9pm", {"mia"}),
+        ("Switched Miso to Dr. Okafor's clinic", set()),  # a possessive further in: a value
+        ("Mia goes to St Anne's Primary", set()),
+        ("Today's plan: swim", set()),
+        ("乐乐的体重31公斤", set()),
+    ],
+)
+def test_owners_are_the_possessive_a_content_opens_with(text: str, expected: set[str]) -> None:
+    assert owners(text) == expected
 
 
 @pytest.mark.parametrize(

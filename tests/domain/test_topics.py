@@ -73,6 +73,7 @@ def test_facet_words_are_folded_to_one_spelling() -> None:
         ("Patient J. Singh, bed 3: diabetic, check glucose before meals", "blood_sugar", "patient j. singh"),
         ("用户总胆固醇6.8", "cholesterol", ""),
         ("今早量了血压132/85", "blood_pressure", ""),
+        ("Baby Mia weighed 6.1 kg at the last weigh-in", "weight", "baby mia"),
     ],
 )
 def test_the_holder_of_a_quantity_is_what_comes_before_it(text: str, facet: str, holder: str) -> None:
