@@ -432,30 +432,20 @@ FACETS: tuple[Facet, ...] = (
         _en(r"hba1c|a1c|blood sugar|blood glucose|glucose|fasting"),
         _zh(r"血糖|糖化血红蛋白|糖化|空腹|餐后|饭后"),
         readings=True,
-        kinds={
-            "hba1c": "hba1c",
-            "a1c": "hba1c",
-            "糖化血红蛋白": "hba1c",
-            "糖化": "hba1c",
-            "fasting": "fasting",
-            "空腹": "fasting",
-            "餐后": "after a meal",
-            "饭后": "after a meal",
-        },
+        kinds=_kinds(
+            {"hba1c": "hba1c|a1c", "fasting": "fasting", "after a meal": "after a meal"},
+            {"hba1c": "糖化血红蛋白|糖化", "fasting": "空腹", "after a meal": "餐后|饭后"},
+        ),
     ),
     Facet(
         "cholesterol",
         _en(r"ldl|hdl|cholesterol|triglycerides"),
         _zh(r"总胆固醇|胆固醇|低密度脂蛋白|高密度脂蛋白|血脂|甘油三酯|ldl|hdl"),
         readings=True,
-        kinds={
-            "ldl": "ldl",
-            "低密度脂蛋白": "ldl",
-            "hdl": "hdl",
-            "高密度脂蛋白": "hdl",
-            "triglycerides": "triglycerides",
-            "甘油三酯": "triglycerides",
-        },
+        kinds=_kinds(
+            {"ldl": "ldl", "hdl": "hdl", "triglycerides": "triglycerides"},
+            {"ldl": "低密度脂蛋白|ldl", "hdl": "高密度脂蛋白|hdl", "triglycerides": "甘油三酯"},
+        ),
     ),
     Facet(
         "lab_value",

@@ -13,9 +13,23 @@ from hindsight.client import HindsightClient, memory_input
 from hindsight_server.domain.model import Scope, VectorSpace
 from hindsight_server.process.running import RunningServer
 from hindsight_server.store.channels import RecallChannels, vector_statement
-from hindsight_server.store.pool import create_pool
+from hindsight_server.store.pool import BoundedPool, create_pool
 from hindsight_server.store.scope_index import ScopeIndexRows
 from hindsight_server.store.sql import pinned_plans
+
+
+async def _small_pool(dsn: str) -> BoundedPool:
+    """Two shared connections and one pinned."""
+    return await create_pool(
+        dsn,
+        min_size=1,
+        max_size=2,
+        statement_timeout_ms=5_000,
+        max_statement_timeout_ms=5_000,
+        connect_timeout_s=5,
+        pinned_min_size=1,
+        pinned_max_size=1,
+    )
 
 
 def _index_scans(plan: Any) -> list[str]:
@@ -80,16 +94,7 @@ async def test_a_held_scopes_look_and_the_lexical_statistics_are_planned_once_on
 ) -> None:
     """Every recall of a held scope asks what changed and reads the tenant's term statistics: look-ups by
     key, planned once (a generic plan) on the pinned connection, not planned again for each call."""
-    pool = await create_pool(
-        postgres_dsn,
-        min_size=1,
-        max_size=2,
-        statement_timeout_ms=5_000,
-        max_statement_timeout_ms=5_000,
-        connect_timeout_s=5,
-        pinned_min_size=1,
-        pinned_max_size=1,
-    )
+    pool = await _small_pool(postgres_dsn)
     try:
         rows, channels = ScopeIndexRows(pool), RecallChannels(pool)
         since = await rows.horizon()
@@ -109,16 +114,7 @@ async def test_a_held_scopes_look_and_the_lexical_statistics_are_planned_once_on
 
 async def test_a_pool_closes_and_terminates_its_pinned_connections(postgres_dsn: str) -> None:
     for ending in ("close", "terminate"):
-        pool = await create_pool(
-            postgres_dsn,
-            min_size=1,
-            max_size=2,
-            statement_timeout_ms=1_000,
-            max_statement_timeout_ms=1_000,
-            connect_timeout_s=5,
-            pinned_min_size=1,
-            pinned_max_size=1,
-        )
+        pool = await _small_pool(postgres_dsn)
         assert pool.pinned is not None
         assert await pool.pinned.fetchval("SELECT current_setting('enable_sort')") == "off"
         if ending == "close":
