@@ -725,7 +725,7 @@ def _rule(
     # a meal allowance and 300 元 of a dinner limit are two things).
     units = {unit for unit, _ in new_reading.measures | old_reading.measures}
     about = frozenset(term for term in shared if not _time_term(term) and term not in units)
-    news = _news(new_reading, old_reading, bool(differing))
+    news = _news(new_reading.changes, old_reading, bool(differing))
     if (
         news
         and same_people
@@ -789,13 +789,11 @@ def _similar_supersede(old_id: str, similarity: float, why: str, values: Sequenc
     return Resolution(Action.SUPERSEDE, old_id, reason)
 
 
-def _news(new: _Reading, old: _Reading, differ: bool, *, said: bool | None = None) -> bool:
-    """Whether the new content's change word (`said`: it has one, by default `new.changes`) tells
-    something new: not when the earlier fact was already worded as that change with the same values
-    ("Moving to Toronto", "relocating to Toronto"; "我戒了奶茶"). A habit's verb is not a change it told
-    ("助听器电池每周换一次": batteries changed every week)."""
-    told = new.changes if said is None else said
-    return told and not (old.changes and not old.habit and not differ)
+def _news(said: bool, old: _Reading, differ: bool) -> bool:
+    """Whether a change word (`said`) tells something new: not when the earlier fact was already worded as
+    that change with the same values ("Moving to Toronto", "relocating to Toronto"; "我戒了奶茶"). A
+    habit's verb is not a change it told ("助听器电池每周换一次": batteries changed every week)."""
+    return said and not (old.changes and not old.habit and not differ)
 
 
 def _other_scope(new: _Reading, old: _Reading) -> bool:
@@ -850,7 +848,7 @@ def _by_facet(
     facet (drinks, sports) needs a strong cue and something shared besides: a content term or a word of
     the facet ("茶" in both). A facet of readings (weight, blood pressure) needs only another number."""
     differ = bool(differing)
-    news = _news(new, old, differ)
+    news = _news(new.changes, old, differ)
     for name in sorted(new.facets.keys() & old.facets.keys()):
         facet = facet_named(name)
         now, before = new.facets[name], old.facets[name]
@@ -870,7 +868,7 @@ def _by_facet(
                 facet.readings and _read_again(new, old, facet, (now, before), differing, contents)
             )
         else:
-            changed = _news(new, old, differ, said=new.replaces) and (share_a_term or bool(now & before))
+            changed = _news(new.replaces, old, differ) and (share_a_term or bool(now & before))
         if changed and _same_people(new, old, facet):
             how = "worded as a change" if news else "a new value"
             return 7, Resolution(Action.SUPERSEDE, old_memory.id, f"same facet, {how}: {facet.name}")
