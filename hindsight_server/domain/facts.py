@@ -701,7 +701,7 @@ _ZH_ONE_OFF = re.compile(r"就这一次|只这一次|仅此一次|这一次|这�
 # One day named ("this Friday", "下周一", "今天"): against a habit, an exception to it; against another
 # dated plan, possibly its new date.
 _EN_DATED = re.compile(
-    r"\b(?:just today|just tonight|for today|for tonight|(?<!from )(?<!starting )this "
+    r"\b(?:just today|just tonight|for today|for tonight|(?<!from )(?<!starting )(?:this|next) "
     r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday))\b",
     re.IGNORECASE,
 )
@@ -722,7 +722,9 @@ _EN_TARGET = re.compile(
 _ZH_TARGET = re.compile(r"目标|控制在|不超过|不能超过|不要超过|争取|要减到|想减到|计划|打算")
 _EN_HABIT = re.compile(
     r"\b(?:every|each|daily|weekly|monthly|always|usually|normally|weekdays|weekends|mondays|tuesdays|"
-    r"wednesdays|thursdays|fridays|saturdays|sundays)\b",
+    r"wednesdays|thursdays|fridays|saturdays|sundays|"
+    r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday) "
+    r"(?:mornings|afternoons|evenings|nights))\b",
     re.IGNORECASE,
 )
 _ZH_HABIT = re.compile(r"每|总是|通常|一般|平时|经常")

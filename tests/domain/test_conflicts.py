@@ -312,6 +312,9 @@ def fact(content: str) -> NewMemory:
          "Oliver's nursery fees: £620 a month", 0.5, Action.NEW, None),
         # a compound word is not a change word: 呼吸暂停 (apnoea), 改造 (renovation)
         ("我睡觉离不开CPAP，因为呼吸暂停", "用户有睡眠呼吸暂停，晚上要戴呼吸机", 0.57, Action.NEW, None),
+        # next week's exception to a habit is not a change of it
+        ("Next Thursday's workshop is cancelled; make-up session Saturday the 14th.",
+         "Workshop meets Thursday evenings.", 0.59, Action.NEW, None),
         # a plan is not what is: "plans to hire 9", "has hired 4 now"
         ("佛山店目前已经招到4个人", "佛山店计划招9个人", 0.6, Action.NEW, None),
         # a year written in full and abridged is one value; another year is not

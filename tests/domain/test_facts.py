@@ -327,6 +327,9 @@ def test_refers_back(text: str, expected: bool) -> None:
         ("Goes to the gym every weekday at 6am.", False, True),
         ("每天下午四点半接儿子放学。", False, True),
         ("周三下午3点约了牙医", False, False),  # one appointment, neither
+        ("Workshop meets Thursday evenings.", False, True),
+        ("Next Thursday's workshop is cancelled; make-up session Saturday the 14th.", True, False),
+        ("From next Monday the standup is at 10", False, False),  # a change from then on
     ],
 )
 def test_dated_and_habitual(text: str, is_dated: bool, is_habit: bool) -> None:
