@@ -247,6 +247,8 @@ def content_key(text: str) -> str:
 
 
 _NUMBER = r"[0-9]+(?:[.:/-][0-9]+)*|[零〇一二两三四五六七八九十百千万]+"
+_EN_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
+              "october", "november", "december")  # fmt: skip
 _EN_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _EN_SHORT_WEEKDAYS = ("mon", "tue", "tues", "wed", "thu", "thur", "thurs", "fri", "sat", "sun")
 _ALL_WEEKDAYS = "|".join(_EN_WEEKDAYS + _EN_SHORT_WEEKDAYS)
@@ -699,9 +701,17 @@ def _rule(
         return 4, Resolution(Action.MERGE, old.id, f"near-identical (similarity {old.similarity:.3f})")
     shared = new_reading.topic & old_reading.topic
     overlap = len(shared) / len(new_reading.topic | old_reading.topic) if shared else 0.0
+    # What both are about: a shared term that is neither a time nor the unit of a number ("元": 150 元 of
+    # a meal allowance and 300 元 of a dinner limit are two things).
+    units = {unit for unit, _ in new_reading.measures | old_reading.measures}
+    about = frozenset(term for term in shared if not _time_term(term) and term not in units)
+    people = new_reading.people | old_reading.people
     if (
         not differing
         and alike
+        # a rewording shares what it is about, not only whose and when ("Dad's birthday is 3 October",
+        # "Dad's retirement dinner is on 3 October")
+        and any(not term.isdigit() for term in about - people)
         and not new_reading.changes
         and not new_reading.adds  # "滨江那套月租也是3200": another thing with the same value
         and (old_reading.cue or not new_reading.cue)  # "now" said only by the new one: it may have changed
@@ -721,10 +731,6 @@ def _rule(
     if differing and old.similarity >= policy.supersede_from and (same_thing or new_reading.cue):
         why = f"the same {', '.join(sorted(same_thing))}" if same_thing else "worded as a change"
         return 5, _similar_supersede(old.id, old.similarity, why, differing)
-    # What both are about: a shared term that is neither a time nor the unit of a number ("元": 150 元 of
-    # a meal allowance and 300 元 of a dinner limit are two things).
-    units = {unit for unit, _ in new_reading.measures | old_reading.measures}
-    about = frozenset(term for term in shared if not _time_term(term) and term not in units)
     news = _news(new_reading.changes, old_reading, bool(differing))
     if (
         news
@@ -734,7 +740,7 @@ def _rule(
         and not _kinds_apart(new_reading, old_reading)
         # a change of another facet of a person both name, and nothing else shared: "my sister got
         # married" is not where she lives
-        and not (about <= new_reading.people | old_reading.people and _facets_apart(new_reading, old_reading))
+        and not (about <= people and _facets_apart(new_reading, old_reading))
     ):
         terms = ", ".join(sorted(about)[:4])
         reason = f"worded as a change of it (similarity {old.similarity:.3f}, about {terms})"
@@ -810,7 +816,7 @@ def _other_scope(new: _Reading, old: _Reading) -> bool:
 # terms are folded as topic_terms folds them ("morning" is "morn").
 _EN_TIME_WORDS = (
     "every", "daily", "weekly", "monthly", "day", "week", "weekend", "weekday", "month", "year", "today",
-    "tomorrow", *_EN_WEEKDAYS, *(word for word in _PART_OF_DAY if word.isascii()),
+    "tomorrow", *_EN_WEEKDAYS, *(word for word in _PART_OF_DAY if word.isascii()), *_EN_MONTHS,
 )  # fmt: skip
 _EN_TIME_TERMS = frozenset(_EN_TIME_WORDS) | frozenset(map(fold, _EN_TIME_WORDS))
 _ZH_TIME_TERM = re.compile(

@@ -312,6 +312,8 @@ def fact(content: str) -> NewMemory:
          "Oliver's nursery fees: £620 a month", 0.5, Action.NEW, None),
         # a compound word is not a change word: 呼吸暂停 (apnoea), 改造 (renovation)
         ("我睡觉离不开CPAP，因为呼吸暂停", "用户有睡眠呼吸暂停，晚上要戴呼吸机", 0.57, Action.NEW, None),
+        # a rewording shares what it is about, not only whose and when
+        ("Dad's retirement dinner is on 3 October.", "Dad's birthday is 3 October.", 0.75, Action.NEW, None),
         # next week's exception to a habit is not a change of it
         ("Next Thursday's workshop is cancelled; make-up session Saturday the 14th.",
          "Workshop meets Thursday evenings.", 0.59, Action.NEW, None),
