@@ -249,6 +249,7 @@ def content_key(text: str) -> str:
 _NUMBER = r"[0-9]+(?:[.:/-][0-9]+)*|[零〇一二两三四五六七八九十百千万]+"
 _EN_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
               "october", "november", "december")  # fmt: skip
+_MONTHS = frozenset(_EN_MONTHS)
 _EN_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _EN_SHORT_WEEKDAYS = ("mon", "tue", "tues", "wed", "thu", "thur", "thurs", "fri", "sat", "sun")
 _ALL_WEEKDAYS = "|".join(_EN_WEEKDAYS + _EN_SHORT_WEEKDAYS)
@@ -542,10 +543,14 @@ def _renumbered(new: _Reading, old: _Reading) -> bool:
 
 
 def _single_field(content: str) -> tuple[str, str] | None:
-    """The content as a profile field whose key holds one value (not "Standing meeting: ...", a field of
-    a many-valued facet), else None."""
+    """The content as a profile field whose key holds one value, else None: a key of a single-valued
+    facet ("Time zone: ...", "Employer: ..."), not of a many-valued one ("Standing meeting: ...") nor one
+    no facet knows ("Roster: ...", "Investments: ...", "Amazon order: ...": lists, one line an item)."""
     field = profile_field(content)
-    if field is None or any(not facet_named(name).alone for name in facets(field[0])):
+    if field is None:
+        return None
+    named = facets(field[0])
+    if not named or any(not facet_named(name).alone for name in named):
         return None
     return field
 
@@ -892,9 +897,10 @@ def _read_again(
     """Whether the new content (contents: new, old) is a new reading of the quantity the old one read (a
     facet of readings), change word or not: another number; both name the quantity, not only its unit
     (a price per kilo, a fish of 6 斤); both readings or both targets ("goal below 6.5%"); the earlier
-    not of one moment (this morning's blood pressure is one reading of many, last night's another); of
-    the same people exactly, and of the same holder by what each says before the quantity ("Leo
-    weighs", "Mochi weighs"; "乐乐体重", "体重")."""
+    not of one moment (this morning's blood pressure is one reading of many, last night's another),
+    nor both of a month of their own (September's checkup and August's); of the same people exactly,
+    and of the same holder by what each says before the quantity ("Leo weighs", "Mochi weighs";
+    "乐乐体重", "体重")."""
 
     return (
         any(token[0].isdigit() for token in differing)
@@ -902,6 +908,8 @@ def _read_again(
         and _names_quantity(facet, words[1])
         and new.target == old.target
         and not old.moment
+        # each of its own month ("at the September medical", "at the GP visit in August"): two checkups
+        and not (new.values & _MONTHS and old.values & _MONTHS)
         and _people(new, facet) == _people(old, facet)
         and _same_holder(quantity_holder(contents[0], facet), quantity_holder(contents[1], facet))
     )

@@ -133,7 +133,7 @@ _EN_CHANGE = (
 _EN_WEAK = r"now|new|currently|these days|nowadays|latest|become|again|since|lately|recently|right now"
 _ZH_CHANGE = (
     r"改成|改为|改到|改在|改期|改了|改喝|改用|换成|换了|换到|换号|换车|搬(?!砖)|不再|变成|(?<![点时0-9])以后|推迟|提前|延期|已经不|离职|"
-    r"辞职|转学|转专业|转岗|调到|调走|分手|卖了|退休(?!后)|涨|戒|不(?!然|了)[^，,。；;！!]{0,4}了|没有.{0,6}了|跳槽|订婚|结婚了|离婚|"
+    r"辞职|转学|转专业|转岗|调到|调走|分手|卖了|退休(?![后老工金教干职人医])|涨|戒|不(?!然|了)[^，,。；;！!]{0,4}了|没有.{0,6}了|跳槽|订婚|结婚了|离婚|"
     r"升职|升为|升到|升了|升初中|升高中|转到|转去|转网|携号|评上|调整|取消|转掉|(?<!推)送给|送人|去世|(?<![点分0-9:：])开始|停了|"
     r"领证|改签|退租|升[大中小]班|"
     r"毕业了|入职|放弃|(?<!呼吸)暂停|走丢|丢了|死了|分了|调薪|降薪|加到|减到|降到|今后|接来|接过来|没续|不续|"
@@ -702,7 +702,8 @@ _ZH_ONE_OFF = re.compile(r"就这一次|只这一次|仅此一次|这一次|这�
 # dated plan, possibly its new date.
 _EN_DATED = re.compile(
     r"\b(?:just today|just tonight|for today|for tonight|(?<!from )(?<!starting )(?:this|next) "
-    r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday))\b",
+    r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)|"
+    r"(?<!from )(?<!starting )(?<!as of )this (?:week|weekend|month))\b",
     re.IGNORECASE,
 )
 _ZH_DATED = re.compile(r"(?:这|本|下)周[一二三四五六日天](?!起|开始)|今天|今晚")

@@ -314,6 +314,15 @@ def fact(content: str) -> NewMemory:
         ("我睡觉离不开CPAP，因为呼吸暂停", "用户有睡眠呼吸暂停，晚上要戴呼吸机", 0.57, Action.NEW, None),
         # a rewording shares what it is about, not only whose and when
         ("Dad's retirement dinner is on 3 October.", "Dad's birthday is 3 October.", 0.75, Action.NEW, None),
+        # two readings each of its own month are two checkups
+        ("Blood pressure was 131/84 at the GP visit in August.",
+         "Blood pressure 124/78 at the September medical.", 0.64, Action.NEW, None),
+        # a retired teacher is no retirement
+        ("周六上午和一位里昂来的退休老师练法语口语", "法语课周四晚上在法国文化协会上", 0.55,
+         Action.NEW, None),
+        # this month's exception to a monthly habit
+        ("This month he's skipping Skipton and doing Harrogate market on the 8th instead.",
+         "Sells at Skipton farmers' market on the first Saturday of every month.", 0.51, Action.NEW, None),
         # next week's exception to a habit is not a change of it
         ("Next Thursday's workshop is cancelled; make-up session Saturday the 14th.",
          "Workshop meets Thursday evenings.", 0.59, Action.NEW, None),

@@ -330,6 +330,8 @@ def test_refers_back(text: str, expected: bool) -> None:
         ("Workshop meets Thursday evenings.", False, True),
         ("Next Thursday's workshop is cancelled; make-up session Saturday the 14th.", True, False),
         ("From next Monday the standup is at 10", False, False),  # a change from then on
+        ("This month he's skipping Skipton", True, False),
+        ("Starting this month the gym opens at 6", False, False),
     ],
 )
 def test_dated_and_habitual(text: str, is_dated: bool, is_habit: bool) -> None:

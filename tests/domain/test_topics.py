@@ -210,6 +210,10 @@ def test_the_same_facet_changed(old: str, new: str, similarity: float, action: A
         # the same profile field with another value
         ("Time zone: America/New_York", "Time zone: Europe/Berlin", 0.68, Action.SUPERSEDE),
         ("时区：Asia/Shanghai", "时区：America/Los_Angeles", 0.54, Action.SUPERSEDE),
+        # ... but a key no facet knows heads a list, one line an item
+        ("Roster: days off 20-24 June.", "Roster: home standby 25-26 June.", 0.8, Action.NEW),
+        ("Investments: 2,000 shares of HSBC.", "Investments: 1,500 shares of Tencent.", 0.59, Action.NEW),
+        ("排班：5月14日飞伦敦251航班", "排班：5月16日飞伦敦253航班", 0.96, Action.NEW),
         # a deadline of one project, many-valued: it shares the project's name
         ("The user's project Atlas is due on May 15.", "The Atlas deadline slipped to June 2.", 0.48,
          Action.SUPERSEDE),
