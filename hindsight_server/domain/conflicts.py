@@ -68,7 +68,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -405,6 +405,8 @@ class _Reading:
     cue: bool  # reads as a change or a preference: has_update_cue
     changes: bool  # says on its own that something changed: has_update_cue(strong=True)
     facets: FacetWords  # the facets of a person's life it is about (domain/topics.py)
+    # Of each facet of readings it touches, whose quantity it reads ("" the subject's): topics.quantity_holder
+    holders: Mapping[str, str]
     names: frozenset[str]  # the people it names by name (Emma, 小雨)
     of_self: bool  # opens with its subject itself: the people it names later are not whose fact it is
     pronoun: bool  # speaks of one other person as "he", "she", "她": refers_back
@@ -438,6 +440,10 @@ class _Reading:
         # A slot's value (a username, an e-mail) is what changes, not what names the thing.
         named = frozenset(i for i in identifiers(content) if not any(i in value for value in in_values))
         prefers = preference(content) if kind in _SLOT_KINDS else None
+        about = facets(content) if kind in _SLOT_KINDS else {}
+        holders = {
+            name: quantity_holder(content, facet) for name in about if (facet := facet_named(name)).readings
+        }
         return cls(
             value_tokens(content),
             {slot.key: slot for slot in filled},
@@ -449,7 +455,8 @@ class _Reading:
             topic_terms(content),
             has_update_cue(content),
             has_update_cue(content, strong=True),
-            facets(content) if kind in _SLOT_KINDS else {},
+            about,
+            holders,
             names(content),
             speaks_of_self(content),
             refers_back(content),
@@ -700,7 +707,7 @@ def _rule(
         same_people
         and not swapped(new.content, old.content)
         and not _kinds_apart(new_reading, old_reading)
-        and not _held_apart(new_reading, old_reading, (new.content, old.content))
+        and not _held_apart(new_reading, old_reading)
     )
     if not differing and alike and old.similarity > policy.merge_above:
         return 4, Resolution(Action.MERGE, old.id, f"near-identical (similarity {old.similarity:.3f})")
@@ -782,8 +789,7 @@ def _rule(
         )
         return 6, Resolution(Action.SUPERSEDE, old.id, reason)
     by_field = _by_field(new_reading, old_reading, old) if new.kind in _SLOT_KINDS else None
-    contents = (new.content, old.content)
-    return by_field or _by_facet(new_reading, old_reading, old, bool(shared), differing, contents)
+    return by_field or _by_facet(new_reading, old_reading, old, bool(shared), differing)
 
 
 def _remeasured(new: frozenset[tuple[str, float]], old: frozenset[tuple[str, float]]) -> list[str]:
@@ -849,7 +855,6 @@ def _by_facet(
     old_memory: Existing,
     share_a_term: bool,
     differing: Sequence[str],
-    contents: tuple[str, str],
 ) -> tuple[int, Resolution] | None:
     """Rule 7: the same facet of the same people's life (domain/topics.py), and the new content says it
     changed: on its own ("switched", "got engaged", "换了"); with a weaker cue ("now", "new") and a
@@ -875,9 +880,7 @@ def _by_facet(
             # A facet whose value is a person (a manager, a doctor): another name is another value.
             renamed = bool(facet.value_relations) and bool(_latin(new.names) - _latin(old.names))
             changed = news or (new.cue and (differ or valued or renamed)) or facet.contradicts(now, before)
-            changed = changed or (
-                facet.readings and _read_again(new, old, facet, (now, before), differing, contents)
-            )
+            changed = changed or (facet.readings and _read_again(new, old, facet, differing))
         else:
             changed = _news(new.replaces, old, differ) and (share_a_term or bool(now & before))
         if changed and _same_people(new, old, facet):
@@ -886,32 +889,23 @@ def _by_facet(
     return None
 
 
-def _read_again(
-    new: _Reading,
-    old: _Reading,
-    facet: Facet,
-    words: tuple[frozenset[str], frozenset[str]],
-    differing: Sequence[str],
-    contents: tuple[str, str],
-) -> bool:
-    """Whether the new content (contents: new, old) is a new reading of the quantity the old one read (a
-    facet of readings), change word or not: another number; both name the quantity, not only its unit
-    (a price per kilo, a fish of 6 斤); both readings or both targets ("goal below 6.5%"); the earlier
-    not of one moment (this morning's blood pressure is one reading of many, last night's another),
-    nor both of a month of their own (September's checkup and August's); of the same people exactly,
-    and of the same holder by what each says before the quantity ("Leo weighs", "Mochi weighs";
-    "乐乐体重", "体重")."""
-
+def _read_again(new: _Reading, old: _Reading, facet: Facet, differing: Sequence[str]) -> bool:
+    """Whether the new content is a new reading of the quantity the old one read (a facet of readings),
+    change word or not: another number; both name the quantity, not only its unit (a price per kilo, a
+    fish of 6 斤); both readings or both targets ("goal below 6.5%"); the earlier not of one moment (this
+    morning's blood pressure is one reading of many, last night's another), nor both of a month of their
+    own (September's checkup and August's); of the same people exactly, and of the same holder by what
+    each says before the quantity ("Leo weighs", "Mochi weighs"; "乐乐体重", "体重")."""
     return (
-        any(token[0].isdigit() for token in differing)
-        and _names_quantity(facet, words[0])
-        and _names_quantity(facet, words[1])
+        _gives_number(differing)
+        and _names_quantity(facet, new.facets[facet.name])
+        and _names_quantity(facet, old.facets[facet.name])
         and new.target == old.target
         and not old.moment
         # each of its own month ("at the September medical", "at the GP visit in August"): two checkups
         and not (new.values & _MONTHS and old.values & _MONTHS)
         and _people(new, facet) == _people(old, facet)
-        and _same_holder(quantity_holder(contents[0], facet), quantity_holder(contents[1], facet))
+        and _same_holder(new.holders[facet.name], old.holders[facet.name])
     )
 
 
@@ -925,23 +919,26 @@ def _same_holder(new: str, old: str) -> bool:
     return new == old or (bool(new and old) and (named(new) <= named(old) or named(old) <= named(new)))
 
 
-def _held_apart(new: _Reading, old: _Reading, contents: tuple[str, str]) -> bool:
+def _held_apart(new: _Reading, old: _Reading) -> bool:
     """Whether both give a reading of one facet of readings (a number, the quantity named), one the
-    subject's own and the other someone's it names ("用户体重65.5公斤", "浩然体重65.5公斤"; contents: new,
-    old). Two holders both named are told apart by their names (value tokens, swapped names)."""
-    if not (any(v[0].isdigit() for v in new.values) and any(v[0].isdigit() for v in old.values)):
+    subject's own and the other someone's it names ("用户体重65.5公斤", "浩然体重65.5公斤"). Two holders both
+    named are told apart by their names (value tokens, swapped names)."""
+    if not (_gives_number(new.values) and _gives_number(old.values)):
         return False
-    for name in new.facets.keys() & old.facets.keys():
-        facet = facet_named(name)
+    for name in new.holders.keys() & old.holders.keys():
+        facet, holders = facet_named(name), {new.holders[name], old.holders[name]}
         if (
-            facet.readings
+            len(holders) == 2
+            and "" in holders
             and _names_quantity(facet, new.facets[name])
             and _names_quantity(facet, old.facets[name])
         ):
-            holders = {quantity_holder(contents[0], facet), quantity_holder(contents[1], facet)}
-            if len(holders) == 2 and "" in holders:
-                return True
+            return True
     return False
+
+
+def _gives_number(tokens: Iterable[str]) -> bool:
+    return any(token[0].isdigit() for token in tokens)
 
 
 def _names_quantity(facet: Facet, words: frozenset[str]) -> bool:

@@ -990,7 +990,7 @@ def owners(text: str) -> frozenset[str]:
 _EN_OWNER = re.compile(r"\s*([A-Z][a-z]+)['’]s\b")
 # Capitalised words that own nothing of a person's: the subject, an opening word, a season, a day.
 _NOT_OWNERS = frozenset(
-    "user user's i it that there what today tonight tomorrow yesterday monday tuesday wednesday thursday "
+    "user it that there what today tonight tomorrow yesterday monday tuesday wednesday thursday "
     "friday saturday sunday january february march april may june july august september october november "
     "december year week month mum mom dad mother father".split()
 )

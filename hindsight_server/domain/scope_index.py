@@ -170,9 +170,8 @@ class ScopeIndex:
         self._session = _Column.of(np.int32, capacity)
         self._subject = _Column.of(np.int32, capacity)
         self._created = _Column.of(np.int64, capacity)
-        self._spoken = _Column.of(
-            np.int64, capacity
-        )  # coalesce(valid_from, created_at): the time it speaks of
+        # coalesce(valid_from, created_at): the time it speaks of
+        self._spoken = _Column.of(np.int64, capacity)
         self._expires = _Column.of(np.int64, capacity)
         self._terms = _Column.of(np.float64, capacity)
         self._has = {space: _Column.of(np.bool_, capacity) for space in dimensions}
