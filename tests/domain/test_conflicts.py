@@ -1,3 +1,4 @@
+import time
 from dataclasses import replace
 
 import pytest
@@ -9,6 +10,7 @@ from hindsight_server.domain.conflicts import (
     NewMemory,
     Resolution,
     content_key,
+    fact_keys,
     resolve,
     value_tokens,
 )
@@ -411,6 +413,34 @@ def test_the_same_fact_five_times_is_one_memory_counted_five_times() -> None:
             )
             store[f"m-{attempt}"] = (existing_fact(f"m-{attempt}", new.content, None), 1)
     assert [count for _, count in store.values()] == [5]
+
+
+# A document of facet words (work, care, trips) in both languages, as a hostile tenant would write them.
+_DOCUMENT = " ".join(["meeting budget travel Lisbon doctor dentist 会议 预算 出差 医生"] * 250)
+
+
+def test_a_document_against_its_peers_is_read_by_rules_1_and_2_alone() -> None:
+    """A write's rules are bounded whatever its peers hold: 16 KB against 20 peers of 16 KB read in full
+    took 0.3-0.5 s of CPU. Long look-alikes that differ by a number stay two memories; the same document
+    still merges, and a structured change still supersedes."""
+    new = NewMemory("user-7", Kind.FACT, Tier.SEMANTIC, f"100 {_DOCUMENT}")
+    peers = [existing_fact(f"m-{index}", f"{index} {_DOCUMENT}", 0.99) for index in range(20)]
+    started = time.process_time()  # CPU time: a loaded CI core is not the rules' cost
+    assert resolve(new, peers).action is Action.NEW
+    assert time.process_time() - started < 0.05
+    assert resolve(new, [*peers, existing_fact("same", new.content.upper(), 0.2)]).target_id == "same"
+    long_booking = replace(BOOKING, content=f"{BOOKING.content} {_DOCUMENT}")
+    long_wednesday = replace(WEDNESDAY, content=f"{WEDNESDAY.content} {_DOCUMENT}")
+    assert resolve(long_booking, [long_wednesday]).action is Action.SUPERSEDE
+    # A short fact beside a long one of its facet: the long one is not read either.
+    assert (
+        resolve(
+            fact("I work at Acme now."), [existing_fact("doc", f"I work at Initech. {_DOCUMENT}", 0.9)]
+        ).action
+        is Action.NEW
+    )
+    assert fact_keys(_DOCUMENT).looks_for == ()
+    assert fact_keys(_DOCUMENT[:200]).looks_for  # a short one is filed under its facets
 
 
 @pytest.mark.parametrize(
