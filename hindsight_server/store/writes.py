@@ -168,9 +168,9 @@ class MemoryWrites(MemoryReads):
                     now,
                     by_graph=by_graph,
                 )
-                resolution = await run_pure(
-                    len(memory.content), decide, memory, peers
-                )  # rules over 16 KB: ms a peer
+                # The rules read the new content against each peer's: ~15 ms for 20 peers of 1 KB.
+                read = len(memory.content) + sum(len(peer.content) for peer in peers)
+                resolution = await run_pure(read, decide, memory, peers)
                 if resolution.action is Action.MERGE and resolution.target_id is not None:
                     merged = await _seen_again(connection, memory, resolution, now, with_content)
                     if merged is not None:
