@@ -391,8 +391,9 @@ class HotScopesSettings(_Section):
     recalls_to_load: int = Field(3, ge=1)
     window_s: float = Field(60.0, gt=0)
     load_memories_per_s: int = Field(20_000, ge=100)  # loads, one at a time, are paced to this
-    # A look that finds more changed memories than this reads the subject in again instead.
-    max_changes: int = Field(200, ge=1, le=10_000)
+    # A look that finds more changed memories than this reads the subject in again instead (its recalls
+    # read the database meanwhile). An import's WriteBatch of 500 is applied by one look.
+    max_changes: int = Field(1_000, ge=1, le=10_000)
     retry_after_s: float = Field(300.0, ge=0)  # after an evicted, failed or oversized load
     # A subject not recalled this long is let go: a memory erased through another server leaves this
     # one's memory by then at the latest (at once when the subject is recalled again).

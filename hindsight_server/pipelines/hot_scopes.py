@@ -15,8 +15,9 @@ Bounds, so one tenant cannot take a server's memory or CPU: the indexes together
 above `max_memories` is not held (its recalls walk the database's HNSW graph, cheaper than an exact
 search of that many vectors here); loads run one at a time at `load_memories_per_s`; a look that finds
 more than `max_changes` changed memories, or a memory taken away (migration 0022), builds the scope
-again in the background, and a scope whose dead slots outnumber its live ones is built again too; a
-scope not recalled for `idle_s` is let go.
+again in the background (its recalls read the database meanwhile); a scope whose dead slots (memories
+changed since it was read in) pass a quarter of its live ones is read in again in the background while
+its index serves on, and swapped for it; a scope not recalled for `idle_s` is let go.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, str]  # (tenant, subject): the subject "" is the whole tenant
 _CAPACITY = 10_000  # scopes whose recent recalls are counted; the least recently seen forgotten first
+_MIN_DEAD_TO_COMPACT = 1_000  # a small scope's dead slots cost less than reading it in again
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +57,7 @@ class HotScopeSettings:
     window_s: float = 60.0
     load_memories_per_s: int = 20_000
     page_size: int = 100
-    max_changes: int = 200
+    max_changes: int = 1_000
     # After a failed or oversized load, the subject's recalls read the database this long before the
     # next try.
     retry_after_s: float = 300.0
@@ -213,8 +215,10 @@ class HotScopes:
         entry.since = changes.horizon
         if index.live > self._settings.max_memories:
             entry.index, entry.not_before = None, self._clock() + self._settings.retry_after_s
-        elif index.dead > max(index.live, 1_000):
-            self._rebuild(key, entry)
+        elif index.dead > max(index.live // 4, _MIN_DEAD_TO_COMPACT):
+            # Dead slots cost every search (an exact search reads them too). Read in again in the
+            # background while this index, kept fresh by the looks, serves on: swapped in once read.
+            self._start_load(key, entry)
         elif index.nbytes > entry.budgeted_bytes * 1.1:
             # It grew by a tenth since the budgets were last checked: they hold after writes too.
             entry.budgeted_bytes = index.nbytes

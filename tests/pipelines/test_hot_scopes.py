@@ -339,3 +339,30 @@ async def test_a_flood_of_subjects_pushes_out_counts_not_the_subjects_held(
     for n in range(10):
         await hot.index_for(_scope("ann", f"flood-{n}"))  # counted once each, never held
     assert await hot.index_for(_scope()) is not None
+
+
+async def test_a_scope_with_many_dead_slots_is_read_in_again_while_its_index_serves() -> None:
+    """Every change leaves a dead slot that each search still reads: past a quarter of the live ones
+    (and 1,000), the scope is read in again in the background, and its recalls keep the index they had
+    (fresh, by their looks) instead of reading the database meanwhile."""
+    rows = _Rows()
+    for n in range(2_000):
+        rows.write("acme", "ann", n)
+    hot = _hot(rows, recalls_to_load=1, max_changes=5_000, load_memories_per_s=10_000_000)
+    assert await hot.warm("acme", "")
+    first = await hot.index_for(_scope())
+    assert first is not None
+    for n in range(999):
+        rows.write("acme", "ann", n, f"fact number {n}, said again")
+    assert await hot.index_for(_scope()) is first and first.dead == 999
+    await _settled()
+    assert await hot.index_for(_scope()) is first  # not past 1,000 dead slots: no load
+    rows.write("acme", "ann", 1_000, "fact number 1000, said again")
+    rows.write("acme", "ann", 1_001, "fact number 1001, said again")
+    served = await hot.index_for(_scope())
+    assert served is first and first.dead == 1_001  # served on while read in again
+    await _settled()
+    again = await hot.index_for(_scope())
+    assert again is not None and again is not first
+    assert (again.live, again.dead) == (2_000, 0)
+    assert numbered(1_001).id in again
