@@ -445,6 +445,9 @@ _ON_ANY = "ON CONFLICT DO NOTHING"
 
 # A memory that may still be merged into or superseded; `now` names the statement's time parameter.
 _LIVE = "status = 'active' AND (expires_at IS NULL OR expires_at > {now})"
+# A write compares itself with at most this many of the latest live facts filed under each of its keys
+# (a slot's live facts are one or a few; a facet's, of a subject that talks of it, can be thousands).
+FILED_PER_KEY = 50
 # What a write that would have merged or superseded says when its target went meanwhile.
 _TARGET_GONE = ConflictResolution(
     Action.NEW, None, "the matching memory was deleted or expired meanwhile; stored as new"
@@ -619,6 +622,62 @@ def _replay(stored: Memory, sent: Memory) -> WriteOutcome:
     return WriteOutcome(stored, created=False, resolution=Resolution.REPLAYED)
 
 
+def peers_statement(
+    memory: Memory,
+    key: str,
+    looked_for: tuple[str, ...],
+    vector: FloatVector | None,
+    now: datetime,
+    *,
+    by_graph: bool,
+) -> tuple[str, list[Any]]:
+    """The statement of `_peers` and its arguments (a test explains it)."""
+    # Look-ups each by its index: the nearest by meaning through HNSW (a user's peers can be thousands:
+    # reading them all to sort by distance cost 11 ms a Write at 10,000, and grew with them), the same
+    # content or intent through the peers and episodes indexes, and the latest facts filed under each
+    # key through memories_fact_slot_recent (a facet can hold thousands: reading all of them cost a
+    # Write 70 ms at 10,000).
+    peer = f"""tenant_id = $1 AND subject = $2 AND kind = $3 AND tier = $4 AND {_LIVE.format(now="$10")}
+               AND visibility = $8 AND {SEEN_BY.format(agent="$9")}"""
+    nearest_order = "embedding <=> $7::vector" if by_graph else "(embedding <=> $7::vector) + 0"
+    distance = "CASE WHEN $7::vector IS NULL OR embedding IS NULL THEN NULL ELSE embedding <=> $7::vector END"
+    statement = f"""WITH nearest AS MATERIALIZED (
+               SELECT id, content, intent, entities, embedding <=> $7::vector AS distance FROM memories
+               WHERE {peer} AND $7::vector IS NOT NULL AND embedding IS NOT NULL
+               ORDER BY {nearest_order} LIMIT 5),
+           alike AS MATERIALIZED (
+               SELECT id, content, intent, entities, {distance} AS distance
+               FROM memories
+               WHERE {peer}
+                 AND ((md5(content_key) = md5($5) AND content_key = $5) OR ($6 <> '' AND intent = $6))
+               ORDER BY distance NULLS LAST LIMIT 20),
+           filed AS MATERIALIZED (
+               SELECT latest.* FROM unnest($11::text[]) AS wanted (slot)
+               CROSS JOIN LATERAL (
+                   SELECT id, content, intent, entities, {distance} AS distance
+                   FROM memories
+                   WHERE {peer} AND fact_slot = wanted.slot
+                   ORDER BY created_at DESC LIMIT {FILED_PER_KEY}) AS latest)
+           SELECT id, content, intent, entities, 1 - distance AS similarity
+           FROM (SELECT * FROM nearest UNION SELECT * FROM alike UNION SELECT * FROM filed) AS found
+           ORDER BY distance NULLS LAST, id
+           LIMIT 20"""
+    arguments = [
+        memory.tenant_id,
+        memory.subject,
+        memory.kind.value,
+        memory.tier.value,
+        key,
+        memory.intent,
+        None if vector is None else Vector(vector),
+        memory.visibility.value,
+        memory.agent_id,
+        now,
+        list(looked_for),
+    ]
+    return statement, arguments
+
+
 async def _peers(
     connection: asyncpg.Connection,
     memory: Memory,
@@ -630,48 +689,13 @@ async def _peers(
     by_graph: bool,
 ) -> list[Existing]:
     """The memory's live peers that could be the same thing: the same normalised content (`key`), the same
-    intent, a fact filed under a key it looks for (`looked_for`, domain/conflicts.FactKeys: "lives in
-    Lisbon" for "moved to Porto", "I'm single" for "got engaged"), or among the 5 nearest by meaning
-    (`by_graph`: through HNSW, else by an exact scan). Live:
-    active and not past its expiry (the expire job marks such a memory only later; recall already
-    hides it)."""
-    # Two look-ups, each by its index: the nearest by meaning through HNSW (a user's peers can be
-    # thousands: reading them all to sort by distance cost 11 ms a Write at 10,000, and grew with them),
-    # the same content or intent through the peers and episodes indexes.
-    peer = f"""tenant_id = $1 AND subject = $2 AND kind = $3 AND tier = $4 AND {_LIVE.format(now="$10")}
-               AND visibility = $8 AND {SEEN_BY.format(agent="$9")}"""
-    nearest_order = "embedding <=> $7::vector" if by_graph else "(embedding <=> $7::vector) + 0"
+    intent, one of the latest facts filed under a key it looks for (`looked_for`,
+    domain/conflicts.FactKeys: "lives in Lisbon" for "moved to Porto", "I'm single" for "got engaged"),
+    or among the 5 nearest by meaning (`by_graph`: through HNSW, else by an exact scan). Live: active and
+    not past its expiry (the expire job marks such a memory only later; recall already hides it)."""
+    statement, arguments = peers_statement(memory, key, looked_for, vector, now, by_graph=by_graph)
     async with graph_plans(connection, by_graph):
-        rows = await connection.fetch(
-            f"""WITH nearest AS MATERIALIZED (
-               SELECT id, content, intent, entities, embedding <=> $7::vector AS distance FROM memories
-               WHERE {peer} AND $7::vector IS NOT NULL AND embedding IS NOT NULL
-               ORDER BY {nearest_order} LIMIT 5),
-           alike AS MATERIALIZED (
-               SELECT id, content, intent, entities,
-                      CASE WHEN $7::vector IS NULL OR embedding IS NULL THEN NULL
-                           ELSE embedding <=> $7::vector END AS distance
-               FROM memories
-               WHERE {peer}
-                 AND ((md5(content_key) = md5($5) AND content_key = $5) OR ($6 <> '' AND intent = $6)
-                      OR (fact_slot IS NOT NULL AND fact_slot = ANY($11::text[])))
-               ORDER BY distance NULLS LAST LIMIT 20)
-           SELECT id, content, intent, entities, 1 - distance AS similarity
-           FROM (SELECT * FROM nearest UNION SELECT * FROM alike) AS found
-           ORDER BY distance NULLS LAST, id
-           LIMIT 20""",
-            memory.tenant_id,
-            memory.subject,
-            memory.kind.value,
-            memory.tier.value,
-            key,
-            memory.intent,
-            None if vector is None else Vector(vector),
-            memory.visibility.value,
-            memory.agent_id,
-            now,
-            list(looked_for),
-        )
+        rows = await connection.fetch(statement, *arguments)
     return [
         Existing(
             id=str(row["id"]),

@@ -1,0 +1,71 @@
+"""A write's peers (store/writes.py, peers_statement): each look-up reads by its index and at most a
+bounded number of rows, whatever the subject holds."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from hindsight.client import HindsightClient, memory_input
+from hindsight_server.domain.conflicts import content_key, fact_keys
+from hindsight_server.domain.model import Kind, Tier
+from hindsight_server.process.running import RunningServer
+from hindsight_server.store.writes import FILED_PER_KEY, peers_statement
+from tests.domain.builders import numbered
+
+
+def _scans(plan: Any) -> list[dict[str, Any]]:
+    """Every scan of a partition's memories_fact_slot_recent (named after its columns) in an EXPLAIN
+    (ANALYZE, FORMAT JSON) plan."""
+    if isinstance(plan, list):
+        return [scan for node in plan for scan in _scans(node)]
+    if not isinstance(plan, dict):
+        return []
+    own = [plan] if "_fact_slot_created" in plan.get("Index Name", "") else []
+    return own + [scan for value in plan.values() for scan in _scans(value)]
+
+
+async def test_a_write_reads_only_the_latest_facts_filed_under_each_key(
+    server: RunningServer, client: HindsightClient, tenant: str
+) -> None:
+    """A subject that talks of work files hundreds of facts under "facet:work": a new work fact compares
+    itself with the latest FILED_PER_KEY of them, read in order from the index, not with all of them."""
+    crowd = 20 * FILED_PER_KEY  # enough that reading them all is never the cheaper plan
+    for first in range(0, crowd, FILED_PER_KEY):  # a batch's memories share its time
+        await client.write_batch(
+            tenant,
+            [
+                memory_input(
+                    f"At work I handled the client report number {i}",
+                    tier="semantic",
+                    kind="fact",
+                    subject="ann",
+                )
+                for i in range(first, first + FILED_PER_KEY)
+            ],
+            verbatim=True,
+        )
+    content = "My job at work now is leading the launch team"
+    keys = fact_keys(content)
+    assert "facet:work" in keys.looks_for
+    new = numbered(1, tenant_id=tenant, subject="ann", kind=Kind.FACT, tier=Tier.SEMANTIC, content=content)
+    statement, arguments = peers_statement(
+        new, content_key(content), keys.looks_for, None, datetime.now(UTC), by_graph=False
+    )
+    async with server.pool.acquire() as connection:
+        # Statistics as autovacuum keeps them: a partition just filled has none, and the planner then
+        # takes a thousand rows for one.
+        await connection.execute("ANALYZE memories")
+        explained = await connection.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}", *arguments)
+        peers = await connection.fetch(statement, *arguments)
+    plan = json.loads(explained) if isinstance(explained, str) else explained
+    scans = _scans(plan)
+    assert scans, "the filed facts are read from memories_fact_slot_recent, in order"
+    read = sum(scan["Actual Rows"] * scan["Actual Loops"] for scan in scans)
+    assert read <= FILED_PER_KEY * len(keys.looks_for)
+    assert FILED_PER_KEY <= read < crowd
+    assert len(peers) == 20
+    # The latest of them, not any.
+    numbers = {int(row["content"].rsplit(" ", 1)[1]) for row in peers}
+    assert min(numbers) >= crowd - FILED_PER_KEY
