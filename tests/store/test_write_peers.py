@@ -54,8 +54,8 @@ async def test_a_write_reads_only_the_latest_facts_filed_under_each_key(
         new, content_key(content), keys.looks_for, None, datetime.now(UTC), by_graph=False
     )
     async with server.pool.acquire() as connection:
-        # Statistics as autovacuum keeps them: a partition just filled has none, and the planner then
-        # takes a thousand rows for one.
+        # Statistics as autovacuum keeps them: a partition just filled has none, and the planner's
+        # guess at its rows can make any plan look cheapest.
         await connection.execute("ANALYZE memories")
         explained = await connection.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}", *arguments)
         peers = await connection.fetch(statement, *arguments)
