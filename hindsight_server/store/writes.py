@@ -445,8 +445,9 @@ _ON_ANY = "ON CONFLICT DO NOTHING"
 
 # A memory that may still be merged into or superseded; `now` names the statement's time parameter.
 _LIVE = "status = 'active' AND (expires_at IS NULL OR expires_at > {now})"
-# A write compares itself with at most this many of the latest live facts filed under each of its keys
-# (a slot's live facts are one or a few; a facet's, of a subject that talks of it, can be thousands).
+# A write compares itself with at most this many of the latest live memories of its intent and of the
+# facts filed under each of its keys (a slot's live facts are one or a few; a facet's, of a subject that
+# talks of it, or an intent's, can be thousands).
 FILED_PER_KEY = 50
 # What a write that would have merged or superseded says when its target went meanwhile.
 _TARGET_GONE = ConflictResolution(
@@ -634,9 +635,9 @@ def peers_statement(
     """The statement of `_peers` and its arguments (a test explains it)."""
     # Look-ups each by its index: the nearest by meaning through HNSW (a user's peers can be thousands:
     # reading them all to sort by distance cost 11 ms a Write at 10,000, and grew with them), the same
-    # content or intent through the peers and episodes indexes, and the latest facts filed under each
-    # key through memories_fact_slot_recent (a facet can hold thousands: reading all of them cost a
-    # Write 70 ms at 10,000).
+    # content through the peers index, and the latest of the same intent and of the facts filed under
+    # each key through memories_intent_recent and memories_fact_slot_recent (an intent or a facet can
+    # hold thousands: reading all of them cost a Write 70 ms at 10,000).
     peer = f"""tenant_id = $1 AND subject = $2 AND kind = $3 AND tier = $4 AND {_LIVE.format(now="$10")}
                AND visibility = $8 AND {SEEN_BY.format(agent="$9")}"""
     nearest_order = "embedding <=> $7::vector" if by_graph else "(embedding <=> $7::vector) + 0"
@@ -645,12 +646,16 @@ def peers_statement(
                SELECT id, content, intent, entities, embedding <=> $7::vector AS distance FROM memories
                WHERE {peer} AND $7::vector IS NOT NULL AND embedding IS NOT NULL
                ORDER BY {nearest_order} LIMIT 5),
-           alike AS MATERIALIZED (
+           same AS MATERIALIZED (
                SELECT id, content, intent, entities, {distance} AS distance
                FROM memories
-               WHERE {peer}
-                 AND ((md5(content_key) = md5($5) AND content_key = $5) OR ($6 <> '' AND intent = $6))
+               WHERE {peer} AND md5(content_key) = md5($5) AND content_key = $5
                ORDER BY distance NULLS LAST LIMIT 20),
+           intended AS MATERIALIZED (
+               SELECT id, content, intent, entities, {distance} AS distance
+               FROM memories
+               WHERE {peer} AND $6 <> '' AND intent = $6
+               ORDER BY created_at DESC LIMIT {FILED_PER_KEY}),
            filed AS MATERIALIZED (
                SELECT latest.* FROM unnest($11::text[]) AS wanted (slot)
                CROSS JOIN LATERAL (
@@ -659,7 +664,8 @@ def peers_statement(
                    WHERE {peer} AND fact_slot = wanted.slot
                    ORDER BY created_at DESC LIMIT {FILED_PER_KEY}) AS latest)
            SELECT id, content, intent, entities, 1 - distance AS similarity
-           FROM (SELECT * FROM nearest UNION SELECT * FROM alike UNION SELECT * FROM filed) AS found
+           FROM (SELECT * FROM nearest UNION SELECT * FROM same UNION SELECT * FROM intended
+                 UNION SELECT * FROM filed) AS found
            ORDER BY distance NULLS LAST, id
            LIMIT 20"""
     arguments = [
@@ -688,13 +694,16 @@ async def _peers(
     *,
     by_graph: bool,
 ) -> list[Existing]:
-    """The memory's live peers that could be the same thing: the same normalised content (`key`), the same
-    intent, one of the latest facts filed under a key it looks for (`looked_for`,
+    """The memory's live peers that could be the same thing: the same normalised content (`key`), one of
+    the latest of the same intent or of the facts filed under a key it looks for (`looked_for`,
     domain/conflicts.FactKeys: "lives in Lisbon" for "moved to Porto", "I'm single" for "got engaged"),
     or among the 5 nearest by meaning (`by_graph`: through HNSW, else by an exact scan). Live: active and
     not past its expiry (the expire job marks such a memory only later; recall already hides it)."""
     statement, arguments = peers_statement(memory, key, looked_for, vector, now, by_graph=by_graph)
-    async with graph_plans(connection, by_graph):
+    # Planned with sorting off whatever `by_graph`: the latest of an intent or a key come in order from
+    # their indexes (with sorting on, the planner read all 1,000 of a key and sorted them), the nearest
+    # from the graph when `by_graph`; the sorts that are the only plan still run.
+    async with graph_plans(connection, True):
         rows = await connection.fetch(statement, *arguments)
     return [
         Existing(

@@ -11,19 +11,32 @@ from hindsight.client import HindsightClient, memory_input
 from hindsight_server.domain.conflicts import content_key, fact_keys
 from hindsight_server.domain.model import Kind, Tier
 from hindsight_server.process.running import RunningServer
+from hindsight_server.store.sql import graph_plans
 from hindsight_server.store.writes import FILED_PER_KEY, peers_statement
 from tests.domain.builders import numbered
 
 
-def _scans(plan: Any) -> list[dict[str, Any]]:
-    """Every scan of a partition's memories_fact_slot_recent (named after its columns) in an EXPLAIN
-    (ANALYZE, FORMAT JSON) plan."""
+def _scans(plan: Any, columns: str) -> list[dict[str, Any]]:
+    """Every scan of an index whose name holds `columns` (a partition's index is named after its
+    columns) in an EXPLAIN (ANALYZE, FORMAT JSON) plan."""
     if isinstance(plan, list):
-        return [scan for node in plan for scan in _scans(node)]
+        return [scan for node in plan for scan in _scans(node, columns)]
     if not isinstance(plan, dict):
         return []
-    own = [plan] if "_fact_slot_created" in plan.get("Index Name", "") else []
-    return own + [scan for value in plan.values() for scan in _scans(value)]
+    own = [plan] if columns in plan.get("Index Name", "") else []
+    return own + [scan for value in plan.values() for scan in _scans(value, columns)]
+
+
+async def _explained(server: RunningServer, statement: str, arguments: list[Any]) -> tuple[Any, list[Any]]:
+    """The statement's plan as it ran, and its rows."""
+    async with (
+        server.pool.acquire() as connection,
+        connection.transaction(),
+        graph_plans(connection, True),  # as a write plans it
+    ):
+        explained = await connection.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}", *arguments)
+        rows = await connection.fetch(statement, *arguments)
+    return (json.loads(explained) if isinstance(explained, str) else explained), rows
 
 
 async def test_a_write_reads_only_the_latest_facts_filed_under_each_key(
@@ -31,7 +44,7 @@ async def test_a_write_reads_only_the_latest_facts_filed_under_each_key(
 ) -> None:
     """A subject that talks of work files hundreds of facts under "facet:work": a new work fact compares
     itself with the latest FILED_PER_KEY of them, read in order from the index, not with all of them."""
-    crowd = 20 * FILED_PER_KEY  # enough that reading them all is never the cheaper plan
+    crowd = 20 * FILED_PER_KEY
     for first in range(0, crowd, FILED_PER_KEY):  # a batch's memories share its time
         await client.write_batch(
             tenant,
@@ -53,14 +66,8 @@ async def test_a_write_reads_only_the_latest_facts_filed_under_each_key(
     statement, arguments = peers_statement(
         new, content_key(content), keys.looks_for, None, datetime.now(UTC), by_graph=False
     )
-    async with server.pool.acquire() as connection:
-        # Statistics as autovacuum keeps them: a partition just filled has none, and the planner's
-        # guess at its rows can make any plan look cheapest.
-        await connection.execute("ANALYZE memories")
-        explained = await connection.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}", *arguments)
-        peers = await connection.fetch(statement, *arguments)
-    plan = json.loads(explained) if isinstance(explained, str) else explained
-    scans = _scans(plan)
+    plan, peers = await _explained(server, statement, arguments)
+    scans = _scans(plan, "_fact_slot_created")
     assert scans, "the filed facts are read from memories_fact_slot_recent, in order"
     read = sum(scan["Actual Rows"] * scan["Actual Loops"] for scan in scans)
     assert read <= FILED_PER_KEY * len(keys.looks_for)
@@ -69,3 +76,47 @@ async def test_a_write_reads_only_the_latest_facts_filed_under_each_key(
     # The latest of them, not any.
     numbers = {int(row["content"].rsplit(" ", 1)[1]) for row in peers}
     assert min(numbers) >= crowd - FILED_PER_KEY
+
+
+async def test_a_write_reads_only_the_latest_memories_of_its_intent(
+    server: RunningServer, client: HindsightClient, tenant: str
+) -> None:
+    """An agent that books a room every day writes hundreds under one intent: a new booking compares
+    itself with the latest FILED_PER_KEY of them, not with all."""
+    crowd = 20 * FILED_PER_KEY
+    for first in range(0, crowd, FILED_PER_KEY):
+        await client.write_batch(
+            tenant,
+            [
+                memory_input(
+                    f"Book room A for the team, day {i}",
+                    tier="working",
+                    kind="task",
+                    subject="ann",
+                    intent="book_meeting_room",
+                    entities={"day": i},
+                )
+                for i in range(first, first + FILED_PER_KEY)
+            ],
+            verbatim=True,
+        )
+    content = "Book room A for the team, day 9999"
+    new = numbered(
+        1,
+        tenant_id=tenant,
+        subject="ann",
+        kind=Kind.TASK,
+        tier=Tier.WORKING,
+        content=content,
+        intent="book_meeting_room",
+    )
+    statement, arguments = peers_statement(
+        new, content_key(content), (), None, datetime.now(UTC), by_graph=False
+    )
+    plan, peers = await _explained(server, statement, arguments)
+    scans = _scans(plan, "_intent_created")
+    assert scans, "the intent's memories are read from memories_intent_recent, in order"
+    read = sum(scan["Actual Rows"] * scan["Actual Loops"] for scan in scans)
+    assert FILED_PER_KEY <= read <= FILED_PER_KEY + 1
+    assert len(peers) == 20
+    assert min(int(row["content"].rsplit(" ", 1)[1]) for row in peers) >= crowd - FILED_PER_KEY
