@@ -159,15 +159,10 @@ class MemoryWrites(MemoryReads):
                     continue
                 by_graph = vector is not None and memory.subject in graph_subjects
                 derived = analysed[index]
-                peers = await _peers(
-                    connection,
-                    memory,
-                    derived.content_key,
-                    derived.keys.looks_for,
-                    vector,
-                    now,
-                    by_graph=by_graph,
+                statement = peers_statement(
+                    memory, derived.content_key, derived.keys.looks_for, vector, now, by_graph=by_graph
                 )
+                peers = await _peers(connection, memory, statement)
                 # The rules read the new content against each peer's: ~15 ms for 20 peers of 1 KB.
                 read = len(memory.content) + sum(len(peer.content) for peer in peers)
                 resolution = await run_pure(read, decide, memory, peers)
@@ -632,7 +627,12 @@ def peers_statement(
     *,
     by_graph: bool,
 ) -> tuple[str, list[Any]]:
-    """The statement of `_peers` and its arguments (a test explains it)."""
+    """The statement that reads a memory's live peers, those that could be the same thing, and its
+    arguments: the same normalised content (`key`), one of the latest of the same intent or of the facts
+    filed under a key it looks for (`looked_for`, domain/conflicts.FactKeys: "lives in Lisbon" for
+    "moved to Porto", "I'm single" for "got engaged"), or among the 5 nearest by meaning (`by_graph`:
+    through HNSW, else by an exact scan). Live: active and not past its expiry (the expire job marks
+    such a memory only later; recall already hides it)."""
     # Look-ups each by its index: the nearest by meaning through HNSW (a user's peers can be thousands:
     # reading them all to sort by distance cost 11 ms a Write at 10,000, and grew with them), the same
     # content through the peers index, and the latest of the same intent and of the facts filed under
@@ -685,26 +685,14 @@ def peers_statement(
 
 
 async def _peers(
-    connection: asyncpg.Connection,
-    memory: Memory,
-    key: str,
-    looked_for: tuple[str, ...],
-    vector: FloatVector | None,
-    now: datetime,
-    *,
-    by_graph: bool,
+    connection: asyncpg.Connection, memory: Memory, statement: tuple[str, list[Any]]
 ) -> list[Existing]:
-    """The memory's live peers that could be the same thing: the same normalised content (`key`), one of
-    the latest of the same intent or of the facts filed under a key it looks for (`looked_for`,
-    domain/conflicts.FactKeys: "lives in Lisbon" for "moved to Porto", "I'm single" for "got engaged"),
-    or among the 5 nearest by meaning (`by_graph`: through HNSW, else by an exact scan). Live: active and
-    not past its expiry (the expire job marks such a memory only later; recall already hides it)."""
-    statement, arguments = peers_statement(memory, key, looked_for, vector, now, by_graph=by_graph)
+    """The memory's live peers, by `peers_statement`."""
     # Planned with sorting off whatever `by_graph`: the latest of an intent or a key come in order from
     # their indexes (with sorting on, the planner read all 1,000 of a key and sorted them), the nearest
     # from the graph when `by_graph`; the sorts that are the only plan still run.
     async with graph_plans(connection, True):
-        rows = await connection.fetch(statement, *arguments)
+        rows = await connection.fetch(statement[0], *statement[1])
     return [
         Existing(
             id=str(row["id"]),
