@@ -90,17 +90,15 @@ def where_subject_tier_kind(sql: Sql, subject: str, tiers: Sequence[Tier], kinds
 
 
 @contextlib.asynccontextmanager
-async def graph_plans(connection: asyncpg.Connection, on: bool) -> AsyncIterator[None]:
-    """Inside a transaction, while `on`: statements are planned with sorting off, so `ORDER BY vector
-    <=> query` can only be served by the HNSW graph (a write's search for its peers, inside the write's
-    own transaction; a recall's searches run on the pool's pinned connections, `pinned_plans`).
+async def graph_plans(connection: asyncpg.Connection) -> AsyncIterator[None]:
+    """Inside a transaction: statements are planned with sorting off, so `ORDER BY vector <=> query` can
+    only be served by the HNSW graph and `ORDER BY created_at DESC LIMIT n` by an index in that order (a
+    write's search for its peers, inside the write's own transaction; a recall's searches run on the
+    pool's pinned connections, `pinned_plans`).
     PostgreSQL's estimate of a scope's rows cannot be trusted to choose (it multiplies the tenant's and
     the subject's selectivities), and even with a right estimate it sorted 8,700 peers (50 ms) rather
     than walk the graph (1 ms); the caller chooses by the scope's counted size instead
     (domain/search_plan.py). Sorts that are the only plan still run."""
-    if not on:
-        yield
-        return
     await connection.execute("SET LOCAL enable_sort = off")
     yield
     await connection.execute("SET LOCAL enable_sort = on")

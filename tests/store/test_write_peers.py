@@ -32,7 +32,7 @@ async def _explained(server: RunningServer, statement: str, arguments: list[Any]
     async with (
         server.pool.acquire() as connection,
         connection.transaction(),
-        graph_plans(connection, True),  # as a write plans it
+        graph_plans(connection),  # as a write plans it
     ):
         explained = await connection.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}", *arguments)
         rows = await connection.fetch(statement, *arguments)
