@@ -209,10 +209,11 @@ class HotScopes:
         fetched = await self._rows.indexed(key[0], changes.changed) if changes.changed else []
         if entry.index is not index:
             return  # dropped or rebuilt meanwhile: what was read belongs to the old index
-        if changes.changed:
-            index.remove(changes.changed)  # moved to another subject, or gone, when not fetched back
-            index.upsert(row for row in fetched if key[1] in ("", row.memory.subject))
         entry.since = changes.horizon
+        if not changes.changed:
+            return  # most looks: nothing to apply, and no size to check again
+        index.remove(changes.changed)  # moved to another subject, or gone, when not fetched back
+        index.upsert(row for row in fetched if key[1] in ("", row.memory.subject))
         if index.live > self._settings.max_memories:
             entry.index, entry.not_before = None, self._clock() + self._settings.retry_after_s
         elif index.dead > max(index.live // 4, _MIN_DEAD_TO_COMPACT):

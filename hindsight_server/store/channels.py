@@ -87,6 +87,33 @@ def channel_rows(rows: Sequence[asyncpg.Record], spaces: Sequence[VectorSpace]) 
     return ChannelRows(hits, vectors)
 
 
+def ranked_statement(
+    sql: Sql, score: str, limit: int, spaces: Sequence[VectorSpace], *, newest: str = "created_at"
+) -> tuple[str, list[Any]]:
+    """A channel's statement: the best `score` first, the newest (by `newest`) first among equals. A
+    constant score with `newest` an indexed expression reads the rows in the index's order."""
+    statement = f"""SELECT {MEMORY_COLUMNS}{vector_columns(spaces)}, {score} AS channel_score
+                    FROM memories WHERE {sql.clause}
+                    ORDER BY channel_score DESC, {newest} DESC LIMIT {sql.param(limit)}"""
+    return statement, sql.args
+
+
+def structured_statement(
+    scope: Scope, entities: Entities, limit: int, spaces: Sequence[VectorSpace]
+) -> tuple[str, list[Any]]:
+    """The structured channel's statement: memories carrying any of the wanted entity values (most
+    matches first), or, with no entities, the newest inside the time window (the scope's newest by the
+    time each speaks of: memories_subject_time for a subject, memories_tenant_time for the tenant)."""
+    sql = Sql()
+    where_in_scope(sql, scope)
+    score, newest = "0", "coalesce(valid_from, created_at)"  # the time it speaks of (Scope.window)
+    if entities:
+        pairs = sql.param([json.dumps({key: value}, ensure_ascii=False) for key, value in entities.items()])
+        sql.where(f"entities @> ANY({pairs}::jsonb[])")
+        score = f"(SELECT count(*) FROM unnest({pairs}::jsonb[]) AS wanted WHERE entities @> wanted)"
+    return ranked_statement(sql, score, limit, spaces, newest=newest)
+
+
 def vector_statement(
     scope: Scope,
     query: FloatVector,
@@ -196,16 +223,7 @@ class RecallChannels(OnPool):
     ) -> ChannelRows:
         """Memories carrying any of the wanted entity values (most matches first), or, with no entities,
         the newest memories inside the time window."""
-        sql = Sql()
-        where_in_scope(sql, scope)
-        score, newest = "0", "coalesce(valid_from, created_at)"  # the time it speaks of (Scope.window)
-        if entities:
-            pairs = sql.param(
-                [json.dumps({key: value}, ensure_ascii=False) for key, value in entities.items()]
-            )
-            sql.where(f"entities @> ANY({pairs}::jsonb[])")
-            score = f"(SELECT count(*) FROM unnest({pairs}::jsonb[]) AS wanted WHERE entities @> wanted)"
-        return await self._ranked(sql, score, limit, spaces, newest=newest)
+        return await self._fetch_rows(structured_statement(scope, entities, limit, spaces), spaces)
 
     async def vector_channel(
         self,
@@ -312,24 +330,14 @@ class RecallChannels(OnPool):
         where_in_scope(sql, scope)
         sql.where(f"session_id = {sql.param(session_id)}")
         sql.where("tier IN ('working', 'episodic')")
-        return await self._ranked(sql, "extract(epoch FROM created_at)", limit, spaces)
+        return await self._fetch_rows(
+            ranked_statement(sql, "extract(epoch FROM created_at)", limit, spaces), spaces
+        )
 
-    async def _ranked(
-        self,
-        sql: Sql,
-        score: str,
-        limit: int,
-        spaces: Sequence[VectorSpace],
-        *,
-        newest: str = "created_at",
+    async def _fetch_rows(
+        self, statement: tuple[str, list[Any]], spaces: Sequence[VectorSpace]
     ) -> ChannelRows:
-        """A channel's rows: the best `score` first, the newest (by `newest`) first among equals. A
-        constant score with `newest` an indexed expression reads the rows in the index's order."""
+        sql, args = statement
         async with translate_errors():
-            rows = await self._pool.fetch(
-                f"""SELECT {MEMORY_COLUMNS}{vector_columns(spaces)}, {score} AS channel_score
-                    FROM memories WHERE {sql.clause}
-                    ORDER BY channel_score DESC, {newest} DESC LIMIT {sql.param(limit)}""",
-                *sql.args,
-            )
+            rows = await self._pool.fetch(sql, *args)
         return channel_rows(rows, spaces)
