@@ -114,6 +114,17 @@ def structured_statement(
     return ranked_statement(sql, score, limit, spaces, newest=newest)
 
 
+def scope_size_statement(tenant_id: str, subject: str) -> tuple[str, list[Any]]:
+    """RecallChannels.scope_size's statement and arguments: a tenant's count, or a subject's."""
+    in_scope = "" if subject == "" else "AND subject = $2"
+    statement = f"""SELECT count(*) AS rows, count(*) FILTER (WHERE embedding_en IS NULL) AS without_english,
+                          (SELECT coalesce(max(reltuples), -1)::bigint FROM pg_class
+                           WHERE oid = {TENANT_PARTITION.format(tenant="$1")}) AS total
+                    FROM memories
+                    WHERE tenant_id = $1 {in_scope} AND status = 'active' AND embedding IS NOT NULL"""
+    return statement, [tenant_id] if subject == "" else [tenant_id, subject]
+
+
 def vector_statement(
     scope: Scope,
     query: FloatVector,
@@ -254,18 +265,12 @@ class RecallChannels(OnPool):
         """The active memories of a tenant (or of one subject of it) with a multilingual vector, those of
         them without an English one, and the rows of the partition holding them (the planner's
         estimate: -1 before it was first analysed, or while the tenant has no row). Reads the scope's
-        rows through its index (no vector is read)."""
+        rows through its index (no vector is read). One statement text per kind of scope: as
+        `($2 = '' OR subject = $2)` a subject's count read its whole tenant (1M memories: 40-310 ms
+        for a subject of 3,000 in a tenant of 192,000, against 6-19 ms by the subject's index)."""
         async with translate_errors():
-            row = await self._pool.fetchrow(
-                f"""SELECT count(*) AS rows, count(*) FILTER (WHERE embedding_en IS NULL) AS without_english,
-                          (SELECT coalesce(max(reltuples), -1)::bigint FROM pg_class
-                           WHERE oid = {TENANT_PARTITION.format(tenant="$1")}) AS total
-                   FROM memories
-                   WHERE tenant_id = $1 AND ($2 = '' OR subject = $2) AND status = 'active'
-                     AND embedding IS NOT NULL""",
-                tenant_id,
-                subject,
-            )
+            statement, args = scope_size_statement(tenant_id, subject)
+            row = await self._pool.fetchrow(statement, *args)
         return ScopeSize(int(row["rows"]), int(row["without_english"]), int(row["total"]))
 
     async def adjacent_turns(
