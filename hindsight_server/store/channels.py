@@ -342,7 +342,7 @@ class RecallChannels(OnPool):
     async def _fetch_rows(
         self, statement: tuple[str, list[Any]], spaces: Sequence[VectorSpace]
     ) -> ChannelRows:
-        sql, args = statement
+        text, args = statement
         async with translate_errors():
-            rows = await self._pool.fetch(sql, *args)
+            rows = await self._pool.fetch(text, *args)
         return channel_rows(rows, spaces)

@@ -691,8 +691,9 @@ async def _peers(
     # Planned with sorting off whatever `by_graph`: the latest of an intent or a key come in order from
     # their indexes (with sorting on, the planner read all 1,000 of a key and sorted them), the nearest
     # from the graph when `by_graph`; the sorts that are the only plan still run.
+    text, args = statement
     async with graph_plans(connection):
-        rows = await connection.fetch(statement[0], *statement[1])
+        rows = await connection.fetch(text, *args)
     return [
         Existing(
             id=str(row["id"]),

@@ -25,6 +25,7 @@ from hindsight_server.store.channels import RecallChannels
 from hindsight_server.store.memories import MemoryStore
 from hindsight_server.store.migrate import EmbeddingDimensions, SchemaShape, available_migrations, migrate
 from tests.support.eventually import eventually
+from tests.support.plans import plan_nodes
 
 PARTITIONING = 12  # the migration that partitions the table
 
@@ -287,20 +288,6 @@ async def test_every_statement_of_recalls_channels_is_planned_on_the_tenants_par
         assert len(partitions) <= 1, (statement, sorted(partitions))
 
 
-def _scans(plan: Any) -> list[dict[str, Any]]:
-    """Every node of an EXPLAIN (ANALYZE, FORMAT JSON) plan that reads a memories partition."""
-    found: list[dict[str, Any]] = []
-    if isinstance(plan, dict):
-        if plan.get("Relation Name", "").startswith("memories"):
-            found.append(plan)
-        for value in plan.values():
-            found += _scans(value)
-    elif isinstance(plan, list):
-        for value in plan:
-            found += _scans(value)
-    return found
-
-
 async def test_a_grown_tenants_statements_are_planned_for_its_size(
     server: RunningServer, client: HindsightClient, tenant: str
 ) -> None:
@@ -326,7 +313,7 @@ async def test_a_grown_tenants_statements_are_planned_for_its_size(
     assert around.hits
     ((statement, args),) = recorder.statements
     plan = json.loads(await server.pool.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}", *args))
-    scans = _scans(plan)
+    scans = [node for node in plan_nodes(plan) if node.get("Relation Name", "").startswith("memories")]
     assert scans
     for scan in scans:  # each probe reads at most one row: no scan of the tenant
         assert scan["Actual Rows"] + scan.get("Rows Removed by Filter", 0) <= 1, scan

@@ -16,6 +16,7 @@ from hindsight_server.store.channels import RecallChannels, vector_statement
 from hindsight_server.store.pool import BoundedPool, create_pool
 from hindsight_server.store.scope_index import ScopeIndexRows
 from hindsight_server.store.sql import pinned_plans
+from tests.support.plans import index_scans
 
 
 async def _small_pool(dsn: str) -> BoundedPool:
@@ -30,16 +31,6 @@ async def _small_pool(dsn: str) -> BoundedPool:
         pinned_min_size=1,
         pinned_max_size=1,
     )
-
-
-def _index_scans(plan: Any) -> list[str]:
-    """The index of every index scan of an EXPLAIN (FORMAT JSON) plan."""
-    if isinstance(plan, list):
-        return [name for node in plan for name in _index_scans(node)]
-    if not isinstance(plan, dict):
-        return []
-    own = [plan["Index Name"]] if plan.get("Node Type") == "Index Scan" and "Index Name" in plan else []
-    return own + [name for value in plan.values() for name in _index_scans(value)]
 
 
 async def test_pinned_connections_cannot_sort_and_plan_each_statement_once(server: RunningServer) -> None:
@@ -79,11 +70,12 @@ async def test_the_vector_search_walks_the_graph_on_the_pinned_connections_only(
     space = VectorSpace.MULTILINGUAL
     statement, args = vector_statement(scope, query, 10, space, [space], exact=False, without_english=False)
 
-    async def index_scans(pool: Any) -> list[str]:
-        return _index_scans(json.loads(await pool.fetchval(f"EXPLAIN (FORMAT JSON) {statement}", *args)))
+    async def scanned_indexes(pool: Any) -> list[str]:
+        plan = json.loads(await pool.fetchval(f"EXPLAIN (FORMAT JSON) {statement}", *args))
+        return [node["Index Name"] for node in index_scans(plan) if node["Node Type"] == "Index Scan"]
 
-    assert not [name for name in await index_scans(server.pool) if name.endswith("_embedding_idx")]
-    walked = await index_scans(pinned_plans(server.pool))
+    assert not [name for name in await scanned_indexes(server.pool) if name.endswith("_embedding_idx")]
+    walked = await scanned_indexes(pinned_plans(server.pool))
     assert len(walked) == 1 and walked[0].endswith("_embedding_idx"), walked
     rows = await pinned_plans(server.pool).fetch(statement, *args)  # no vectors without an inference tier
     assert rows == []

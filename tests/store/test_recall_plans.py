@@ -12,7 +12,7 @@ from hindsight.client import HindsightClient, memory_input
 from hindsight_server.domain.model import Scope, TimeWindow, VectorSpace
 from hindsight_server.process.running import RunningServer
 from hindsight_server.store.channels import scope_size_statement, structured_statement
-from tests.store.test_write_peers import _scans
+from tests.support.plans import index_scans, rows_read
 
 SUBJECTS = 40
 EACH = 25
@@ -49,16 +49,6 @@ async def _explained(server: RunningServer, statement: str, arguments: list[Any]
     return (json.loads(explained) if isinstance(explained, str) else explained), rows
 
 
-def _read(scans: list[dict[str, Any]]) -> float:
-    """The rows the index scans read: those they handed over and those their filters removed."""
-    return float(
-        sum(
-            (scan["Actual Rows"] + scan.get("Rows Removed by Filter", 0)) * scan["Actual Loops"]
-            for scan in scans
-        )
-    )
-
-
 async def test_a_tenant_wide_time_window_reads_its_newest_memories_in_order_not_every_subjects(
     server: RunningServer, client: HindsightClient, tenant: str
 ) -> None:
@@ -71,9 +61,9 @@ async def test_a_tenant_wide_time_window_reads_its_newest_memories_in_order_not_
     scope = Scope(tenant_id=tenant, now=now, window=window)
     statement, arguments = structured_statement(scope, {}, LIMIT, [VectorSpace.MULTILINGUAL])
     plan, rows = await _explained(server, statement, arguments)
-    scans = _scans(plan, "_tenant_id_coalesce")
+    scans = index_scans(plan, "_tenant_id_coalesce")
     assert scans, "the window is read from memories_tenant_time, in order"
-    assert _read(scans) <= 2 * LIMIT
+    assert rows_read(scans) <= 2 * LIMIT
     newest = [content for _, content in sorted(written, reverse=True)][:LIMIT]
     assert [row["content"] for row in rows] == newest
 
@@ -88,7 +78,7 @@ async def test_a_subjects_count_reads_the_subjects_rows_not_its_tenants(
     await _crowd(client, tenant, datetime.now(UTC))
     statement, arguments = scope_size_statement(tenant, "user-7")
     plan, rows = await _explained(server, statement, arguments)
-    assert 0 < _read(_scans(plan, "_subject")) <= EACH
+    assert 0 < rows_read(index_scans(plan, "_subject")) <= EACH
     assert rows[0]["rows"] <= EACH
     async with server.pool.acquire() as connection, connection.transaction():
         await connection.execute("SET LOCAL plan_cache_mode = force_generic_plan")
@@ -97,4 +87,4 @@ async def test_a_subjects_count_reads_the_subjects_rows_not_its_tenants(
         explained = await connection.fetchval(f"EXPLAIN (FORMAT JSON) EXECUTE counted({literals})")
         await connection.execute("DEALLOCATE counted")
     generic = json.loads(explained) if isinstance(explained, str) else explained
-    assert any("subject = $2" in scan.get("Index Cond", "") for scan in _scans(generic, "_subject"))
+    assert any("subject = $2" in scan.get("Index Cond", "") for scan in index_scans(generic, "_subject"))

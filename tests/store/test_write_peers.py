@@ -14,17 +14,7 @@ from hindsight_server.process.running import RunningServer
 from hindsight_server.store.sql import graph_plans
 from hindsight_server.store.writes import FILED_PER_KEY, peers_statement
 from tests.domain.builders import numbered
-
-
-def _scans(plan: Any, columns: str) -> list[dict[str, Any]]:
-    """Every scan of an index whose name holds `columns` (a partition's index is named after its
-    columns) in an EXPLAIN (ANALYZE, FORMAT JSON) plan."""
-    if isinstance(plan, list):
-        return [scan for node in plan for scan in _scans(node, columns)]
-    if not isinstance(plan, dict):
-        return []
-    own = [plan] if columns in plan.get("Index Name", "") else []
-    return own + [scan for value in plan.values() for scan in _scans(value, columns)]
+from tests.support.plans import index_scans
 
 
 async def _explained(server: RunningServer, statement: str, arguments: list[Any]) -> tuple[Any, list[Any]]:
@@ -67,7 +57,7 @@ async def test_a_write_reads_only_the_latest_facts_filed_under_each_key(
         new, content_key(content), keys.looks_for, None, datetime.now(UTC), by_graph=False
     )
     plan, peers = await _explained(server, statement, arguments)
-    scans = _scans(plan, "_fact_slot_created")
+    scans = index_scans(plan, "_fact_slot_created")
     assert scans, "the filed facts are read from memories_fact_slot_recent, in order"
     read = sum(scan["Actual Rows"] * scan["Actual Loops"] for scan in scans)
     assert read <= FILED_PER_KEY * len(keys.looks_for)
@@ -114,7 +104,7 @@ async def test_a_write_reads_only_the_latest_memories_of_its_intent(
         new, content_key(content), (), None, datetime.now(UTC), by_graph=False
     )
     plan, peers = await _explained(server, statement, arguments)
-    scans = _scans(plan, "_intent_created")
+    scans = index_scans(plan, "_intent_created")
     assert scans, "the intent's memories are read from memories_intent_recent, in order"
     read = sum(scan["Actual Rows"] * scan["Actual Loops"] for scan in scans)
     assert FILED_PER_KEY <= read <= FILED_PER_KEY + 1
