@@ -202,6 +202,7 @@ class EmbeddingSettings(_Section):
             VectorSpace.MULTILINGUAL: self.dimension,
             VectorSpace.ENGLISH: self.english_dimension,
             VectorSpace.CHINESE: self.chinese_dimension,
+            VectorSpace.ENGLISH_CONTEXT: self.english_dimension,  # the English model's too
         }
 
 
@@ -232,6 +233,10 @@ class InferenceSettings(_Section):
     # R@5 +8 over the multilingual model alone, BENCHMARKS.md). Empty: the multilingual model only.
     english_model: str = "embed_en"
     english_query_prefix: str = "Represent this sentence for searching relevant passages: "
+    # English memories of a session also get the English model's vector of the turn before and the
+    # memory read together, which an English query's cosine joins (LoCoMo dev R@5 +2, BENCHMARKS.md;
+    # a second English pass per turn for the background worker, none for a recall).
+    english_context: bool = True
     # Chinese memories also get this model's vector (multilingual-e5-small), and a Chinese query's
     # similarity combines its cosine with the multilingual model's (MADial dev R@5 +4, BENCHMARKS.md).
     # Empty: the multilingual model only.
@@ -293,6 +298,9 @@ class InferenceSettings(_Section):
             VectorSpace.ENGLISH: SpaceModel(self.english_model, self.english_query_prefix),
             VectorSpace.CHINESE: SpaceModel(
                 self.chinese_model, self.chinese_query_prefix, self.chinese_document_prefix
+            ),
+            VectorSpace.ENGLISH_CONTEXT: SpaceModel(
+                self.english_model if self.english_context else "", self.english_query_prefix
             ),
         }
         return {space: model for space, model in models.items() if model.model}

@@ -24,6 +24,7 @@ from typing import Any
 from hindsight.client import HindsightClient, memory_input
 from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.bench import cpu
+from hindsight_server.bench.backlog import wait_backlog_drained
 
 # Items of one session often share a timestamp; a microsecond per item keeps their order.
 _ORDER_STEP = timedelta(microseconds=1)
@@ -173,6 +174,9 @@ async def _load(client: HindsightClient, tenant: str, conversation: EvalConversa
     return item_of
 
 
+_CONTEXT_WAIT_S = 120.0
+
+
 async def _wait_embedded(
     client: HindsightClient, tenant: str, pending: list[str], timeout_s: float = 120
 ) -> None:
@@ -214,7 +218,11 @@ async def evaluate(
     async with HindsightClient(target, timeout_s=30) as client:
         for conversation in conversations:
             tenant = _tenant_for(run, conversation)
+            loaded_at = time.monotonic()
             item_of = await _load(client, tenant, conversation)
+            # The context vectors come after the embeddings (_load waited for those): measured with them.
+            if not await wait_backlog_drained(target, loaded_at, timeout_s=_CONTEXT_WAIT_S):
+                print("warning: recalled before every context vector was in", file=sys.stderr)
             now = max(item.timestamp for item in conversation.items) + timedelta(minutes=1)
 
             async def recall(

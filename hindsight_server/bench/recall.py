@@ -27,7 +27,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
@@ -37,6 +37,7 @@ from hindsight.client import HindsightClient, memory_input
 from hindsight.tls import open_channel
 from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.bench import cpu
+from hindsight_server.bench.backlog import wait_backlog_drained
 from hindsight_server.bench.corpus import CorpusMemory, RecallCorpus, recall_query
 from hindsight_server.bench.eval_corpus import eval_query
 from hindsight_server.rpc.ops import STATUS_METHOD, StatusUnavailable, fetch_status, figures_from_answer
@@ -460,6 +461,15 @@ async def run_recall_bench(
         raise ValueError("concurrency, connections and seconds must be positive")
     async with HindsightClient(target, timeout_s=60) as loader:
         load = await ensure_loaded(loader, corpus, embed_wait_s=embed_wait_s, progress=progress)
+    # Then the English context vectors, which the worker computes once the memories are READY: the
+    # load lasts until they are in too.
+    waited = time.perf_counter()
+    drained = await wait_backlog_drained(target, time.monotonic(), embed_wait_s)
+    load = replace(
+        load,
+        embed_wait_s=load.embed_wait_s + time.perf_counter() - waited,
+        backlog_drained=load.backlog_drained and drained,
+    )
     pids = await server_pids(target)
     clients = [HindsightClient(target, timeout_s=10, channel=_channel(target)) for _ in range(connections)]
     try:

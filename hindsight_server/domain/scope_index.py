@@ -174,9 +174,12 @@ class ScopeIndex:
         self._spoken = _Column.of(np.int64, capacity)
         self._expires = _Column.of(np.int64, capacity)
         self._terms = _Column.of(np.float64, capacity)
+        self._dimensions = dict(dimensions)
         self._has = {space: _Column.of(np.bool_, capacity) for space in dimensions}
-        self._matrix = {space: _Column.of(np.float32, capacity, dim) for space, dim in dimensions.items()}
-        self._norm = {space: _Column.of(np.float32, capacity) for space in dimensions}
+        # A space's vectors once a memory has one there: a scope of one language never holds a matrix of
+        # zeros for the other's model (384-512 floats a slot).
+        self._matrix: dict[VectorSpace, _Column] = {}
+        self._norm: dict[VectorSpace, _Column] = {}
         self._postings: dict[str, _Postings] = {}
         self._in_session: dict[int, array[int]] = {}  # a session's slots, oldest slot first
         self._ordered: dict[int, tuple[list[tuple[int, str]], list[int]]] = {}  # see _session_order
@@ -248,19 +251,26 @@ class ScopeIndex:
         )
         self._expiring |= any(m.expires_at is not None for m in memories)
         self._terms.fill(first, [float(row.terms) for row in rows])
-        for space, matrix in self._matrix.items():
+        for space, dimension in self._dimensions.items():
             held = [
                 (offset, vector)
                 for offset, row in enumerate(rows)
                 if (vector := row.vectors.get(space)) is not None
             ]
+            offsets = [offset for offset, _ in held]
             has = np.zeros(len(rows), dtype=np.bool_)
-            vectors = np.zeros((len(rows), matrix.values.shape[1]), dtype=np.float32)
-            if held:
-                offsets = [offset for offset, _ in held]
-                has[offsets] = True
-                vectors[offsets] = np.stack([vector for _, vector in held])
+            has[offsets] = True
             self._has[space].fill(first, has)
+            matrix = self._matrix.get(space)
+            if matrix is None:
+                if not held:
+                    continue
+                # The space's first vector: zeros for the slots before it.
+                matrix = self._matrix[space] = _Column.of(np.float32, len(self._alive.values), dimension)
+                self._norm[space] = _Column.of(np.float32, len(self._alive.values))
+            vectors = np.zeros((len(rows), dimension), dtype=np.float32)
+            if held:
+                vectors[offsets] = np.stack([vector for _, vector in held])
             matrix.fill(first, vectors)
             self._norm[space].fill(first, np.sqrt(np.einsum("ij,ij->i", vectors, vectors)))
         sessions = [self._sessions.setdefault(m.session_id, len(self._sessions)) for m in memories]
@@ -419,6 +429,8 @@ class ScopeIndex:
         thread while memories are added: slots are append-only, so no row read here is ever written
         again (a grown column is a new array; these views keep the old one)."""
         n = len(self._memories)
+        if space not in self._matrix:  # no memory has a vector there
+            return np.zeros((0, self._dimensions[space]), np.float32), np.zeros(0, np.float32)
         return self._matrix[space].values[:n], self._norm[space].values[:n]
 
     def found(self, slots: npt.NDArray[np.intp], scores: npt.NDArray[np.float64]) -> list[Scored]:

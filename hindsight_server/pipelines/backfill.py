@@ -20,7 +20,13 @@ from datetime import timedelta
 from hindsight_server.domain.errors import InferenceUnavailable
 from hindsight_server.domain.language import OWN_SPACE
 from hindsight_server.domain.model import VectorSpace
-from hindsight_server.domain.vectors import ClaimRequest, EmbeddingClaim, FloatVector, PendingEmbedding
+from hindsight_server.domain.vectors import (
+    ClaimRequest,
+    EmbeddingClaim,
+    FloatVector,
+    PendingEmbedding,
+    context_text,
+)
 from hindsight_server.pipelines.activity import WriteActivity
 from hindsight_server.pipelines.ports import DocumentEmbedder, EmbeddingClaims
 from hindsight_server.pipelines.scope_sizes import ScopeSizes
@@ -56,6 +62,12 @@ class BackfillSettings:
         chunks = math.ceil(self.batch / self.chunk) * 2 + len(OWN_SPACE) - 1
         return timedelta(seconds=max(60.0, 2 * chunks * (self.timeout_s + self.max_give_way_s)))
 
+    @property
+    def context_lease(self) -> timedelta:
+        """As `lease`, for a batch of context vectors: one vector a row."""
+        chunks = math.ceil(self.batch / self.chunk)
+        return timedelta(seconds=max(60.0, 2 * chunks * (self.timeout_s + self.max_give_way_s)))
+
     def backoff(self, attempts: int) -> timedelta:
         return timedelta(seconds=min(self.max_retry_s, self.retry_s * 2.0 ** min(attempts, 30)))
 
@@ -78,9 +90,11 @@ class EmbeddingBackfill:
         self._last_tenant = ""
 
     async def run_once(self) -> int:
-        """Embeds up to one batch of pending memories; returns how many were claimed (0 when the tier
-        is away)."""
-        return len((await self._round()).rows)
+        """Embeds up to one batch of pending memories, then up to one of context vectors; returns how
+        many pending memories were claimed (0 when the tier is away)."""
+        claimed = len((await self._round()).rows)
+        await self._contexts()
+        return claimed
 
     async def _round(self) -> EmbeddingClaim:
         inference = self._inference
@@ -111,6 +125,35 @@ class EmbeddingBackfill:
         await self._store.complete(rows, vectors, failed)
         self._note_embedded(rows, vectors)
         return claim
+
+    async def _contexts(self) -> bool:
+        """Gives up to one batch of English memories of a session their context vector (the English
+        model reading the turn before, then the memory: domain/vectors.context_text), after the
+        pending embeddings, which recall needs more; whether the batch was full. A session's first
+        memory takes its own English vector, with no inference. A chunk the tier does not answer leaves
+        its rows to be claimed again once their lease ends."""
+        inference, space = self._inference, VectorSpace.ENGLISH_CONTEXT
+        if not inference.serves(space):
+            return False
+        rows = await self._store.claim_contexts(self._settings.batch, self._settings.context_lease)
+        vectors: dict[str, FloatVector | None] = {row.memory_id: None for row in rows if row.previous is None}
+        pairs = [row for row in rows if row.previous is not None]
+        size = self._settings.chunk
+        for chunk in (pairs[start : start + size] for start in range(0, len(pairs), size)):
+            if not inference.serves(space):
+                break
+            await self._give_way()
+            texts = [context_text(row.previous or "", row.content) for row in chunk]
+            try:
+                embedded = await inference.embed_documents(
+                    texts, timeout_s=self._settings.timeout_s, space=space
+                )
+            except Exception as exc:  # whatever one chunk meets stays with it; the rest go on
+                count_failure(WORKER, exc, len(chunk))
+                continue
+            vectors.update((row.memory_id, v) for row, v in zip(chunk, embedded.vectors, strict=True))
+        await self._store.complete_contexts(rows, vectors)
+        return len(rows) == self._settings.batch
 
     def _note_embedded(
         self, rows: Sequence[PendingEmbedding], vectors: Mapping[VectorSpace, Mapping[str, FloatVector]]
@@ -197,6 +240,7 @@ class EmbeddingBackfill:
         while True:
             try:
                 more = (await self._round()).more
+                more = await self._contexts() or more
             except Exception as exc:  # the database away, or anything unforeseen: the worker carries on
                 count_failure(WORKER, exc)
                 log.warning("embedding backfill round failed: %s", type(exc).__name__)

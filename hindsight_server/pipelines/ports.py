@@ -49,6 +49,7 @@ from hindsight_server.domain.vectors import (
     DocumentEmbeddings,
     EmbeddingClaim,
     FloatVector,
+    PendingContext,
     PendingEmbedding,
     QueryVector,
     WriteVectors,
@@ -357,6 +358,16 @@ class EmbeddingClaims(Protocol):
     ) -> None:
         """The vectors computed, where a memory still holds the content embedded; a failed one waits its
         backoff and counts one more attempt."""
+
+    async def claim_contexts(self, limit: int, lease: timedelta) -> list[PendingContext]:
+        """English memories of a session lacking their context vector, oldest first, leased for
+        `lease`, each with the turn before it."""
+
+    async def complete_contexts(
+        self, rows: Sequence[PendingContext], vectors: Mapping[str, FloatVector | None]
+    ) -> None:
+        """Each row's context vector (None: its own English vector stands in), where the memory still
+        holds the content embedded and has none yet."""
 
 
 class ExportPages(Protocol):

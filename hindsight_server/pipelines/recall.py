@@ -138,7 +138,8 @@ class RecallPlan:
     lexical_weight: float  # BM25's share of the similarity
     rerank_depth: int  # how many of the best the cross-encoder rescores (0: none; domain/rerank.py)
     # A second space compared in beside the judging one (a Chinese query: multilingual-e5's cosine joins
-    # USE's), whose own search adds candidates to the vector channel.
+    # USE's; an English one: the memories read with the turn before them), whose own search adds
+    # candidates to the vector channel.
     companion: VectorSpace | None = None
 
     @property
@@ -274,7 +275,7 @@ class RecallPipeline:
         # Usually cached; counted on a scope's first recall on this server.
         size = await self._scope_sizes.of(scope.tenant_id, scope.subject) if self._inference else None
         spaces = self._spaces_for(query.text, size)
-        companion = self._companion_for(query.text)
+        companion = self._companion_for(query.text, spaces)
         policy = self._settings.policy
         if spaces[0] is VectorSpace.ENGLISH:
             lexical_weight = policy.english_lexical_weight
@@ -338,12 +339,18 @@ class RecallPipeline:
             return (VectorSpace.ENGLISH,)
         return (VectorSpace.ENGLISH, VectorSpace.MULTILINGUAL)
 
-    def _companion_for(self, text: str) -> VectorSpace | None:
+    def _companion_for(self, text: str, spaces: tuple[VectorSpace, ...]) -> VectorSpace | None:
         """A Chinese query is also compared in the Chinese space, when the tier serves it: its model and
         the multilingual one see Chinese differently, and their cosines together rank better than
-        either (MADial dev, BENCHMARKS.md). A memory without a Chinese vector is judged by the
-        multilingual cosine alone."""
-        chinese = self._inference is not None and self._inference.serves(VectorSpace.CHINESE)
+        either (MADial dev, BENCHMARKS.md). A query judged by the English model is also compared with
+        the memories read after the turn before them (VectorSpace.ENGLISH_CONTEXT), by the same query
+        vector. A memory without a vector in the companion space is judged by its other cosine alone."""
+        if self._inference is None:
+            return None
+        if spaces[0] is VectorSpace.ENGLISH:
+            context = self._inference.serves(VectorSpace.ENGLISH_CONTEXT)
+            return VectorSpace.ENGLISH_CONTEXT if context else None
+        chinese = self._inference.serves(VectorSpace.CHINESE)
         return VectorSpace.CHINESE if chinese and language(text) == CHINESE else None
 
     def _start_query_embedding(
@@ -372,11 +379,15 @@ class RecallPipeline:
         # the tier's CPU and missed the query deadline under load (MADial dev: R@5 65.3 with the
         # turns, the companion late for 70% of recalls; 69.8 without them; BENCHMARKS.md).
         companion_texts = texts[:1]
-        asked = len(texts) * len(spaces) + (len(companion_texts) if companion else 0)
+        shares_model = companion is VectorSpace.ENGLISH_CONTEXT
+        asked = len(texts) * len(spaces) + (len(companion_texts) if companion and not shares_model else 0)
         with stage("recall.embed", **{"hindsight.texts": asked}) as span:
             judging = _gathered([self._space_query(inference, tenant_id, space, texts) for space in spaces])
             if companion is None:
                 judged, second = await judging, None
+            elif companion is VectorSpace.ENGLISH_CONTEXT:  # the English model's: its query serves both
+                judged = await judging
+                second = judged[spaces.index(VectorSpace.ENGLISH)]
             else:
                 judged, second = await asyncio.gather(
                     judging, self._companion_query(inference, tenant_id, companion, companion_texts)

@@ -10,6 +10,7 @@ import grpc
 
 from hindsight.telemetry import InstalledTelemetry, TelemetryConfig, TelemetryConfigError, install
 from hindsight_server.config import Settings
+from hindsight_server.domain.model import VectorSpace
 from hindsight_server.inference.tier import InferenceTier
 from hindsight_server.inference.tracing import cache_figures, inference_figures
 from hindsight_server.pipelines.hot_scopes import HotScopes
@@ -77,6 +78,9 @@ def attach_status(
 
 async def watch_backlog(board: StatusBoard, pool: BoundedPool, settings: Settings) -> None:
     config = settings.telemetry
+    space_models = settings.inference.space_models() if settings.inference.url else {}
     await board.watch_backlog(
-        functools.partial(pending_embeddings, pool), config.backlog_interval_s, config.backlog_cap
+        functools.partial(pending_embeddings, pool, contexts=VectorSpace.ENGLISH_CONTEXT in space_models),
+        config.backlog_interval_s,
+        config.backlog_cap,
     )

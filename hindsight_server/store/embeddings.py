@@ -23,6 +23,7 @@ from hindsight_server.domain.vectors import (
     ClaimRequest,
     EmbeddingClaim,
     FloatVector,
+    PendingContext,
     PendingEmbedding,
     ShareRounds,
     more_due,
@@ -30,7 +31,10 @@ from hindsight_server.domain.vectors import (
 from hindsight_server.store.errors import translate_errors
 from hindsight_server.store.sql import VECTOR_COLUMN, OnPool, locked_in_order, pinned_plans
 
-__all__ = ["WAITING_TENANTS", "EmbeddingQueue"]
+__all__ = ["CONTEXT_DUE", "WAITING_TENANTS", "EmbeddingQueue"]
+
+# The rows waiting for a context vector (migration 0029's partial index says the same).
+CONTEXT_DUE = "embedding_en_ctx IS NULL AND embedding_en IS NOT NULL AND session_id <> ''"
 
 
 def _lacks_own(spaces: str, row: str = "") -> str:
@@ -190,4 +194,60 @@ class EmbeddingQueue(OnPool):
                 ready,
                 [row.digest for row in rows],
                 [failed.get(row.memory_id) for row in rows],
+            )
+
+    async def claim_contexts(self, limit: int, lease: timedelta) -> list[PendingContext]:
+        """English memories of a session without a context vector (VectorSpace.ENGLISH_CONTEXT), oldest
+        first, leased for `lease` (so workers of other servers take other rows), each with the turn
+        before it: the session's memory recorded last before it (created_at, then id, the context
+        channel's order) that its readers may read too (the same agent and visibility) and that is
+        not deleted. The lease is all: a row whose vector never comes is claimed again once it ends."""
+        async with translate_errors():
+            rows = await self._pool.fetch(
+                f"""WITH due AS (
+                       SELECT tenant_id, id FROM memories WHERE {CONTEXT_DUE}
+                         AND (context_retry_at IS NULL OR context_retry_at <= now())
+                       ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+                   UPDATE memories m SET context_retry_at = now() + $2::interval
+                   FROM due WHERE m.tenant_id = due.tenant_id AND m.id = due.id
+                   RETURNING m.id, m.tenant_id, m.content, md5(m.content) AS digest, (
+                       SELECT p.content FROM memories p
+                       WHERE p.tenant_id = m.tenant_id AND p.session_id = m.session_id
+                         AND p.session_id <> ''  -- the partial session index
+                         AND (p.created_at, p.id) < (m.created_at, m.id)
+                         AND p.agent_id = m.agent_id AND p.visibility = m.visibility
+                         AND p.status IN ('active', 'superseded')
+                       ORDER BY p.created_at DESC, p.id DESC LIMIT 1) AS previous""",
+                limit,
+                lease,
+            )
+        return [
+            PendingContext(str(r["id"]), r["tenant_id"], r["content"], r["previous"], r["digest"])
+            for r in sorted(rows, key=lambda r: (r["tenant_id"], str(r["id"])))
+        ]
+
+    async def complete_contexts(
+        self, rows: Sequence[PendingContext], vectors: Mapping[str, FloatVector | None]
+    ) -> None:
+        """Stores each row's context vector, or its own English vector where `vectors` gives None (a
+        session's first memory, or a pair the model failed on: it is not claimed again), where the
+        memory still holds the content claimed and has none yet. A row left out waits for its lease."""
+        done = [row for row in rows if row.memory_id in vectors]
+        if not done:
+            return
+        async with translate_errors():
+            await self._pool.execute(
+                f"""WITH u AS (
+                       SELECT * FROM unnest($1::text[], $2::uuid[], $3::vector[], $4::text[])
+                           AS u(tenant_id, id, vector, digest)),
+                   {locked_in_order("FROM memories m JOIN u ON m.tenant_id = u.tenant_id AND m.id = u.id")}
+                   UPDATE memories AS m
+                   SET embedding_en_ctx = coalesce(u.vector, m.embedding_en), context_retry_at = NULL
+                   FROM u JOIN locked l ON l.tenant_id = u.tenant_id AND l.id = u.id
+                   WHERE m.tenant_id = u.tenant_id AND m.id = u.id
+                     AND m.embedding_en_ctx IS NULL AND md5(m.content) = u.digest""",
+                [row.tenant_id for row in done],
+                [row.memory_id for row in done],
+                [None if (v := vectors[row.memory_id]) is None else Vector(v) for row in done],
+                [row.digest for row in done],
             )

@@ -45,6 +45,7 @@ VECTOR_COLUMN = {
     VectorSpace.MULTILINGUAL: "embedding",
     VectorSpace.ENGLISH: "embedding_en",
     VectorSpace.CHINESE: "embedding_zh",
+    VectorSpace.ENGLISH_CONTEXT: "embedding_en_ctx",
 }
 
 

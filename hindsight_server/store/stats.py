@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncpg
 
+from hindsight_server.store.embeddings import CONTEXT_DUE
 from hindsight_server.store.errors import translate_errors
 from hindsight_server.store.sql import TENANT_PARTITION, OnPool
 from hindsight_server.telemetry.status import PoolFigures
@@ -23,13 +24,15 @@ def pool_figures(pool: asyncpg.Pool) -> PoolFigures:
     )
 
 
-async def pending_embeddings(pool: asyncpg.Pool, cap: int) -> int:
-    """Memories waiting for an embedding, counted up to `cap`: the partial index on pending rows makes
-    a small backlog an index-only count, and the cap bounds a large one."""
+async def pending_embeddings(pool: asyncpg.Pool, cap: int, *, contexts: bool = False) -> int:
+    """Memories waiting for an embedding (with `contexts`, the deployment's English context vectors too),
+    counted up to `cap`: the partial indexes on the rows waiting make a small backlog an index-only
+    count, and the cap bounds a large one."""
+    waiting_context = f"UNION ALL SELECT 1 FROM memories WHERE {CONTEXT_DUE}" if contexts else ""
     async with translate_errors():
         count = await pool.fetchval(
-            """SELECT count(*) FROM (
-                   SELECT 1 FROM memories WHERE embedding_state = 'pending' LIMIT $1
+            f"""SELECT count(*) FROM (
+                   SELECT 1 FROM memories WHERE embedding_state = 'pending' {waiting_context} LIMIT $1
                ) AS waiting""",
             cap,
         )

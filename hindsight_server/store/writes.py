@@ -221,7 +221,7 @@ class MemoryWrites(MemoryReads):
                 + ", ".join(f"{column} = NULL" for column in VECTOR_COLUMN.values())
             )
             # New text: the worker may take it at once, whatever lease or backoff the old text had.
-            assignments.append("embedding_retry_at = NULL, embedding_attempts = 0")
+            assignments.append("embedding_retry_at = NULL, embedding_attempts = 0, context_retry_at = NULL")
         feed = event_insert(
             "changed",
             "'updated'",

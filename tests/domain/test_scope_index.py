@@ -412,3 +412,22 @@ def test_what_a_kind_of_scope_sees_is_kept_until_a_change_and_the_expiry_applied
     assert index.visible(_scope(agent_id="a2")).tolist() == [False, True]
     kept = _index(_row(1)).visible(_scope())
     assert not kept.flags.writeable  # kept for the next recall: no caller may change it
+
+
+def test_a_space_takes_memory_only_once_a_memory_has_a_vector_there() -> None:
+    """A scope of English memories holds no matrix for another language's model; the first vector there
+    brings one, with the earlier slots empty (never found in that space)."""
+    index = ScopeIndex("acme", "user-7", {EN: 2, ML: 3, VectorSpace.CHINESE: 512})
+    index.upsert(_row(n, {EN: [1.0, 0.0], ML: [0.0, 0.0, 1.0]}) for n in range(1, 101))
+    english_only = index.nbytes
+    assert english_only < 100 * 512 * 4  # no 512 floats a slot for the Chinese model
+    everyone = index.visible(_scope())
+    assert index.nearest_ask(everyone, VectorSpace.CHINESE, np.ones(512, np.float32), 5) is None
+    chinese = np.zeros(512, np.float32)
+    chinese[0] = 1.0
+    index.upsert([_row(101, {ML: [0.0, 1.0, 0.0], VectorSpace.CHINESE: chinese.tolist()})])
+    assert index.nbytes > english_only + 100 * 512 * 4
+    everyone = index.visible(_scope())
+    ask = index.nearest_ask(everyone, VectorSpace.CHINESE, chinese, 5)
+    assert ask is not None
+    assert [hit.memory.id for hit in index.searched(VectorSpace.CHINESE, ask)] == [numbered(101).id]

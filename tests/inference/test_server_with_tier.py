@@ -6,15 +6,19 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
+from embedder.client import TritonEmbedder
 from embedder.triton import TritonServer
 from hindsight.client import HindsightClient, memory_input
 from hindsight.v1 import memory_pb2 as pb
 from hindsight_server.config import Settings
+from hindsight_server.domain.vectors import context_text
 from hindsight_server.process.errors import StartupError
 from hindsight_server.process.running import RunningServer
 from hindsight_server.process.server import start_server
@@ -379,6 +383,7 @@ async def test_an_export_carries_the_embeddings_and_an_import_reuses_them(
         ("multilingual", "embed"),
         ("english", "embed_en"),
         ("chinese", "embed_zh"),
+        ("english_context", "embed_en"),  # the English model's, reading a turn with the one before it
     }
     spaces = {m.memory.content[:3]: sorted(e.space for e in m.embeddings) for m in memories}
     assert spaces == {"The": ["english", "multilingual"], "用户的": ["chinese", "multilingual"]}
@@ -426,3 +431,56 @@ async def test_the_cli_round_trips_the_embeddings_through_json_lines(
         return [[list(e.values) for e in item.memory.embeddings] for item in items[1:]]
 
     assert await vectors(f"{tenant}-cli") == await vectors(tenant)
+
+
+async def test_a_turn_gets_the_vector_of_it_read_after_the_one_before_until_that_one_is_erased(
+    tier_client: HindsightClient, tier_server: RunningServer, triton_server: TritonServer, tenant: str
+) -> None:
+    """The worker gives each English memory of a session the English model's vector of the turn before
+    and it read together (a session's first: its own English vector; a memory outside a session: none).
+    Erasing the turn before takes its words out of the vector: computed again from what is left."""
+    texts = ["My sister finally let me adopt the shelter puppy", "We named him Biscuit", "The user likes tea"]
+    inputs = [
+        memory_input(t, tier="semantic", kind="fact", session_id="s1" if n < 2 else "")
+        for n, t in enumerate(texts)
+    ]
+    written = await tier_client.write_batch(tenant, inputs, verbatim=True)
+    opener, answer, loose = (result.memory.id for result in written.results)
+
+    async def vectors() -> dict[str, tuple[list[float] | None, list[float] | None]]:
+        rows = await tier_server.pool.fetch(
+            "SELECT id::text, embedding_en, embedding_en_ctx FROM memories WHERE tenant_id = $1", tenant
+        )
+
+        def listed(vector: Any) -> list[float] | None:
+            return None if vector is None else list(vector.to_list())
+
+        return {r["id"]: (listed(r["embedding_en"]), listed(r["embedding_en_ctx"])) for r in rows}
+
+    async def with_context(*ids: str) -> bool:
+        held = await vectors()
+        return all(held[i][1] is not None for i in ids)
+
+    await eventually(lambda: with_context(opener, answer))
+    held = await vectors()
+    assert held[opener][1] == held[opener][0]  # the session's first memory: its own English vector
+    assert held[loose][1] is None  # outside a session: none
+    async with TritonEmbedder(triton_server.grpc_url, model="embed_en") as model:
+        pair = (await model.embed([context_text(texts[0], texts[1])], timeout_s=10)).vectors[0]
+    assert _cosine(held[answer][1], pair) > 0.99 and _cosine(held[answer][1], held[answer][0]) < 0.99
+
+    await tier_client.erase(tenant, memory_ids=[opener])
+    # Now the session's first memory: its context vector is its own English vector again.
+    await eventually(lambda: _own_vector_again(vectors, answer))
+
+
+async def _own_vector_again(
+    vectors: Callable[[], Awaitable[dict[str, tuple[list[float] | None, list[float] | None]]]], memory_id: str
+) -> bool:
+    own, context = (await vectors())[memory_id]
+    return context is not None and context == own
+
+
+def _cosine(a: Sequence[float] | None, b: Sequence[float] | None) -> float:
+    assert a is not None and b is not None
+    return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))

@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from hindsight_server.domain.model import EmbeddingState, Memory, VectorSpace
+from hindsight_server.domain.model import EmbeddingState, Memory, Status, VectorSpace, Visibility
+from hindsight_server.domain.vectors import context_text
 from hindsight_server.pipelines.backfill import BackfillSettings, EmbeddingBackfill
 from hindsight_server.pipelines.scope_sizes import ScopeSizes
 from tests.domain.builders import memory
@@ -201,3 +202,74 @@ async def test_the_scope_sizes_are_told_what_a_round_embedded() -> None:
         (1, 1),  # embedded, its English vector still to come
         (1, 1),  # a Chinese memory never gets one
     ]
+
+
+def _turn(n: int, content: str, session: str, **fields: Any) -> Memory:
+    return pending(n, content, session_id=session, **fields)
+
+
+async def test_a_sessions_english_memories_get_the_vector_of_them_read_after_the_turn_before() -> None:
+    opener = _turn(1, "My sister let me adopt the shelter puppy", "s1")
+    answer = _turn(2, "We named him Biscuit", "s1")
+    elsewhere = _turn(3, "The user booked a table for two", "s2")
+    loose = pending(4, "The user is allergic to peanuts", session_id="")
+    tier = FakeInferenceTier(english=True, english_context=True)
+    w = worker(opener, answer, elsewhere, loose, tier=tier)
+    await w.backfill.run_once()
+    context = w.queue.vectors[VectorSpace.ENGLISH_CONTEXT]
+    assert set(context) == {opener.id, answer.id, elsewhere.id}  # a memory outside a session gets none
+    # A session's first memory takes its own English vector, computed once; the next one is embedded read
+    # after it, in one call for the batch.
+    english = w.queue.vectors[VectorSpace.ENGLISH]
+    np.testing.assert_array_equal(context[opener.id], english[opener.id])
+    np.testing.assert_array_equal(context[elsewhere.id], english[elsewhere.id])
+    expected = context_text(opener.content, answer.content)
+    np.testing.assert_array_equal(context[answer.id], hashed_vector(expected, VectorSpace.ENGLISH))
+    assert [call for call in w.tier.embedded if call[0] is VectorSpace.ENGLISH_CONTEXT] == [
+        (VectorSpace.ENGLISH_CONTEXT, (expected,))
+    ]
+    assert w.queue.context_retry_at == {}
+    await w.backfill.run_once()
+    assert len([call for call in w.tier.embedded if call[0] is VectorSpace.ENGLISH_CONTEXT]) == 1  # done
+
+
+async def test_the_turn_before_is_one_its_readers_may_read() -> None:
+    """Another agent's private turn, or a deleted one, never lends its words to a memory's vector."""
+    shared = _turn(1, "The user asked about the museum hours", "s1")
+    private = _turn(
+        2, "A private note of the planner agent", "s1", agent_id="planner", visibility=Visibility.PRIVATE
+    )
+    deleted = _turn(3, "A turn the user deleted", "s1", status=Status.DELETED)
+    answer = _turn(4, "It opens at nine", "s1")
+    w = worker(shared, private, deleted, answer, tier=FakeInferenceTier(english=True, english_context=True))
+    await w.backfill.run_once()
+    expected = hashed_vector(context_text(shared.content, answer.content), VectorSpace.ENGLISH)
+    np.testing.assert_array_equal(w.queue.vectors[VectorSpace.ENGLISH_CONTEXT][answer.id], expected)
+
+
+async def test_a_chunk_the_tier_fails_waits_for_its_lease_and_the_rest_go_on() -> None:
+    first, second = _turn(1, "Where did you park the car", "s1"), _turn(2, "Behind the station", "s1")
+    other_first, other = _turn(3, "Which film tonight", "s2"), _turn(4, "The one about whales", "s2")
+    bad = context_text(first.content, second.content)
+    tier = FakeInferenceTier(english=True, english_context=True, fails_on=frozenset({bad}))
+    w = worker(first, second, other_first, other, tier=tier, chunk=1)
+    await w.backfill.run_once()
+    context = w.queue.vectors[VectorSpace.ENGLISH_CONTEXT]
+    assert second.id not in context and other.id in context  # the failing chunk held back only itself
+    tier.fails_on = frozenset()
+    await w.backfill.run_once()
+    assert second.id not in context  # leased: not claimed again before the lease ends
+    w.clock.advance(BackfillSettings(chunk=1).context_lease)
+    await w.backfill.run_once()
+    np.testing.assert_array_equal(context[second.id], hashed_vector(bad, VectorSpace.ENGLISH))
+
+
+async def test_without_the_context_space_no_context_vector_is_computed() -> None:
+    w = worker(
+        _turn(1, "Where did you park", "s1"),
+        _turn(2, "Behind the station", "s1"),
+        tier=FakeInferenceTier(english=True),
+    )
+    await w.backfill.run_once()
+    assert VectorSpace.ENGLISH_CONTEXT not in w.queue.vectors
+    assert all(space is not VectorSpace.ENGLISH_CONTEXT for space, _ in w.tier.embedded)

@@ -12,6 +12,7 @@ import pytest
 
 from hindsight_server.domain.model import Channel, Kind, Memory, RecallResult, Tier, VectorSpace
 from hindsight_server.domain.policy import Limits, RecallPolicy
+from hindsight_server.domain.vectors import context_text
 from hindsight_server.pipelines.recall import RecallPipeline, RecallSettings
 from tests.domain.builders import memory, recall_query
 from tests.support.fakes.inference import FakeInferenceTier, hashed_vector
@@ -135,3 +136,49 @@ async def test_another_tenants_memories_are_never_recalled() -> None:
     store.add(other, {VectorSpace.MULTILINGUAL: hashed_vector(FACTS[0])})
     result = await recall(store, FakeInferenceTier(), "is the user allergic to peanuts")
     assert result.hits and all(hit.memory.tenant_id == "acme" for hit in result.hits)
+
+
+def _english_store(turns: list[tuple[str, str]], *, with_context: bool) -> InMemoryMemoryStore:
+    """English memories (session, content) as the write path and the worker store them: each its
+    multilingual and English vectors and, `with_context`, the English model's vector of it read after
+    the session's memory before it (its own English vector for a session's first)."""
+    store = InMemoryMemoryStore()
+    before: dict[str, str] = {}
+    for n, (session, content) in enumerate(turns, start=1):
+        vectors = {
+            VectorSpace.MULTILINGUAL: hashed_vector(content),
+            VectorSpace.ENGLISH: hashed_vector(content, VectorSpace.ENGLISH),
+        }
+        if with_context:
+            text = content if session not in before else context_text(before[session], content)
+            vectors[VectorSpace.ENGLISH_CONTEXT] = hashed_vector(text, VectorSpace.ENGLISH_CONTEXT)
+        before[session] = content
+        store.add(
+            replace(fact(n, content), session_id=session, created_at=NOW - timedelta(hours=10 - n)), vectors
+        )
+    return store
+
+
+async def test_an_english_query_also_compares_each_turn_read_after_the_one_before_it() -> None:
+    """A turn that answers seldom says what it answers: "We named him Biscuit" holds none of the words of
+    a question about the shelter puppy, the turn before it does. Its context vector (the English model
+    reading both) joins an English query's cosine with its own vector and lifts it."""
+    answer = "We named him Biscuit after the cookie he stole"
+    turns = [
+        ("s1", "My sister finally let me adopt the shelter puppy"),
+        ("s1", answer),
+        ("s2", "The neighbours puppy barks at night"),
+        ("s3", "A new animal shelter opened downtown"),
+        ("s4", "The user bought a sister a birthday cake"),
+    ]
+    similarity: dict[bool, float] = {}
+    for with_context in (False, True):
+        tier = FakeInferenceTier(english=True, english_context=with_context)
+        result = await recall(
+            _english_store(turns, with_context=with_context), tier, "what name did the shelter puppy get"
+        )
+        assert not result.channels_degraded
+        hit = next(hit for hit in result.hits if hit.memory.content == answer)
+        similarity[with_context] = hit.score.similarity
+    assert similarity[True] > similarity[False] + 0.03
+    assert [hit.memory.content for hit in result.hits][:2] == [turns[0][1], answer]

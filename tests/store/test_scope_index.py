@@ -24,6 +24,7 @@ from hindsight_server.pipelines.hot_scopes import HotScopes, HotScopeSettings
 from hindsight_server.pipelines.indexed_reads import IndexedReads
 from hindsight_server.pipelines.vector_searches import VectorSearches
 from hindsight_server.process.running import RunningServer
+from hindsight_server.store.embeddings import CONTEXT_DUE
 from hindsight_server.store.memories import MemoryStore
 from tests.domain.builders import nearest
 
@@ -40,9 +41,10 @@ _CHINESE = [
     "订单A7X92已寄出",
 ]
 BM25 = Bm25(1.2, 0.75, 0.5, 8, 2_000, 3, 50)
-# What the recalls read: an English query's spaces, a Chinese query's with its companion, neither model's.
+# What the recalls read: an English query's spaces and a Chinese query's, each with its companion, neither
+# model's.
 _READ_SPACES = (
-    (VectorSpace.ENGLISH, VectorSpace.MULTILINGUAL),
+    (VectorSpace.ENGLISH, VectorSpace.MULTILINGUAL, VectorSpace.ENGLISH_CONTEXT),
     (VectorSpace.MULTILINGUAL, VectorSpace.CHINESE),
     (VectorSpace.MULTILINGUAL,),
 )
@@ -64,10 +66,13 @@ def _sentence(rng: random.Random, index: int) -> str:
 
 
 async def _embedded(server: RunningServer, tenant: str) -> None:
-    """Waits for the backfill to embed the tenant's memories (a verbatim batch is embedded after)."""
+    """Waits for the backfill to embed the tenant's memories (a verbatim batch is embedded after), and
+    to give those of a session their English context vectors."""
     for _ in range(600):
         pending = await server.pool.fetchval(
-            "SELECT count(*) FROM memories WHERE tenant_id = $1 AND embedding_state = 'pending'", tenant
+            f"""SELECT count(*) FROM memories WHERE tenant_id = $1
+                AND (embedding_state = 'pending' OR {CONTEXT_DUE})""",
+            tenant,
         )
         if not pending:
             return

@@ -13,11 +13,12 @@ from datetime import datetime, timedelta
 
 from hindsight_server.domain.clock import Clock
 from hindsight_server.domain.language import OWN_SPACE, language
-from hindsight_server.domain.model import EmbeddingState, Memory, VectorSpace
+from hindsight_server.domain.model import EmbeddingState, Memory, Status, VectorSpace
 from hindsight_server.domain.vectors import (
     ClaimRequest,
     EmbeddingClaim,
     FloatVector,
+    PendingContext,
     PendingEmbedding,
     ShareRounds,
     more_due,
@@ -38,6 +39,7 @@ class InMemoryEmbeddingQueue(InMemoryMemoryStore):
     clock: Clock | None = None  # the database's now(), which times the leases and backoffs
     retry_at: dict[str, datetime] = field(default_factory=dict)  # leased or backing off until, by id
     attempts: dict[str, int] = field(default_factory=dict)  # failed embeddings, by id
+    context_retry_at: dict[str, datetime] = field(default_factory=dict)  # context vectors leased, by id
 
     def _now(self) -> datetime:
         assert self.clock is not None, "the queue needs a clock"
@@ -138,3 +140,53 @@ class InMemoryEmbeddingQueue(InMemoryMemoryStore):
             else:
                 self.retry_at.pop(row.memory_id, None)
                 self.attempts.pop(row.memory_id, None)
+
+    async def claim_contexts(self, limit: int, lease: timedelta) -> list[PendingContext]:
+        self._answer()
+        now = self._now()
+        context = VectorSpace.ENGLISH_CONTEXT
+        due = sorted(
+            (
+                m
+                for by_id in self.memories.values()
+                for m in by_id.values()
+                if m.session_id
+                and not self._lacks(m, VectorSpace.ENGLISH)
+                and self._lacks(m, context)
+                and self.context_retry_at.get(m.id, now) <= now
+            ),
+            key=_age,
+        )[:limit]
+        for memory in due:
+            self.context_retry_at[memory.id] = now + lease
+        return [
+            PendingContext(m.id, m.tenant_id, m.content, self._previous(m), digest(m.content)) for m in due
+        ]
+
+    def _previous(self, memory: Memory) -> str | None:
+        """The content of the session's memory recorded last before this one that its readers may read."""
+        before = [
+            m
+            for m in self.memories[memory.tenant_id].values()
+            if m.session_id == memory.session_id
+            and _age(m) < _age(memory)
+            and (m.agent_id, m.visibility) == (memory.agent_id, memory.visibility)
+            and m.status in (Status.ACTIVE, Status.SUPERSEDED)
+        ]
+        return max(before, key=_age).content if before else None
+
+    async def complete_contexts(
+        self, rows: Sequence[PendingContext], vectors: Mapping[str, FloatVector | None]
+    ) -> None:
+        self._answer()
+        context = self.vectors.setdefault(VectorSpace.ENGLISH_CONTEXT, {})
+        for row in rows:
+            memory = self.memories.get(row.tenant_id, {}).get(row.memory_id)
+            if row.memory_id not in vectors or memory is None or digest(memory.content) != row.digest:
+                continue
+            vector = vectors[row.memory_id]
+            if vector is None:  # the session's first memory: its own English vector stands in
+                vector = self.vectors.get(VectorSpace.ENGLISH, {}).get(row.memory_id)
+            if row.memory_id not in context and vector is not None:
+                context[row.memory_id] = vector
+            self.context_retry_at.pop(row.memory_id, None)

@@ -24,8 +24,9 @@ def hashed_vector(text: str, space: VectorSpace = VectorSpace.MULTILINGUAL) -> F
     """The text's terms hashed into signed buckets, normalised (each space hashes differently, as two
     models' vectors are not comparable)."""
     vector = np.zeros(DIMENSION, dtype=np.float32)
+    model = VectorSpace.ENGLISH if space is VectorSpace.ENGLISH_CONTEXT else space  # one model, one hash
     for term in analyse(text).distinct:
-        digest = hashlib.blake2b(f"{space.value}:{term}".encode(), digest_size=8).digest()
+        digest = hashlib.blake2b(f"{model.value}:{term}".encode(), digest_size=8).digest()
         bucket = int.from_bytes(digest[:4], "little") % DIMENSION
         vector[bucket] += 1.0 if digest[4] % 2 else -1.0
     norm = float(np.linalg.norm(vector))
@@ -39,6 +40,9 @@ class FakeInferenceTier:
     english_up: bool = True
     chinese: bool = False  # a Chinese model is configured (and answers while the tier and chinese_up are)
     chinese_up: bool = True
+    # With `english`: memories of a session also get the English model's vector of them read after the
+    # turn before (VectorSpace.ENGLISH_CONTEXT).
+    english_context: bool = False
     reranks: bool = False  # a cross-encoder is served
     on_gpu: bool = False  # ... on a GPU
     max_terms: int = 512  # a longer text is embedded truncated
@@ -54,6 +58,7 @@ class FakeInferenceTier:
             VectorSpace.MULTILINGUAL: True,
             VectorSpace.ENGLISH: self.english,
             VectorSpace.CHINESE: self.chinese,
+            VectorSpace.ENGLISH_CONTEXT: self.english and self.english_context,
         }[space]
 
     def serves(self, space: VectorSpace) -> bool:
@@ -61,6 +66,7 @@ class FakeInferenceTier:
             VectorSpace.MULTILINGUAL: True,
             VectorSpace.ENGLISH: self.english_up,
             VectorSpace.CHINESE: self.chinese_up,
+            VectorSpace.ENGLISH_CONTEXT: self.english_up,
         }
         return self.up and self.configured(space) and up[space]
 

@@ -36,7 +36,7 @@ from hindsight_server.domain.model import (
     WriteOutcome,
 )
 from hindsight_server.domain.search_plan import ScopeSize
-from hindsight_server.domain.vectors import FloatVector, Vectors, WriteVectors
+from hindsight_server.domain.vectors import COMPANION_SPACES, FloatVector, Vectors, WriteVectors
 
 PEERS_LIMIT = 20  # as many peers as the store's statement hands `decide`
 
@@ -319,10 +319,14 @@ class InMemoryMemoryStore:
         )
 
     def _vectors_of(self, memories: Sequence[Memory], spaces: Sequence[VectorSpace]) -> Vectors:
+        """As store/channels.vector_columns reads them: a memory's vector in the first judging space it
+        has one in, and in each companion space whatever else it has."""
         found: Vectors = {}
+        judging = [s for s in spaces if s not in COMPANION_SPACES]
         for memory in memories:
-            space = next((s for s in spaces if memory.id in self.vectors.get(s, {})), None)
-            if space is not None:
+            first = next((s for s in judging if memory.id in self.vectors.get(s, {})), None)
+            companions = [s for s in spaces if s in COMPANION_SPACES and memory.id in self.vectors.get(s, {})]
+            for space in [first, *companions] if first is not None else companions:
                 found.setdefault(space, {})[memory.id] = self.vectors[space][memory.id]
         return found
 
