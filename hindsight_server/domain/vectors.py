@@ -49,6 +49,10 @@ class PendingEmbedding:
     missing: frozenset[VectorSpace]  # the spaces whose vector this memory still lacks and can get
     attempts: int = 0  # earlier embeddings of it that failed
     digest: str = ""  # md5 of the content claimed: completion checks the row still holds it
+    # An English memory of a session without its context vector (VectorSpace.ENGLISH_CONTEXT), and the
+    # turn before it (None: it opens the session): given with its English vector, in the same update.
+    wants_context: bool = False
+    previous: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,10 +56,10 @@ class BackfillSettings:
     @property
     def lease(self) -> timedelta:
         """Longer than a round can take (every chunk at its deadline and give-way), so a live worker's
-        rows are never offered to another; a dead worker's wait this long. A row needs at most two
-        vectors (the multilingual one and its language's own); the languages' rows chunk apart, each
-        language's last chunk maybe partial."""
-        chunks = math.ceil(self.batch / self.chunk) * 2 + len(OWN_SPACE) - 1
+        rows are never offered to another; a dead worker's wait this long. A row needs at most three
+        vectors (the multilingual one, its language's own and an English memory's context vector); the
+        languages' rows chunk apart, each language's last chunk maybe partial."""
+        chunks = math.ceil(self.batch / self.chunk) * 3 + len(OWN_SPACE)
         return timedelta(seconds=max(60.0, 2 * chunks * (self.timeout_s + self.max_give_way_s)))
 
     @property
@@ -122,9 +122,46 @@ class EmbeddingBackfill:
             todo = [row for row in rows if space in row.missing and row.memory_id not in failed]
             if todo and inference.serves(space):
                 vectors[space] = await self._embed(inference, todo, space, failed)
+        vectors[VectorSpace.ENGLISH_CONTEXT] = await self._with_english(
+            rows, vectors.get(VectorSpace.ENGLISH, {})
+        )
         await self._store.complete(rows, vectors, failed)
         self._note_embedded(rows, vectors)
         return claim
+
+    async def _with_english(
+        self, rows: Sequence[PendingEmbedding], english: Mapping[str, FloatVector]
+    ) -> dict[str, FloatVector]:
+        """The context vectors of the rows that want one and got their English vector in this round,
+        stored in the same update (a second update of a row writes every index again, four HNSW graphs
+        among them). A chunk the tier fails leaves its rows to the context pass (`_contexts`)."""
+        if not self._inference.serves(VectorSpace.ENGLISH_CONTEXT):
+            return {}
+        wanting = [row for row in rows if row.wants_context and row.memory_id in english]
+        found = {row.memory_id: english[row.memory_id] for row in wanting if row.previous is None}
+        pairs = [(row.memory_id, context_text(row.previous, row.content)) for row in wanting if row.previous]
+        found.update(await self._context_vectors(pairs))
+        return found
+
+    async def _context_vectors(self, pairs: Sequence[tuple[str, str]]) -> dict[str, FloatVector]:
+        """The English model's vectors of (memory id, context text) pairs, a chunk at a time after the
+        writes have had their turn; a chunk the tier fails is left out (counted)."""
+        inference, space = self._inference, VectorSpace.ENGLISH_CONTEXT
+        found: dict[str, FloatVector] = {}
+        size = self._settings.chunk
+        for chunk in (pairs[start : start + size] for start in range(0, len(pairs), size)):
+            if not inference.serves(space):
+                break
+            await self._give_way()
+            try:
+                embedded = await inference.embed_documents(
+                    [text for _, text in chunk], timeout_s=self._settings.timeout_s, space=space
+                )
+            except Exception as exc:  # whatever one chunk meets stays with it; the rest go on
+                count_failure(WORKER, exc, len(chunk))
+                continue
+            found.update((memory_id, v) for (memory_id, _), v in zip(chunk, embedded.vectors, strict=True))
+        return found
 
     async def _contexts(self) -> bool:
         """Gives up to one batch of English memories of a session their context vector (the English
@@ -132,26 +169,12 @@ class EmbeddingBackfill:
         pending embeddings, which recall needs more; whether the batch was full. A session's first
         memory takes its own English vector, with no inference. A chunk the tier does not answer leaves
         its rows to be claimed again once their lease ends."""
-        inference, space = self._inference, VectorSpace.ENGLISH_CONTEXT
-        if not inference.serves(space):
+        if not self._inference.serves(VectorSpace.ENGLISH_CONTEXT):
             return False
         rows = await self._store.claim_contexts(self._settings.batch, self._settings.context_lease)
         vectors: dict[str, FloatVector | None] = {row.memory_id: None for row in rows if row.previous is None}
-        pairs = [row for row in rows if row.previous is not None]
-        size = self._settings.chunk
-        for chunk in (pairs[start : start + size] for start in range(0, len(pairs), size)):
-            if not inference.serves(space):
-                break
-            await self._give_way()
-            texts = [context_text(row.previous or "", row.content) for row in chunk]
-            try:
-                embedded = await inference.embed_documents(
-                    texts, timeout_s=self._settings.timeout_s, space=space
-                )
-            except Exception as exc:  # whatever one chunk meets stays with it; the rest go on
-                count_failure(WORKER, exc, len(chunk))
-                continue
-            vectors.update((row.memory_id, v) for row, v in zip(chunk, embedded.vectors, strict=True))
+        pairs = [(row.memory_id, context_text(row.previous, row.content)) for row in rows if row.previous]
+        vectors.update(await self._context_vectors(pairs))
         await self._store.complete_contexts(rows, vectors)
         return len(rows) == self._settings.batch
 
@@ -240,7 +263,8 @@ class EmbeddingBackfill:
         while True:
             try:
                 more = (await self._round()).more
-                more = await self._contexts() or more
+                # The rest of the context vectors once no memory waits for the vectors it is found by.
+                more = more or await self._contexts()
             except Exception as exc:  # the database away, or anything unforeseen: the worker carries on
                 count_failure(WORKER, exc)
                 log.warning("embedding backfill round failed: %s", type(exc).__name__)

@@ -138,8 +138,8 @@ class RecallPlan:
     lexical_weight: float  # BM25's share of the similarity
     rerank_depth: int  # how many of the best the cross-encoder rescores (0: none; domain/rerank.py)
     # A second space compared in beside the judging one (a Chinese query: multilingual-e5's cosine joins
-    # USE's; an English one: the memories read with the turn before them), whose own search adds
-    # candidates to the vector channel.
+    # USE's, and its own search adds candidates to the vector channel; an English one: the memories read
+    # after the turn before them, for the candidates found).
     companion: VectorSpace | None = None
 
     @property
@@ -458,7 +458,10 @@ class RecallPipeline:
                         for space, q in embedded.by_space.items()
                     ]
                 )
-                if embedded.companion is None:
+                # The English context space searches nothing of its own: its vectors re-judge the
+                # candidates the English search found (a search of its own there cost a recall ~1.5 ms
+                # of the server's CPU for R@5 / R@10 within a run's spread on LoCoMo dev; BENCHMARKS.md).
+                if embedded.companion is None or embedded.companion[0] is VectorSpace.ENGLISH_CONTEXT:
                     return _judged_by_best_space(await judged, plan.spaces)
                 space, q = embedded.companion
                 # Its rows: the scope's with a vector there, at most all of it (no count of them is kept).

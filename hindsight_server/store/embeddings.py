@@ -35,6 +35,18 @@ __all__ = ["CONTEXT_DUE", "WAITING_TENANTS", "EmbeddingQueue"]
 
 # The rows waiting for a context vector (migration 0029's partial index says the same).
 CONTEXT_DUE = "embedding_en_ctx IS NULL AND embedding_en IS NOT NULL AND session_id <> ''"
+# A claimed row `m` that is to get its context vector with its English one.
+_WANTS_CONTEXT = "(m.language = 'en' AND m.session_id <> '' AND m.embedding_en_ctx IS NULL)"
+# The text of the turn before `m` in its session: the memory recorded last before it (created_at, then
+# id, the context channel's order) that its readers may read too (the same agent and visibility) and
+# that is not deleted.
+_PREVIOUS = """(SELECT p.content FROM memories p
+                WHERE p.tenant_id = m.tenant_id AND p.session_id = m.session_id
+                  AND p.session_id <> ''  -- the partial session index
+                  AND (p.created_at, p.id) < (m.created_at, m.id)
+                  AND p.agent_id = m.agent_id AND p.visibility = m.visibility
+                  AND p.status IN ('active', 'superseded')
+                ORDER BY p.created_at DESC, p.id DESC LIMIT 1)"""
 
 
 def _lacks_own(spaces: str, row: str = "") -> str:
@@ -70,6 +82,8 @@ def _pending(row: asyncpg.Record) -> PendingEmbedding:
         ),
         row["embedding_attempts"],
         row["digest"],
+        row["wants_context"],
+        row["previous"],
     )
 
 
@@ -147,7 +161,9 @@ class EmbeddingQueue(OnPool):
                              m.language, md5(m.content) AS digest,
                              m.embedding IS NULL AS needs_multilingual,
                              {_lacks_own("$3::text[]", "m.")} AS needs_own,
-                             m.embedding_en IS NOT NULL AS has_english""",
+                             m.embedding_en IS NOT NULL AS has_english,
+                             {_WANTS_CONTEXT} AS wants_context,
+                             CASE WHEN {_WANTS_CONTEXT} THEN {_PREVIOUS} END AS previous""",
                 tenants,
                 share,
                 [space.value for space in request.own],
@@ -199,9 +215,9 @@ class EmbeddingQueue(OnPool):
     async def claim_contexts(self, limit: int, lease: timedelta) -> list[PendingContext]:
         """English memories of a session without a context vector (VectorSpace.ENGLISH_CONTEXT), oldest
         first, leased for `lease` (so workers of other servers take other rows), each with the turn
-        before it: the session's memory recorded last before it (created_at, then id, the context
-        channel's order) that its readers may read too (the same agent and visibility) and that is
-        not deleted. The lease is all: a row whose vector never comes is claimed again once it ends."""
+        before it (_PREVIOUS). Most get theirs with their English vector (claim_pending_embeddings);
+        these are the rest: embedded inline, or whose session lost a memory. The lease is all: a row
+        whose vector never comes is claimed again once it ends."""
         async with translate_errors():
             rows = await self._pool.fetch(
                 f"""WITH due AS (
@@ -210,14 +226,8 @@ class EmbeddingQueue(OnPool):
                        ORDER BY created_at LIMIT $1 FOR UPDATE SKIP LOCKED)
                    UPDATE memories m SET context_retry_at = now() + $2::interval
                    FROM due WHERE m.tenant_id = due.tenant_id AND m.id = due.id
-                   RETURNING m.id, m.tenant_id, m.content, md5(m.content) AS digest, (
-                       SELECT p.content FROM memories p
-                       WHERE p.tenant_id = m.tenant_id AND p.session_id = m.session_id
-                         AND p.session_id <> ''  -- the partial session index
-                         AND (p.created_at, p.id) < (m.created_at, m.id)
-                         AND p.agent_id = m.agent_id AND p.visibility = m.visibility
-                         AND p.status IN ('active', 'superseded')
-                       ORDER BY p.created_at DESC, p.id DESC LIMIT 1) AS previous""",
+                   RETURNING m.id, m.tenant_id, m.content, md5(m.content) AS digest,
+                             {_PREVIOUS} AS previous""",
                 limit,
                 lease,
             )

@@ -183,7 +183,10 @@ def test_the_backoff_doubles_with_each_failure_up_to_its_cap(attempts: int, seco
 
 def test_a_lease_outlasts_a_round_at_every_deadline() -> None:
     settings = BackfillSettings(batch=256, chunk=32, timeout_s=10.0, max_give_way_s=2.0)
-    assert settings.lease == timedelta(seconds=2 * (8 + 8 + 1) * 12.0)
+    # 8 chunks of each language's own vectors, 8 of multilingual ones, 8 of English context vectors,
+    # and the languages' partial last chunks.
+    assert settings.lease == timedelta(seconds=2 * (8 + 8 + 8 + 2) * 12.0)
+    assert settings.context_lease == timedelta(seconds=2 * 8 * 12.0)
     assert BackfillSettings(batch=1, chunk=32, timeout_s=1.0).lease == timedelta(seconds=60)
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from hindsight_server.domain.clock import Clock
-from hindsight_server.domain.language import OWN_SPACE, language
+from hindsight_server.domain.language import ENGLISH, OWN_SPACE, language
 from hindsight_server.domain.model import EmbeddingState, Memory, Status, VectorSpace
 from hindsight_server.domain.vectors import (
     ClaimRequest,
@@ -85,6 +85,11 @@ class InMemoryEmbeddingQueue(InMemoryMemoryStore):
             missing = {VectorSpace.MULTILINGUAL} if self._lacks(memory, VectorSpace.MULTILINGUAL) else set()
             if (needed := self._lacks_own(memory, request.own)) is not None:
                 missing.add(needed)
+            wants_context = (
+                bool(memory.session_id)
+                and language(memory.content) == ENGLISH
+                and self._lacks(memory, VectorSpace.ENGLISH_CONTEXT)
+            )
             claimed.append(
                 PendingEmbedding(
                     memory.id,
@@ -95,6 +100,8 @@ class InMemoryEmbeddingQueue(InMemoryMemoryStore):
                     frozenset(missing),
                     self.attempts.get(memory.id, 0),
                     digest(memory.content),
+                    wants_context,
+                    self._previous(memory) if wants_context else None,
                 )
             )
         return EmbeddingClaim(claimed, more=more_due(len(due), limit, len(tenants)), last_tenant=tenants[-1])
