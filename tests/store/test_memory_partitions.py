@@ -75,7 +75,7 @@ async def test_the_live_table_is_hash_partitioned_by_tenant_and_every_partition_
         storage = await connection.fetch(
             """SELECT attname, attstorage FROM pg_attribute
                WHERE attrelid = ANY(SELECT inhrelid FROM pg_inherits WHERE inhparent = 'memories'::regclass)
-                 AND attname IN ('embedding', 'embedding_en')"""
+                 AND attname IN ('embedding', 'embedding_en', 'embedding_en_ctx')"""
         )
     assert key == "HASH (tenant_id)"
     assert len(partitions) == DatabaseSettings().memory_partitions == 16
@@ -85,7 +85,13 @@ async def test_the_live_table_is_hash_partitioned_by_tenant_and_every_partition_
         assert row["indexes"] == parent_indexes, row["relname"]
         assert row["reloptions"] == ["fillfactor=80"], row["relname"]
         assert row["stats"] == 1, row["relname"]  # (tenant_id, subject) statistics of its own
-    assert {row["attstorage"] for row in storage} == {b"m"}  # vectors stay in the row (0011)
+    # The vectors searched stay in the row (0011); the English context vector, read for candidates only,
+    # out of it (0029), so that a recalled memory's row stays small enough for cheap updates.
+    assert {(row["attname"], row["attstorage"]) for row in storage} == {
+        ("embedding", b"m"),
+        ("embedding_en", b"m"),
+        ("embedding_en_ctx", b"e"),
+    }
 
 
 async def test_a_tenants_vector_lexical_and_context_statements_read_its_partition_only(

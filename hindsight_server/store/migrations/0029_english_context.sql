@@ -3,8 +3,11 @@
 -- seldom says what it answers; with the question before it, its vector does. An English query's cosine
 -- there joins its cosine with the memory's own vector (LoCoMo dev: R@5 +2, BENCHMARKS.md). Same model,
 -- so the English dimension.
+-- Out of the row (the type's default storage), unlike the other vectors (0011): in the row it made a
+-- memory of a session ~6 KB, and the updates of a recalled memory's access counters then cost the
+-- database 2.6-3.4 ms of CPU a recall at 250 recalls/s (one user's 10k LoCoMo turns, c8) against 0.8
+-- out of it. It is read for a recall's candidates and by a held index's loads, never scanned.
 ALTER TABLE memories ADD COLUMN embedding_en_ctx vector({{ENGLISH_EMBEDDING_DIM}});
-ALTER TABLE memories ALTER COLUMN embedding_en_ctx SET STORAGE MAIN;
 -- The lease of the background worker that computes it (store/embeddings.py): not a change of the memory.
 ALTER TABLE memories ADD COLUMN context_retry_at timestamptz;
 CREATE INDEX memories_embedding_en_ctx ON memories USING hnsw (embedding_en_ctx vector_cosine_ops);
