@@ -58,3 +58,5 @@ def test_memory_ids_are_uuid7_and_time_ordered() -> None:
     assert all(i[14] == "7" and i[19] in "89ab" for i in ids)
     prefixes = [i[:13] for i in ids]  # the 48-bit millisecond timestamp
     assert prefixes == sorted(prefixes)
+    # Monotonic, within a millisecond too: a batch's memories, which share a time, keep its order.
+    assert ids == sorted(ids)
