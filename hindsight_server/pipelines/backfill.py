@@ -149,6 +149,8 @@ class EmbeddingBackfill:
         inference, space = self._inference, VectorSpace.ENGLISH_CONTEXT
         found: dict[str, FloatVector] = {}
         size = self._settings.chunk
+        # By length: a chunk's texts are padded to its longest, so like lengths chunk together.
+        pairs = sorted(pairs, key=lambda pair: len(pair[1]))
         for chunk in (pairs[start : start + size] for start in range(0, len(pairs), size)):
             if not inference.serves(space):
                 break
