@@ -24,6 +24,7 @@ from hindsight_server.domain.vectors import (
     ClaimRequest,
     EmbeddingClaim,
     FloatVector,
+    PendingContext,
     PendingEmbedding,
     context_text,
 )
@@ -139,14 +140,17 @@ class EmbeddingBackfill:
             return {}
         wanting = [row for row in rows if row.wants_context and row.memory_id in english]
         found = {row.memory_id: english[row.memory_id] for row in wanting if row.previous is None}
-        pairs = [(row.memory_id, context_text(row.previous, row.content)) for row in wanting if row.previous]
-        found.update(await self._context_vectors(pairs))
+        found.update(await self._context_vectors(wanting))
         return found
 
-    async def _context_vectors(self, pairs: Sequence[tuple[str, str]]) -> dict[str, FloatVector]:
-        """The English model's vectors of (memory id, context text) pairs, a chunk at a time after the
-        writes have had their turn; a chunk the tier fails is left out (counted)."""
+    async def _context_vectors(
+        self, rows: Sequence[PendingEmbedding | PendingContext]
+    ) -> dict[str, FloatVector]:
+        """The English model's vectors of the rows that have a turn before them, each read after it, a
+        chunk at a time after the writes have had their turn; a chunk the tier fails is left out
+        (counted)."""
         inference, space = self._inference, VectorSpace.ENGLISH_CONTEXT
+        pairs = [(row.memory_id, context_text(row.previous, row.content)) for row in rows if row.previous]
         found: dict[str, FloatVector] = {}
         size = self._settings.chunk
         # By length: a chunk's texts are padded to its longest, so like lengths chunk together.
@@ -175,8 +179,7 @@ class EmbeddingBackfill:
             return False
         rows = await self._store.claim_contexts(self._settings.batch, self._settings.context_lease)
         vectors: dict[str, FloatVector | None] = {row.memory_id: None for row in rows if row.previous is None}
-        pairs = [(row.memory_id, context_text(row.previous, row.content)) for row in rows if row.previous]
-        vectors.update(await self._context_vectors(pairs))
+        vectors.update(await self._context_vectors(rows))
         await self._store.complete_contexts(rows, vectors)
         return len(rows) == self._settings.batch
 

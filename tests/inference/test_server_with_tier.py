@@ -484,3 +484,30 @@ async def _own_vector_again(
 def _cosine(a: Sequence[float] | None, b: Sequence[float] | None) -> float:
     assert a is not None and b is not None
     return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+async def test_deleting_a_turn_clears_only_the_context_vector_of_the_one_after_it(
+    tier_client: HindsightClient, tier_server: RunningServer, tenant: str
+) -> None:
+    """One recomputation for each memory deleted, never the whole session: a tenant deleting one turn of
+    a long session cannot make the shared tier embed it all again."""
+    texts = [f"Turn {n} of a long talk about the garden and its roses" for n in range(6)]
+    inputs = [memory_input(t, tier="semantic", kind="fact", session_id="long") for t in texts]
+    ids = [r.memory.id for r in (await tier_client.write_batch(tenant, inputs, verbatim=True)).results]
+
+    async def all_have_context() -> bool:
+        missing = await tier_server.pool.fetchval(
+            "SELECT count(*) FROM memories WHERE tenant_id = $1 AND embedding_en_ctx IS NULL", tenant
+        )
+        return missing == 0
+
+    await eventually(all_have_context)
+    # In one transaction, so the worker cannot give the vector back before it is looked at.
+    async with tier_server.pool.acquire() as connection, connection.transaction():
+        await connection.execute(
+            "DELETE FROM memories WHERE tenant_id = $1 AND id = $2::uuid", tenant, ids[2]
+        )
+        cleared = await connection.fetch(
+            "SELECT id::text FROM memories WHERE tenant_id = $1 AND embedding_en_ctx IS NULL", tenant
+        )
+    assert [r["id"] for r in cleared] == [ids[3]]

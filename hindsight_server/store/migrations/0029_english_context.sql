@@ -27,16 +27,25 @@ CREATE TRIGGER memories_changed
     ON memories FOR EACH ROW EXECUTE FUNCTION memories_changed();
 
 -- A context vector holds the words of the turn before it. When memories leave the table (an erasure,
--- the purge) the other memories of their sessions lose theirs, and the worker computes them again from
--- the turns left: no vector keeps the words of a memory that is gone. Locked in (tenant_id, id) order,
--- as every statement that updates many memories (store/sql.locked_in_order).
+-- the purge) the memory after each in its session (the next its readers read too: store/embeddings.py's
+-- turn before, seen from the other side) loses its context vector, and the worker computes it again
+-- from the turns left: no vector keeps the words of a memory that is gone. One memory for each one
+-- deleted, never a whole session: deleting one turn of a long session costs one recomputation. Locked in
+-- (tenant_id, id) order, as every statement that updates many memories (store/sql.locked_in_order).
 CREATE FUNCTION memories_context_gone() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    WITH sessions AS (SELECT DISTINCT tenant_id, session_id FROM gone WHERE session_id <> ''),
+    WITH after_gone AS (
+        SELECT n.tenant_id, n.id FROM gone g
+        CROSS JOIN LATERAL (
+            SELECT m.tenant_id, m.id FROM memories m
+            WHERE m.tenant_id = g.tenant_id AND m.session_id = g.session_id AND m.session_id <> ''
+              AND (m.created_at, m.id) > (g.created_at, g.id)
+              AND m.agent_id = g.agent_id AND m.visibility = g.visibility
+            ORDER BY m.created_at, m.id LIMIT 1) AS n
+        WHERE g.session_id <> ''),
     locked AS MATERIALIZED (
-        SELECT m.tenant_id, m.id FROM memories m JOIN sessions s
-            ON m.tenant_id = s.tenant_id AND m.session_id = s.session_id
-        WHERE m.session_id <> '' AND m.embedding_en_ctx IS NOT NULL
+        SELECT m.tenant_id, m.id FROM memories m JOIN after_gone a ON m.tenant_id = a.tenant_id AND m.id = a.id
+        WHERE m.embedding_en_ctx IS NOT NULL
         ORDER BY m.tenant_id, m.id FOR UPDATE OF m)
     UPDATE memories m SET embedding_en_ctx = NULL, context_retry_at = NULL
     FROM locked l WHERE m.tenant_id = l.tenant_id AND m.id = l.id;
