@@ -499,7 +499,7 @@ async def test_deleting_a_turn_clears_only_the_context_vector_of_the_one_after_i
         missing = await tier_server.pool.fetchval(
             "SELECT count(*) FROM memories WHERE tenant_id = $1 AND embedding_en_ctx IS NULL", tenant
         )
-        return missing == 0
+        return bool(missing == 0)
 
     await eventually(all_have_context)
     # In one transaction, so the worker cannot give the vector back before it is looked at.
