@@ -12,7 +12,7 @@ from hindsight.client import HindsightClient, memory_input
 from hindsight_server.domain.model import Scope, TimeWindow, VectorSpace
 from hindsight_server.process.running import RunningServer
 from hindsight_server.store.channels import scope_size_statement, structured_statement
-from tests.support.plans import index_scans, rows_read
+from tests.support.plans import explained_and_rows, index_scans, rows_read
 
 SUBJECTS = 40
 EACH = 25
@@ -44,9 +44,7 @@ async def _explained(server: RunningServer, statement: str, arguments: list[Any]
     """The statement's plan as it ran on analysed tables, and its rows."""
     async with server.pool.acquire() as connection:
         await connection.execute("ANALYZE memories")  # as the server does once a tenant has grown
-        explained = await connection.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}", *arguments)
-        rows = await connection.fetch(statement, *arguments)
-    return (json.loads(explained) if isinstance(explained, str) else explained), rows
+        return await explained_and_rows(connection, statement, arguments)
 
 
 async def test_a_tenant_wide_time_window_reads_its_newest_memories_in_order_not_every_subjects(

@@ -3,7 +3,6 @@ bounded number of rows, whatever the subject holds."""
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,7 +13,7 @@ from hindsight_server.process.running import RunningServer
 from hindsight_server.store.sql import graph_plans
 from hindsight_server.store.writes import FILED_PER_KEY, peers_statement
 from tests.domain.builders import numbered
-from tests.support.plans import index_scans
+from tests.support.plans import explained_and_rows, index_scans
 
 
 async def _explained(server: RunningServer, statement: str, arguments: list[Any]) -> tuple[Any, list[Any]]:
@@ -24,9 +23,7 @@ async def _explained(server: RunningServer, statement: str, arguments: list[Any]
         connection.transaction(),
         graph_plans(connection),  # as a write plans it
     ):
-        explained = await connection.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}", *arguments)
-        rows = await connection.fetch(statement, *arguments)
-    return (json.loads(explained) if isinstance(explained, str) else explained), rows
+        return await explained_and_rows(connection, statement, arguments)
 
 
 async def test_a_write_reads_only_the_latest_facts_filed_under_each_key(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -30,3 +32,12 @@ def rows_read(scans: list[dict[str, Any]]) -> float:
             for node in scans
         )
     )
+
+
+async def explained_and_rows(
+    connection: Any, statement: str, arguments: Sequence[Any]
+) -> tuple[Any, list[Any]]:
+    """The statement's plan as it ran on `connection` (EXPLAIN ANALYZE, as JSON), then its rows."""
+    explained = await connection.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}", *arguments)
+    rows = await connection.fetch(statement, *arguments)
+    return (json.loads(explained) if isinstance(explained, str) else explained), list(rows)
